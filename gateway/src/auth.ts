@@ -1,0 +1,35 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Metadata } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
+import { GatewayError } from './errors';
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+/**
+ * Maps a bearer token to its tenant. Every configured token is compared, in constant time
+ * over equal-length digests, so neither the match position nor the length leaks.
+ */
+export class TokenAuthenticator {
+  private readonly entries: { digest: Buffer; tenant: string }[];
+
+  constructor(tokens: Record<string, string>) {
+    this.entries = Object.entries(tokens).map(([token, tenant]) => ({ digest: digest(token), tenant }));
+  }
+
+  tenantFor(token: string): string | undefined {
+    const d = digest(token);
+    let found: string | undefined;
+    for (const e of this.entries) if (timingSafeEqual(d, e.digest)) found = e.tenant;
+    return found;
+  }
+
+  authenticate(metadata: Metadata): string {
+    const values = metadata.get('authorization');
+    const header = typeof values[0] === 'string' ? values[0] : '';
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!m) throw new GatewayError(status.UNAUTHENTICATED, 'missing bearer token: send "authorization: Bearer <token>" metadata');
+    const tenant = this.tenantFor(m[1]);
+    if (!tenant) throw new GatewayError(status.UNAUTHENTICATED, 'invalid token');
+    return tenant;
+  }
+}

@@ -1,0 +1,39 @@
+import type { Tier } from '../../../runner/src/protocol';
+import type { ApprovalPolicy } from '../runs/RunManager';
+import type { CallStream } from './CallStream';
+
+/** A short, readable rendering of a call's arguments for a permission card. */
+export function summarizeArguments(args: Record<string, unknown>, maxValue = 160): string {
+  const parts = Object.entries(args).map(([k, v]) => {
+    let s = typeof v === 'string' ? v : JSON.stringify(v);
+    if (s === undefined) s = String(v);
+    const lines = s.split('\n').length;
+    if (s.length > maxValue) s = `${s.slice(0, maxValue)}… (${s.length} chars${lines > 1 ? `, ${lines} lines` : ''})`;
+    return `${k}: ${s}`;
+  });
+  return parts.join('\n');
+}
+
+export type GateDecision = { allowed: true } | { allowed: false; message: string };
+
+/**
+ * The approval prompt for write- and exec-tier tools, applied once per call wherever a call
+ * enters the registry. PROMPT with nobody to ask is a refusal (fail-closed).
+ */
+export async function checkApproval(
+  policies: { write: ApprovalPolicy; exec: ApprovalPolicy },
+  tool: string,
+  tier: Tier,
+  args: Record<string, unknown>,
+  stream: CallStream,
+): Promise<GateDecision> {
+  if (tier === 'read') return { allowed: true };
+  const policy = policies[tier];
+  if (policy === 'AUTO') return { allowed: true };
+  if (policy === 'DENY') {
+    return { allowed: false, message: `refused: this run's policy denies ${tier}-tier tools, so ${tool} cannot run here. Do not retry; continue without it or ask the user how to proceed.` };
+  }
+  const outcome = await stream.askPermission(`Allow ${tool} (${tier} tier)?`, summarizeArguments(args));
+  if (outcome.kind === 'approved') return { allowed: true };
+  return { allowed: false, message: `refused: ${tool} was not approved (${outcome.reason}). Do not retry the same call; adjust the plan or ask the user.` };
+}

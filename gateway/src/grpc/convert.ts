@@ -1,0 +1,64 @@
+import { create } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import {
+  Approval,
+  ApprovalsSchema,
+  FeaturesSchema,
+  LimitsSchema,
+  QuestionsFeatureSchema,
+  RunSchema,
+  RunState,
+  type CreateRunRequest,
+  type Run,
+} from '../../../gen/tether/v1/gateway_pb';
+import type { ApprovalPolicy, RunRecord, RunSpec } from '../runs/RunManager';
+
+const approvalFrom = (a: Approval | undefined, fallback: ApprovalPolicy): ApprovalPolicy =>
+  a === Approval.AUTO ? 'AUTO' : a === Approval.PROMPT ? 'PROMPT' : a === Approval.DENY ? 'DENY' : fallback;
+
+const approvalTo = (a: ApprovalPolicy): Approval => (a === 'AUTO' ? Approval.AUTO : a === 'PROMPT' ? Approval.PROMPT : Approval.DENY);
+
+export function specFromRequest(req: CreateRunRequest): RunSpec {
+  const f = req.features;
+  return {
+    conversationId: req.conversationId,
+    workspace: req.workspace,
+    features: {
+      lsp: !!f?.lsp,
+      ast: !!f?.ast,
+      debug: !!f?.debug,
+      eval: !!f?.eval,
+      questions: { enabled: !!f?.questions?.enabled, targetSpace: f?.questions?.targetSpace ?? '' },
+      vibe: !!f?.vibe,
+    },
+    // Unspecified approvals default to AUTO: the platform opts into prompts per tier.
+    approvals: { write: approvalFrom(req.approvals?.write, 'AUTO'), exec: approvalFrom(req.approvals?.exec, 'AUTO') },
+    labels: { ...req.labels },
+    limits: { memoryMb: req.limits?.memoryMb ?? 0, cpuMillis: req.limits?.cpuMillis ?? 0, pids: req.limits?.pids ?? 0 },
+  };
+}
+
+const stateTo = { STARTING: RunState.STARTING, READY: RunState.READY, FAILED: RunState.FAILED, STOPPED: RunState.STOPPED } as const;
+
+export function runToProto(r: RunRecord): Run {
+  const f = r.spec.features;
+  return create(RunSchema, {
+    runId: r.runId,
+    tenant: r.tenant,
+    state: stateTo[r.state],
+    error: r.error,
+    createdAt: timestampFromDate(r.createdAt),
+    conversationId: r.spec.conversationId,
+    labels: r.spec.labels,
+    features: create(FeaturesSchema, {
+      lsp: f.lsp,
+      ast: f.ast,
+      debug: f.debug,
+      eval: f.eval,
+      vibe: f.vibe,
+      questions: create(QuestionsFeatureSchema, { enabled: f.questions.enabled, targetSpace: f.questions.targetSpace }),
+    }),
+    approvals: create(ApprovalsSchema, { write: approvalTo(r.spec.approvals.write), exec: approvalTo(r.spec.approvals.exec) }),
+    limits: create(LimitsSchema, r.spec.limits),
+  });
+}

@@ -1,0 +1,284 @@
+import { randomUUID } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
+import type { GatewayConfig, ResourceLimits } from '../config';
+import { invalid, notFound, GatewayError } from '../errors';
+import { status } from '@grpc/grpc-js';
+import { logger } from '../log';
+import type { RunFeatures, ToolDescriptor } from '../../../runner/src/protocol';
+import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider';
+import { ArgumentValidator } from '../validation';
+import { RunnerClient } from './RunnerClient';
+
+export type RunState = 'STARTING' | 'READY' | 'FAILED' | 'STOPPED';
+export type ApprovalPolicy = 'AUTO' | 'PROMPT' | 'DENY';
+
+export interface RunSpec {
+  conversationId: string;
+  workspace: string;
+  features: RunFeatures;
+  approvals: { write: ApprovalPolicy; exec: ApprovalPolicy };
+  labels: Record<string, string>;
+  limits: ResourceLimits;
+}
+
+/** One run as the gateway knows it. Everything that matters survives in the sandbox's labels. */
+export class RunRecord {
+  state: RunState = 'STARTING';
+  error = '';
+  sandbox?: Sandbox;
+  runner?: RunnerClient;
+  tools: ToolDescriptor[] = [];
+  validator = new ArgumentValidator([]);
+
+  constructor(
+    readonly runId: string,
+    readonly tenant: string,
+    readonly spec: RunSpec,
+    readonly createdAt: Date,
+  ) {}
+
+  setTools(tools: ToolDescriptor[]): void {
+    this.tools = tools;
+    this.validator = new ArgumentValidator(tools);
+  }
+
+  tool(name: string): ToolDescriptor | undefined {
+    return this.tools.find((t) => t.name === name);
+  }
+}
+
+const VERSION = '0.1.0';
+const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
+
+/** Creates, finds, watches and removes runs; scoped by tenant at every entry point. */
+export class RunManager {
+  private readonly runs = new Map<string, RunRecord>();
+  private sweeper?: NodeJS.Timeout;
+
+  constructor(
+    private readonly config: GatewayConfig,
+    readonly provider: SandboxProvider,
+  ) {}
+
+  /** Checks a CreateRun request against the server's rules before anything starts. */
+  normalize(spec: RunSpec): RunSpec {
+    if (spec.conversationId.length > 256) throw invalid('conversation_id is longer than 256 characters');
+    if (spec.features.questions.enabled && !spec.features.questions.targetSpace.trim()) {
+      throw invalid('features.questions needs a target_space: somewhere the card is shown');
+    }
+    for (const [k, v] of Object.entries(spec.labels)) {
+      if (!LABEL_KEY.test(k) || k.startsWith('dev.tether.')) throw invalid(`label key ${JSON.stringify(k)} is not allowed`);
+      if (v.length > 256) throw invalid(`label ${k} is longer than 256 characters`);
+    }
+    if (Object.keys(spec.labels).length > 32) throw invalid('at most 32 labels');
+    const max = this.config.limits.max;
+    const def = this.config.limits.default;
+    const pick = (asked: number, d: number, m: number, name: string) => {
+      if (asked > m) throw invalid(`limits.${name} ${asked} is above the server maximum ${m}`);
+      return asked > 0 ? asked : Math.min(d, m);
+    };
+    const limits = {
+      memoryMb: pick(spec.limits.memoryMb, def.memoryMb, max.memoryMb, 'memory_mb'),
+      cpuMillis: pick(spec.limits.cpuMillis, def.cpuMillis, max.cpuMillis, 'cpu_millis'),
+      pids: pick(spec.limits.pids, def.pids, max.pids, 'pids'),
+    };
+    if (limits.memoryMb < 64) throw invalid('limits.memory_mb must be at least 64');
+    if (limits.pids < 16) throw invalid('limits.pids must be at least 16');
+    return { ...spec, limits };
+  }
+
+  private async checkWorkspace(dir: string): Promise<string> {
+    if (!path.isAbsolute(dir)) throw invalid('workspace must be an absolute host path');
+    let real: string;
+    try {
+      real = await fs.realpath(dir);
+    } catch {
+      throw invalid(`workspace ${dir} does not exist`);
+    }
+    for (const root of this.config.workspaceRoots) {
+      const r = await fs.realpath(root).catch(() => path.resolve(root));
+      if (real === r || real.startsWith(r + path.sep)) return real;
+    }
+    throw new GatewayError(status.PERMISSION_DENIED, `workspace ${dir} is not under a root this server allows`);
+  }
+
+  async create(tenant: string, requested: RunSpec): Promise<RunRecord> {
+    const spec = this.normalize(requested);
+    const live = [...this.runs.values()].filter((r) => r.tenant === tenant && (r.state === 'READY' || r.state === 'STARTING'));
+    if (live.length >= this.config.runs.maxPerTenant) {
+      throw new GatewayError(status.RESOURCE_EXHAUSTED, `tenant has ${live.length} live runs, the maximum is ${this.config.runs.maxPerTenant}; delete one first`);
+    }
+    const hostWorkspace = spec.workspace ? await this.checkWorkspace(spec.workspace) : undefined;
+    const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date());
+    this.runs.set(run.runId, run);
+    try {
+      const sandbox = await this.provider.create({
+        runId: run.runId,
+        tenant,
+        hostWorkspace,
+        limits: spec.limits,
+        labels: this.labelsFor(run),
+      });
+      await this.connect(run, sandbox);
+    } catch (err) {
+      this.markFailed(run, `could not start the run: ${(err as Error).message}`);
+      if (run.sandbox) await this.provider.remove(run.sandbox.id).catch(() => undefined);
+    }
+    return run;
+  }
+
+  private labelsFor(run: RunRecord): Record<string, string> {
+    return {
+      ...run.spec.labels,
+      [LABELS.managed]: 'true',
+      [LABELS.runId]: run.runId,
+      [LABELS.tenant]: run.tenant,
+      [LABELS.version]: VERSION,
+      [LABELS.spec]: Buffer.from(JSON.stringify({ spec: run.spec, createdAt: run.createdAt.toISOString() })).toString('base64'),
+    };
+  }
+
+  /** Talks to a sandbox's runner until it answers `initialize`, then watches it. */
+  private async connect(run: RunRecord, sandbox: Sandbox): Promise<void> {
+    run.sandbox = sandbox;
+    const runner = new RunnerClient(sandbox);
+    run.runner = runner;
+    void sandbox.exited.then((exit) => {
+      if (run.state === 'STOPPED') return;
+      this.markFailed(run, exit.oomKilled ? 'the run ran out of memory and its sandbox was killed (OOM)' : `the run's sandbox ended: ${exit.reason}`);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`runner did not answer within ${this.config.runs.startTimeoutSeconds}s`)), this.config.runs.startTimeoutSeconds * 1000);
+    });
+    try {
+      const init = await Promise.race([
+        runner.initialize({
+          runId: run.runId,
+          conversationId: run.spec.conversationId,
+          workspace: sandbox.workspacePath,
+          features: run.spec.features,
+          settings: this.config.runner,
+        }),
+        timeout,
+      ]);
+      run.setTools(init.tools);
+      if (run.state === 'STARTING') run.state = 'READY';
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private markFailed(run: RunRecord, reason: string): void {
+    if (run.state === 'FAILED' || run.state === 'STOPPED') return;
+    run.state = 'FAILED';
+    run.error = reason;
+    logger.warn({ runId: run.runId, tenant: run.tenant, reason }, 'run failed');
+    run.runner?.dispose();
+  }
+
+  /** Another tenant's run is indistinguishable from one that does not exist. */
+  get(tenant: string, runId: string): RunRecord {
+    const run = this.runs.get(runId);
+    if (!run || run.tenant !== tenant) throw notFound(`run ${runId} not found`);
+    return run;
+  }
+
+  list(tenant: string): RunRecord[] {
+    return [...this.runs.values()].filter((r) => r.tenant === tenant);
+  }
+
+  /** The run, only if it can take a tool call now. */
+  ready(tenant: string, runId: string): RunRecord & { runner: RunnerClient } {
+    const run = this.get(tenant, runId);
+    if (run.state === 'FAILED') throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} has failed: ${run.error}`);
+    if (run.state !== 'READY' || !run.runner) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} is ${run.state.toLowerCase()}`);
+    if (run.runner.failure) throw new GatewayError(status.UNAVAILABLE, `run ${runId} is unavailable: ${run.runner.failure.message}`);
+    return run as RunRecord & { runner: RunnerClient };
+  }
+
+  async delete(tenant: string, runId: string): Promise<void> {
+    const run = this.get(tenant, runId);
+    await this.stopRun(run, 'deleted');
+    this.runs.delete(runId);
+  }
+
+  private async stopRun(run: RunRecord, why: string, remove = true): Promise<void> {
+    const wasLive = run.state === 'READY' || run.state === 'STARTING';
+    run.state = 'STOPPED';
+    if (!run.error) run.error = why === 'deleted' ? '' : why;
+    if (wasLive) await run.runner?.shutdown(1500);
+    run.runner?.dispose();
+    if (run.sandbox) {
+      if (remove) await this.provider.remove(run.sandbox.id).catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
+      else await this.provider.stop(run.sandbox.id).catch(() => undefined);
+    }
+    logger.info({ runId: run.runId, why }, 'run stopped');
+  }
+
+  /** Finds runs that outlived a gateway restart, re-attaches live ones and removes orphans. */
+  async recover(): Promise<{ recovered: number; removed: number }> {
+    const found = await this.provider.list({ [LABELS.managed]: 'true' });
+    let recovered = 0;
+    let removed = 0;
+    for (const info of found) {
+      const runId = info.labels[LABELS.runId];
+      const tenant = info.labels[LABELS.tenant];
+      let saved: { spec: RunSpec; createdAt: string } | undefined;
+      try {
+        saved = JSON.parse(Buffer.from(info.labels[LABELS.spec] ?? '', 'base64').toString('utf8'));
+      } catch {
+        saved = undefined;
+      }
+      if (!info.running || !runId || !tenant || !saved || this.runs.has(runId)) {
+        await this.provider.remove(info.id).catch(() => undefined);
+        removed++;
+        continue;
+      }
+      const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt));
+      this.runs.set(runId, run);
+      try {
+        await this.connect(run, await this.provider.attach(info.id));
+        recovered++;
+      } catch (err) {
+        logger.warn({ runId, err: (err as Error).message }, 'could not re-attach; removing');
+        this.runs.delete(runId);
+        run.runner?.dispose();
+        await this.provider.remove(info.id).catch(() => undefined);
+        removed++;
+      }
+    }
+    return { recovered, removed };
+  }
+
+  /** Stops runs idle too long or alive past the maximum lifetime. */
+  startSweeper(everyMs = 5000): void {
+    this.sweeper = setInterval(() => void this.sweep(), everyMs);
+    this.sweeper.unref();
+  }
+
+  async sweep(now = Date.now()): Promise<void> {
+    const { idleTimeoutSeconds, maxLifetimeSeconds } = this.config.runs;
+    for (const run of this.runs.values()) {
+      if (run.state !== 'READY' || !run.runner) continue;
+      if (maxLifetimeSeconds > 0 && now - run.createdAt.getTime() > maxLifetimeSeconds * 1000) {
+        await this.stopRun(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
+      } else if (idleTimeoutSeconds > 0 && !run.runner.busy && now - run.runner.lastActivity > idleTimeoutSeconds * 1000) {
+        await this.stopRun(run, `stopped: idle for more than ${idleTimeoutSeconds}s`);
+      }
+    }
+  }
+
+  /** Graceful shutdown: stops every run (or leaves them running for the next gateway). */
+  async close(keep: boolean): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    if (keep) {
+      for (const run of this.runs.values()) run.runner?.dispose();
+    } else {
+      await Promise.all([...this.runs.values()].map((r) => (r.state === 'STOPPED' ? undefined : this.stopRun(r, 'gateway shutdown'))));
+    }
+    this.runs.clear();
+    await this.provider.close();
+  }
+}

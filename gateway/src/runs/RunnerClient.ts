@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto';
+import {
+  CancellationTokenSource,
+  createMessageConnection,
+  StreamMessageReader,
+  StreamMessageWriter,
+  type MessageConnection,
+} from 'vscode-jsonrpc/node';
+import {
+  Methods,
+  type AskParams,
+  type BridgeParams,
+  type CallToolParams,
+  type CallerSurface,
+  type InitializeParams,
+  type InitializeResult,
+  type ProgressParams,
+  type QuestionCard,
+  type QuestionOutcome,
+  type RunEventParams,
+  type ToolResult,
+} from '../../../runner/src/protocol';
+import type { Sandbox } from '../sandbox/provider';
+import { logger } from '../log';
+
+/** What the gateway does for a call while the runner works on it. */
+export interface CallHooks {
+  progress(text: string): void;
+  ask(card: QuestionCard): Promise<QuestionOutcome>;
+  bridge(tool: string, args: unknown): Promise<ToolResult>;
+}
+
+export class RunnerGoneError extends Error {}
+
+/** The gateway's end of one runner's JSON-RPC connection. */
+export class RunnerClient {
+  private readonly connection: MessageConnection;
+  private readonly calls = new Map<string, { hooks: CallHooks; reject: (e: Error) => void }>();
+  private gone: Error | undefined;
+  private readonly eventListeners: ((e: RunEventParams) => void)[] = [];
+  lastActivity = Date.now();
+
+  constructor(readonly sandbox: Sandbox) {
+    this.connection = createMessageConnection(new StreamMessageReader(sandbox.stdout), new StreamMessageWriter(sandbox.stdin));
+    this.connection.onNotification(Methods.progress, (p: ProgressParams) => this.calls.get(p.callId)?.hooks.progress(p.text));
+    this.connection.onRequest(Methods.ask, async (p: AskParams) => {
+      const call = this.calls.get(p.callId);
+      if (!call) return { kind: 'unavailable', reason: 'the call that asked has ended' } satisfies QuestionOutcome;
+      return call.hooks.ask(p.card);
+    });
+    this.connection.onRequest(Methods.bridge, async (p: BridgeParams) => {
+      const call = this.calls.get(p.callId);
+      if (!call) return { content: [{ type: 'text', text: 'the call that made this bridged call has ended' }], isError: true } satisfies ToolResult;
+      return call.hooks.bridge(p.tool, p.arguments);
+    });
+    this.connection.onNotification(Methods.runEvent, (e: RunEventParams) => this.eventListeners.forEach((l) => l(e)));
+    this.connection.onError(([err]) => logger.warn({ runId: sandbox.runId, err: err.message }, 'runner connection error'));
+    this.connection.onClose(() => this.fail(new RunnerGoneError('the runner connection closed')));
+    this.connection.listen();
+    void sandbox.exited.then((exit) => this.fail(new RunnerGoneError(exit.reason)));
+  }
+
+  /** Ends every pending call at once: a dead runner must never leave a client waiting. */
+  private fail(err: Error): void {
+    if (this.gone) return;
+    this.gone = err;
+    for (const c of this.calls.values()) c.reject(err);
+    this.calls.clear();
+    this.connection.dispose();
+  }
+
+  get failure(): Error | undefined {
+    return this.gone;
+  }
+
+  onRunEvent(listener: (e: RunEventParams) => void): void {
+    this.eventListeners.push(listener);
+  }
+
+  async initialize(params: InitializeParams): Promise<InitializeResult> {
+    return this.request(this.connection.sendRequest(Methods.initialize, params) as Promise<InitializeResult>);
+  }
+
+  async command(family: string, command: string, payload: unknown): Promise<unknown> {
+    return this.request(this.connection.sendRequest(Methods.command, { family, command, payload }));
+  }
+
+  private request<T>(p: Promise<T>): Promise<T> {
+    if (this.gone) return Promise.reject(this.gone);
+    this.lastActivity = Date.now();
+    return new Promise<T>((resolve, reject) => {
+      const id = randomUUID();
+      this.calls.set(id, { hooks: noHooks, reject });
+      p.then(resolve, reject).finally(() => this.calls.delete(id));
+    });
+  }
+
+  async callTool(tool: string, args: Record<string, unknown>, surface: CallerSurface, hooks: CallHooks, signal: AbortSignal): Promise<ToolResult> {
+    if (this.gone) throw this.gone;
+    this.lastActivity = Date.now();
+    const callId = randomUUID();
+    const cts = new CancellationTokenSource();
+    const onAbort = () => cts.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await new Promise<ToolResult>((resolve, reject) => {
+        this.calls.set(callId, { hooks, reject });
+        const params: CallToolParams = { callId, tool, arguments: args, surface };
+        (this.connection.sendRequest(Methods.callTool, params, cts.token) as Promise<ToolResult>).then(resolve, reject);
+      });
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      this.calls.delete(callId);
+      cts.dispose();
+      this.lastActivity = Date.now();
+    }
+  }
+
+  get busy(): boolean {
+    return this.calls.size > 0;
+  }
+
+  async shutdown(timeoutMs = 3000): Promise<void> {
+    if (this.gone) return;
+    await Promise.race([this.connection.sendRequest(Methods.shutdown).catch(() => undefined), new Promise((r) => setTimeout(r, timeoutMs))]);
+  }
+
+  dispose(): void {
+    this.fail(new RunnerGoneError('the run was stopped'));
+  }
+}
+
+const noHooks: CallHooks = {
+  progress: () => undefined,
+  ask: async () => ({ kind: 'unavailable', reason: 'no call to ask on' }),
+  bridge: async () => ({ content: [{ type: 'text', text: 'no call to bridge from' }], isError: true }),
+};

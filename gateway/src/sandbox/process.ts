@@ -1,0 +1,106 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs, existsSync } from 'node:fs';
+import * as path from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { logger } from '../log';
+import type { Sandbox, SandboxExit, SandboxInfo, SandboxProvider, SandboxSpec } from './provider';
+import { extractConfined, packConfined } from './safeTar';
+
+/** The built runner entry point, found relative to this file in dist/. */
+export function runnerEntry(): string {
+  const p = path.resolve(__dirname, '../../../runner/src/main.js');
+  if (!existsSync(p)) throw new Error(`runner not built: ${p} is missing (run npm run build)`);
+  return p;
+}
+
+interface Child {
+  proc: ChildProcess;
+  spec: SandboxSpec;
+  workspace: string;
+  ownsWorkspace: boolean;
+  exited: Promise<SandboxExit>;
+}
+
+/**
+ * Runs the runner as a local child process in a temp workspace. No isolation at all: for
+ * development and fast tests only, and refused unless the config enables it.
+ */
+export class ProcessProvider implements SandboxProvider {
+  readonly name = 'process';
+  private readonly children = new Map<string, Child>();
+
+  constructor(private readonly stateDir: string) {}
+
+  async create(spec: SandboxSpec): Promise<Sandbox> {
+    const ownsWorkspace = !spec.hostWorkspace;
+    const workspace = spec.hostWorkspace ?? path.join(this.stateDir, 'workspaces', spec.runId);
+    await fs.mkdir(workspace, { recursive: true });
+    const proc = spawn(process.execPath, [runnerEntry()], {
+      cwd: workspace,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TETHER_RUN_ID: spec.runId, TETHER_WORKSPACE: workspace },
+    });
+    const id = `proc-${spec.runId}`;
+    const exited = new Promise<SandboxExit>((resolve) => {
+      proc.once('exit', (code, signal) =>
+        resolve({ reason: signal ? `runner killed by ${signal}` : `runner exited with code ${code}`, oomKilled: false, exitCode: code }),
+      );
+      proc.once('error', (err) => resolve({ reason: `runner failed to start: ${err.message}`, oomKilled: false, exitCode: null }));
+    });
+    proc.stderr!.on('data', (d: Buffer) => logger.debug({ runId: spec.runId, runner: d.toString().trimEnd() }));
+    this.children.set(id, { proc, spec, workspace, ownsWorkspace, exited });
+    return this.sandbox(id);
+  }
+
+  private sandbox(id: string): Sandbox {
+    const c = this.children.get(id);
+    if (!c) throw new Error(`no such sandbox ${id}`);
+    return {
+      id,
+      runId: c.spec.runId,
+      workspacePath: c.workspace,
+      stdin: c.proc.stdin!,
+      stdout: c.proc.stdout!,
+      exited: c.exited,
+      putArchive: (rel, tar) => extractConfined(path.join(c.workspace, rel), tar),
+      getArchive: async (rel) => {
+        await fs.lstat(path.join(c.workspace, rel || '.'));
+        const out = new PassThrough();
+        (packConfined(c.workspace, rel) as Readable).pipe(out);
+        return out;
+      },
+    };
+  }
+
+  async attach(id: string): Promise<Sandbox> {
+    // A child process does not outlive the gateway that spawned it.
+    return this.sandbox(id);
+  }
+
+  async stop(id: string): Promise<void> {
+    const c = this.children.get(id);
+    if (!c || c.proc.exitCode !== null || c.proc.signalCode !== null) return;
+    c.proc.kill('SIGTERM');
+    const timer = setTimeout(() => c.proc.kill('SIGKILL'), 3000);
+    await c.exited;
+    clearTimeout(timer);
+  }
+
+  async remove(id: string): Promise<void> {
+    const c = this.children.get(id);
+    if (!c) return;
+    await this.stop(id);
+    this.children.delete(id);
+    if (c.ownsWorkspace) await fs.rm(c.workspace, { recursive: true, force: true });
+  }
+
+  async list(labels: Record<string, string>): Promise<SandboxInfo[]> {
+    return [...this.children.entries()]
+      .filter(([, c]) => Object.entries(labels).every(([k, v]) => c.spec.labels[k] === v))
+      .map(([id, c]) => ({ id, labels: c.spec.labels, running: c.proc.exitCode === null && c.proc.signalCode === null }));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.children.keys()].map((id) => this.remove(id)));
+  }
+}

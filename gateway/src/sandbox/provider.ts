@@ -1,0 +1,66 @@
+import type { Readable, Writable } from 'node:stream';
+import type { ResourceLimits } from '../config';
+
+/** Labels every sandbox carries, so a restarted gateway can find its runs again. */
+export const LABELS = {
+  managed: 'dev.tether.managed',
+  runId: 'dev.tether.run-id',
+  tenant: 'dev.tether.tenant',
+  version: 'dev.tether.version',
+  conversation: 'dev.tether.conversation',
+  spec: 'dev.tether.spec',
+} as const;
+
+export interface SandboxSpec {
+  runId: string;
+  tenant: string;
+  labels: Record<string, string>;
+  /** A host directory to use as the workspace; absent means the provider creates one. */
+  hostWorkspace?: string;
+  limits: ResourceLimits;
+}
+
+/** Why a sandbox ended, as a person would want to read it. */
+export interface SandboxExit {
+  reason: string;
+  oomKilled: boolean;
+  exitCode: number | null;
+}
+
+/** One live sandbox: the runner's stdio and the workspace's files. */
+export interface Sandbox {
+  readonly id: string;
+  readonly runId: string;
+  /** The workspace path as the runner sees it. */
+  readonly workspacePath: string;
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  /** Resolves once, when the sandbox's runner is gone. */
+  readonly exited: Promise<SandboxExit>;
+  /** Unpacks a tar stream into the workspace at a workspace-relative directory. */
+  putArchive(relDir: string, tar: Readable): Promise<void>;
+  /** A tar stream of a workspace-relative path. */
+  getArchive(relPath: string): Promise<Readable>;
+}
+
+export interface SandboxInfo {
+  id: string;
+  labels: Record<string, string>;
+  running: boolean;
+}
+
+/**
+ * Where runs live. Nothing above this interface knows which provider it talks to: the
+ * gateway asks for a sandbox, talks JSON-RPC on its stdio, and moves tar streams.
+ */
+export interface SandboxProvider {
+  readonly name: string;
+  create(spec: SandboxSpec): Promise<Sandbox>;
+  /** Re-attaches to a sandbox that outlived a gateway restart. */
+  attach(id: string): Promise<Sandbox>;
+  stop(id: string): Promise<void>;
+  /** Removes the sandbox and the workspace it created. */
+  remove(id: string): Promise<void>;
+  list(labels: Record<string, string>): Promise<SandboxInfo[]>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,87 @@
+import * as path from 'node:path';
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import { Gateway } from '../../gen/tether/v1/gateway_pb';
+import { TokenAuthenticator } from './auth';
+import type { GatewayConfig } from './config';
+import { logger } from './log';
+import { RunManager } from './runs/RunManager';
+import { grpcDefinition } from './grpc/definition';
+import { gatewayHandlers } from './grpc/handlers';
+import type { SandboxProvider } from './sandbox/provider';
+import { ProcessProvider } from './sandbox/process';
+
+export const SERVICE_NAME = 'tether.v1.Gateway';
+export const PROTO_DIR = path.resolve(__dirname, '../../../proto');
+
+export async function createProvider(config: GatewayConfig): Promise<SandboxProvider> {
+  if (config.provider === 'process') {
+    if (!config.allowProcessProvider) throw new Error('the process provider is disabled (allowProcessProvider is false)');
+    logger.warn('using the process provider: tools run WITHOUT isolation (development only)');
+    return new ProcessProvider(config.stateDir);
+  }
+  const { DockerProvider } = await import('./sandbox/docker');
+  return new DockerProvider(config);
+}
+
+export interface RunningGateway {
+  address: string;
+  port: number;
+  runs: RunManager;
+  /** Stops serving; runs are stopped unless `keepRuns` (or config.docker.keepOnShutdown). */
+  close(opts?: { keepRuns?: boolean }): Promise<void>;
+}
+
+/** Starts a gateway on config.listen and returns once it accepts calls. */
+export async function startGateway(config: GatewayConfig, provider?: SandboxProvider): Promise<RunningGateway> {
+  const sandboxes = provider ?? (await createProvider(config));
+  const runs = new RunManager(config, sandboxes);
+  const recovered = await runs.recover();
+  if (recovered.recovered || recovered.removed) logger.info(recovered, 'runs found after restart');
+  runs.startSweeper();
+
+  const server = new Server({
+    'grpc.max_receive_message_length': config.maxMessageBytes,
+    'grpc.max_send_message_length': config.maxMessageBytes,
+  });
+  server.addService(grpcDefinition(Gateway), gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config));
+
+  const health = new HealthImplementation({ '': 'SERVING', [SERVICE_NAME]: 'SERVING' });
+  health.addToServer(server);
+
+  const pkg = protoLoader.loadSync(path.join(PROTO_DIR, 'tether/v1/gateway.proto'), { includeDirs: [PROTO_DIR] });
+  new ReflectionService(pkg).addToServer(server);
+
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(config.listen, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const host = config.listen.slice(0, config.listen.lastIndexOf(':'));
+  const address = `${host}:${port}`;
+  logger.info({ address, provider: sandboxes.name }, 'tether gateway serving');
+
+  let closed = false;
+  return {
+    address,
+    port,
+    runs,
+    async close(opts) {
+      if (closed) return;
+      closed = true;
+      health.setStatus('', 'NOT_SERVING');
+      // In-flight calls get a moment to finish; then they are cut.
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 3000);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      });
+      await runs.close(opts?.keepRuns ?? config.docker.keepOnShutdown);
+    },
+  };
+}

@@ -1,0 +1,79 @@
+import {
+  CancellationToken,
+  createMessageConnection,
+  StreamMessageReader,
+  StreamMessageWriter,
+} from 'vscode-jsonrpc/node';
+import {
+  Methods,
+  type AskParams,
+  type BridgeParams,
+  type CallToolParams,
+  type InitializeParams,
+  type InitializeResult,
+  type ProgressParams,
+  type QuestionOutcome,
+  type ToolResult,
+} from './protocol';
+import { ToolRegistry } from './registry';
+import { RunContext } from './run';
+import { registerTools } from './tools';
+import { logger } from './log';
+import type { ToolContext } from './tool';
+
+// stdout carries protocol only: anything a library prints goes to stderr instead.
+console.log = console.info = console.debug = console.warn = (...args: unknown[]) => logger.info({ console: args.map(String).join(' ') });
+
+const VERSION = process.env.TETHER_VERSION ?? '0.1.0';
+
+const connection = createMessageConnection(new StreamMessageReader(process.stdin), new StreamMessageWriter(process.stdout));
+
+let run: RunContext | undefined;
+let registry: ToolRegistry | undefined;
+
+connection.onRequest(Methods.initialize, async (params: InitializeParams): Promise<InitializeResult> => {
+  // A restarted gateway re-attaches and initializes again: same run, same tools.
+  if (run && registry) {
+    if (params.runId !== run.runId) throw new Error(`runner belongs to run ${run.runId}, not ${params.runId}`);
+    return { version: VERSION, tools: registry.list() };
+  }
+  run = new RunContext(params);
+  registry = new ToolRegistry();
+  await registerTools(registry, run);
+  logger.info({ runId: run.runId, tools: registry.list().map((t) => t.name) }, 'runner initialized');
+  return { version: VERSION, tools: registry.list() };
+});
+
+connection.onRequest(Methods.callTool, async (params: CallToolParams, token: CancellationToken): Promise<ToolResult> => {
+  if (!run || !registry) throw new Error('runner not initialized');
+  const abort = new AbortController();
+  token.onCancellationRequested(() => abort.abort('cancelled by the client'));
+  const { callId } = params;
+  const ctx: ToolContext = {
+    callId,
+    surface: params.surface,
+    signal: abort.signal,
+    progress: (text) => void connection.sendNotification(Methods.progress, { callId, text } satisfies ProgressParams),
+    ask: (card) => connection.sendRequest(Methods.ask, { callId, card } satisfies AskParams) as Promise<QuestionOutcome>,
+    callTool: (tool, args) => connection.sendRequest(Methods.bridge, { callId, tool, arguments: args } satisfies BridgeParams) as Promise<ToolResult>,
+  };
+  return registry.call(params.tool, params.arguments, ctx);
+});
+
+async function stop(code: number): Promise<never> {
+  await run?.stop();
+  process.exit(code);
+}
+
+connection.onRequest(Methods.shutdown, async () => {
+  setImmediate(() => void stop(0));
+  return {};
+});
+
+// A bug in one tool must not take the whole run down with it.
+process.on('uncaughtException', (err) => logger.error({ err }, 'uncaught exception'));
+process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
+process.on('SIGTERM', () => void stop(0));
+connection.onClose(() => void stop(0));
+connection.listen();
+logger.info({ pid: process.pid }, 'runner listening on stdio');

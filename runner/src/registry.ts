@@ -1,0 +1,44 @@
+import type { ToolDescriptor, ToolResult } from './protocol';
+import { ToolError, fail, type ToolContext, type ToolDefinition } from './tool';
+
+/**
+ * The run's tools. A family registers a tool only when the resource behind it is wired for
+ * the run, so an unwired tool does not exist at all (not merely fails).
+ */
+export class ToolRegistry {
+  private readonly tools = new Map<string, ToolDefinition>();
+
+  register(tool: ToolDefinition): void {
+    if (this.tools.has(tool.name)) throw new Error(`tool ${tool.name} registered twice`);
+    this.tools.set(tool.name, tool);
+  }
+
+  has(name: string): boolean {
+    return this.tools.has(name);
+  }
+
+  list(): ToolDescriptor[] {
+    return [...this.tools.values()].map(({ name, description, tier, inputSchema, parallelSafe }) => ({
+      name,
+      description,
+      tier,
+      inputSchema,
+      parallelSafe,
+    }));
+  }
+
+  async call(name: string, args: unknown, ctx: ToolContext): Promise<ToolResult> {
+    const tool = this.tools.get(name);
+    if (!tool) return fail(`unknown tool: ${name}`);
+    try {
+      return await tool.run(args, ctx);
+    } catch (err) {
+      if (err instanceof ToolError) return fail(err.message, err.structured);
+      if (ctx.signal.aborted) return fail(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`);
+      const e = err as NodeJS.ErrnoException;
+      // Filesystem errors are the model's to act on (missing file, is a directory...).
+      if (typeof e?.code === 'string' && typeof e.message === 'string') return fail(e.message);
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,52 @@
+import type { ContentItem, InitializeParams, RunFeatures } from './protocol';
+import type { ToolContext } from './tool';
+import { Workspace } from './workspace';
+
+/** Told after the file tools (or any tool) changed files, so it can add to the result. */
+export interface WriteObserver {
+  afterWrite(absPaths: string[], ctx: ToolContext): Promise<ContentItem[]>;
+}
+
+/** Everything of one run that lives in the runner: workspace, features, settings, observers. */
+export class RunContext {
+  readonly runId: string;
+  readonly conversationId: string;
+  readonly workspace: Workspace;
+  readonly features: RunFeatures;
+  private readonly settings: Record<string, unknown>;
+  private readonly observers: WriteObserver[] = [];
+  private readonly stoppers: (() => Promise<void> | void)[] = [];
+
+  constructor(init: InitializeParams) {
+    this.runId = init.runId;
+    this.conversationId = init.conversationId;
+    this.workspace = new Workspace(init.workspace);
+    this.features = init.features;
+    this.settings = init.settings ?? {};
+  }
+
+  /** A family's settings from the server config, merged over its defaults. */
+  settingsFor<T extends object>(family: string, defaults: T): T {
+    const given = this.settings[family];
+    return given && typeof given === 'object' ? { ...defaults, ...(given as Partial<T>) } : defaults;
+  }
+
+  observeWrites(observer: WriteObserver): void {
+    this.observers.push(observer);
+  }
+
+  /** Lets observers (diagnostics, caches) react to written files; returns what they add. */
+  async afterWrite(absPaths: string[], ctx: ToolContext): Promise<ContentItem[]> {
+    const extra: ContentItem[] = [];
+    for (const o of this.observers) extra.push(...(await o.afterWrite(absPaths, ctx)));
+    return extra;
+  }
+
+  onStop(fn: () => Promise<void> | void): void {
+    this.stoppers.push(fn);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.allSettled(this.stoppers.map((fn) => fn()));
+  }
+}

@@ -1,0 +1,94 @@
+import { promises as fs, constants as fsc } from 'node:fs';
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { ToolError } from './tool';
+
+/**
+ * The run's workspace, and the only way tools touch files in it. Every path is confined:
+ * `..`, absolute paths outside the root, and symlinks that lead outside are refused.
+ */
+export class Workspace {
+  readonly root: string;
+
+  constructor(root: string) {
+    this.root = path.resolve(root);
+  }
+
+  /** Lexical check: a workspace-relative (or absolute-inside) path, normalised. */
+  lexical(p: string): string {
+    if (typeof p !== 'string' || p.length === 0) throw new ToolError('path must be a non-empty string');
+    if (p.includes('\0')) throw new ToolError('path contains a NUL byte');
+    const abs = path.resolve(this.root, p);
+    if (abs !== this.root && !abs.startsWith(this.root + path.sep)) {
+      throw new ToolError(`path escapes the workspace: ${p}`);
+    }
+    return abs;
+  }
+
+  /**
+   * Resolves a path for use, following symlinks of every existing ancestor so a link that
+   * points outside the workspace is refused even when the final file does not exist yet.
+   */
+  async resolve(p: string): Promise<string> {
+    const abs = this.lexical(p);
+    const realRoot = await fs.realpath(this.root);
+    let existing = abs;
+    const rest: string[] = [];
+    for (;;) {
+      try {
+        const real = await fs.realpath(existing);
+        const full = path.join(real, ...rest);
+        if (full !== realRoot && !full.startsWith(realRoot + path.sep)) {
+          throw new ToolError(`path leads outside the workspace through a symlink: ${p}`);
+        }
+        return full;
+      } catch (err) {
+        if (err instanceof ToolError) throw err;
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        const parent = path.dirname(existing);
+        if (parent === existing) throw err;
+        rest.unshift(path.basename(existing));
+        existing = parent;
+      }
+    }
+  }
+
+  relative(abs: string): string {
+    const rel = path.relative(this.root, abs);
+    return rel === '' ? '.' : rel.split(path.sep).join('/');
+  }
+
+  async readText(p: string): Promise<string> {
+    return fs.readFile(await this.resolve(p), 'utf8');
+  }
+
+  async exists(p: string): Promise<boolean> {
+    try {
+      await fs.access(await this.resolve(p), fsc.F_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Atomic write: a temp file beside the target, then rename. Keeps an existing file's mode. */
+  async writeAtomic(p: string, content: string | Buffer): Promise<string> {
+    const abs = await this.resolve(p);
+    await fs.mkdir(path.dirname(abs), { recursive: true });
+    let mode: number | undefined;
+    try {
+      mode = (await fs.stat(abs)).mode & 0o7777;
+    } catch {
+      mode = undefined;
+    }
+    const tmp = path.join(path.dirname(abs), `.${path.basename(abs)}.tether-${randomBytes(6).toString('hex')}.tmp`);
+    try {
+      await fs.writeFile(tmp, content, { mode: mode ?? 0o644, flag: 'wx' });
+      await fs.rename(tmp, abs);
+    } catch (err) {
+      await fs.rm(tmp, { force: true });
+      throw err;
+    }
+    return abs;
+  }
+}

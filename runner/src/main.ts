@@ -14,6 +14,8 @@ import {
   type ProgressParams,
   type QuestionOutcome,
   type ToolResult,
+  type CommandParams,
+  type RunEventParams,
 } from './protocol';
 import { ToolRegistry } from './registry';
 import { RunContext } from './run';
@@ -38,6 +40,7 @@ connection.onRequest(Methods.initialize, async (params: InitializeParams): Promi
     return { version: VERSION, tools: registry.list() };
   }
   run = new RunContext(params);
+  run.emitEvent = (kind, payload) => void connection.sendNotification(Methods.runEvent, { kind, payload } satisfies RunEventParams);
   registry = new ToolRegistry();
   await registerTools(registry, run);
   logger.info({ runId: run.runId, tools: registry.list().map((t) => t.name) }, 'runner initialized');
@@ -58,6 +61,11 @@ connection.onRequest(Methods.callTool, async (params: CallToolParams, token: Can
     callTool: (tool, args) => connection.sendRequest(Methods.bridge, { callId, tool, arguments: args } satisfies BridgeParams) as Promise<ToolResult>,
   };
   return registry.call(params.tool, params.arguments, ctx);
+});
+
+connection.onRequest(Methods.command, async (params: CommandParams) => {
+  if (!run) throw new Error('runner not initialized');
+  return run.command(params.family, params.command, params.payload);
 });
 
 async function stop(code: number): Promise<never> {

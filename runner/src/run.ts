@@ -16,6 +16,9 @@ export class RunContext {
   private readonly settings: Record<string, unknown>;
   private readonly observers: WriteObserver[] = [];
   private readonly stoppers: (() => Promise<void> | void)[] = [];
+  private readonly commands = new Map<string, (command: string, payload: unknown) => Promise<unknown>>();
+  /** Set by the runner's main: sends a run-level event up to the gateway. */
+  emitEvent: (kind: string, payload: unknown) => void = () => undefined;
 
   constructor(init: InitializeParams) {
     this.runId = init.runId;
@@ -40,6 +43,17 @@ export class RunContext {
     const extra: ContentItem[] = [];
     for (const o of this.observers) extra.push(...(await o.afterWrite(absPaths, ctx)));
     return extra;
+  }
+
+  /** Lets a family take gateway → runner commands outside any tool call (see Methods.command). */
+  handleCommands(family: string, handler: (command: string, payload: unknown) => Promise<unknown>): void {
+    this.commands.set(family, handler);
+  }
+
+  async command(family: string, command: string, payload: unknown): Promise<unknown> {
+    const handler = this.commands.get(family);
+    if (!handler) throw new Error(`no command handler for ${family} in this run`);
+    return handler(command, payload);
   }
 
   onStop(fn: () => Promise<void> | void): void {

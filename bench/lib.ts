@@ -1,0 +1,57 @@
+import { writeFileSync, mkdirSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { execSync } from 'node:child_process';
+
+/** The machine a result was measured on, committed beside the figures. */
+export function machine(): Record<string, unknown> {
+  const sh = (c: string) => {
+    try {
+      return execSync(c, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '';
+    }
+  };
+  return {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model,
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    kernel: os.release(),
+    node: process.version,
+    docker: sh("docker version --format '{{.Server.Version}}'"),
+    date: new Date().toISOString(),
+  };
+}
+
+export function percentile(samples: number[], p: number): number {
+  if (samples.length === 0) return NaN;
+  const s = [...samples].sort((a, b) => a - b);
+  const i = Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1));
+  return s[i];
+}
+
+export function summary(samplesMs: number[]): { n: number; p50: number; p95: number; p99: number; mean: number } {
+  const round = (x: number) => Math.round(x * 1000) / 1000;
+  return {
+    n: samplesMs.length,
+    p50: round(percentile(samplesMs, 50)),
+    p95: round(percentile(samplesMs, 95)),
+    p99: round(percentile(samplesMs, 99)),
+    mean: round(samplesMs.reduce((a, b) => a + b, 0) / Math.max(1, samplesMs.length)),
+  };
+}
+
+export async function timeIt(fn: () => Promise<unknown>): Promise<number> {
+  const t = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - t) / 1e6;
+}
+
+/** Writes bench/results/<name>.json (results + machine) and prints it. */
+export function writeResult(name: string, results: Record<string, unknown>): void {
+  const dir = path.resolve(__dirname, '../../bench/results');
+  mkdirSync(dir, { recursive: true });
+  const doc = { benchmark: name, machine: machine(), results };
+  writeFileSync(path.join(dir, `${name}.json`), JSON.stringify(doc, null, 2) + '\n');
+  console.log(JSON.stringify(doc, null, 2));
+}

@@ -76,9 +76,11 @@ export async function commitChanges(changes: FileChange[], describe: (p: string)
   const done: FileChange[] = [];
   try {
     for (const s of staged) {
-      // Renaming over a read-only file succeeds when its directory is writable, which would
-      // defeat a deliberate lock; respect the file's own write permission.
-      if (s.change.expected !== null) await fs.access(s.change.path, fs.constants.W_OK);
+      // Renaming over a read-only file succeeds when its directory is writable (and root may
+      // write anything), which would defeat a deliberate lock: a file without write bits is locked.
+      if (s.change.expected !== null && ((await fs.stat(s.change.path)).mode & 0o222) === 0) {
+        throw new Error(`${describe(s.change.path)} is read-only`);
+      }
       if (s.tmp) await fs.rename(s.tmp, s.change.path);
       else await fs.rm(s.change.path);
       done.push(s.change);

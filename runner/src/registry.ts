@@ -31,7 +31,9 @@ export class ToolRegistry {
     const tool = this.tools.get(name);
     if (!tool) return fail(`unknown tool: ${name}`);
     try {
-      return await tool.run(args, ctx);
+      // A cancelled call ends now, even if the tool does not watch its signal: the client is
+      // never left waiting on work whose result nobody will read.
+      return await Promise.race([tool.run(args, ctx), aborted(ctx.signal)]);
     } catch (err) {
       if (err instanceof ToolError) return fail(err.message, err.structured);
       if (ctx.signal.aborted) return fail(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`);
@@ -41,4 +43,12 @@ export class ToolRegistry {
       throw err;
     }
   }
+}
+
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    const fire = () => reject(new ToolError(`cancelled: ${String(signal.reason ?? 'the call was cancelled')}`));
+    if (signal.aborted) fire();
+    else signal.addEventListener('abort', fire, { once: true });
+  });
 }

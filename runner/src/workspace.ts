@@ -59,7 +59,7 @@ export class Workspace {
   }
 
   async readText(p: string): Promise<string> {
-    return fs.readFile(await this.resolve(p), 'utf8');
+    return readRegularText(await this.resolve(p), p);
   }
 
   async exists(p: string): Promise<boolean> {
@@ -91,4 +91,19 @@ export class Workspace {
     }
     return abs;
   }
+}
+
+/** Largest text file the tools load whole. */
+export const MAX_TEXT_FILE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Reads a regular text file. FIFOs and devices are refused (they would block a thread or
+ * never end), and so are files too large to edit in memory.
+ */
+export async function readRegularText(abs: string, shown: string = abs): Promise<string> {
+  const st = await fs.stat(abs);
+  if (st.isDirectory()) throw new ToolError(`${shown} is a directory`);
+  if (!st.isFile()) throw new ToolError(`${shown} is not a regular file`);
+  if (st.size > MAX_TEXT_FILE_BYTES) throw new ToolError(`${shown} is ${st.size} bytes, above the ${MAX_TEXT_FILE_BYTES}-byte limit for text tools`);
+  return fs.readFile(abs, 'utf8');
 }

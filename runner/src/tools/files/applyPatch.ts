@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { readRegularText } from '../../workspace';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import { commitChanges, type FileChange } from '../../fileTransaction';
@@ -7,7 +7,7 @@ import { applyHunks, parsePatch, PatchError } from './patch';
 
 async function readOrNull(p: string): Promise<string | null> {
   try {
-    return await fs.readFile(p, 'utf8');
+    return await readRegularText(p);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw err;

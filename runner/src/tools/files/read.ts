@@ -18,6 +18,8 @@ export function readTool(run: RunContext): ToolDefinition<ReadArgs> {
         const names = entries.map((e) => (e.isDirectory() ? `${e.name}/` : e.name)).sort();
         return { content: [{ type: 'text', text: `${args.path} is a directory:\n${names.join('\n')}` }], structured: { directory: true, entries: names } };
       }
+      // FIFOs and devices would block or never end: only regular files are read.
+      if (!stat.isFile()) throw new ToolError(`${args.path} is not a regular file`);
       const buf = await fs.readFile(abs);
       if (buf.subarray(0, 8192).includes(0)) throw new ToolError(`${args.path} is a binary file (${buf.length} bytes); read only returns text`);
       const all = buf.toString('utf8').split('\n');

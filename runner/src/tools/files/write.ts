@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import type { ContentItem } from '../../protocol';
+import { readRegularText } from '../../workspace';
 import { editSchema, writeSchema, type EditArgs, type WriteArgs } from './schemas';
 
 export function writeTool(run: RunContext): ToolDefinition<WriteArgs> {
@@ -43,7 +44,7 @@ export function editTool(run: RunContext): ToolDefinition<EditArgs> {
     parallelSafe: false,
     async run(args, ctx) {
       const abs = await run.workspace.resolve(args.path);
-      const before = await fs.readFile(abs, 'utf8');
+      const before = await readRegularText(abs, args.path);
       if (args.old_string === args.new_string) throw new ToolError('old_string and new_string are the same; nothing to change');
       const at = countOccurrences(before, args.old_string);
       if (at.length === 0) throw new ToolError(`old_string not found in ${args.path}; read the file and copy the text exactly (whitespace included)`);

@@ -33,6 +33,7 @@ import { CallStream } from '../calls/CallStream';
 import { ToolAbsentError, ToolInvoker } from '../calls/ToolInvoker';
 import { errorResult } from '../calls/results';
 import { runToProto, specFromRequest } from './convert';
+import { workerHandlers } from '../workers/handlers';
 
 export interface GrpcStatusError {
   code: status;
@@ -99,6 +100,7 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
         return cb(toStatus(err) as any);
       }
       let tar: PassThrough | undefined;
+      let counted: PassThrough | undefined;
       let done: Promise<void> | undefined;
       let files = 0;
       let bytes = 0;
@@ -116,7 +118,9 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
             if (tar) throw invalid('PutFiles: the header may only be sent once, first');
             const run = runs.ready(tenant, msg.msg.value.runId);
             const rel = workspaceRelative(msg.msg.value.path);
+            // Two independent streams: the sandbox may start reading later than the counter.
             tar = new PassThrough();
+            counted = new PassThrough();
             const counter = tarStream.extract();
             counter.on('entry', (h, s, next) => {
               if (h.type === 'file') files++;
@@ -124,7 +128,7 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
               s.resume();
             });
             counter.on('error', () => undefined);
-            tar.pipe(counter);
+            counted.pipe(counter);
             done = run.sandbox!.putArchive(rel, tar).catch((err: Error) => {
               throw invalid(`PutFiles: the tar stream was refused: ${err.message}`);
             });
@@ -132,7 +136,11 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
           } else if (msg.msg.case === 'chunk') {
             if (!tar) throw invalid('PutFiles: the first message must be the header');
             bytes += msg.msg.value.length;
-            tar.write(msg.msg.value);
+            counted!.write(msg.msg.value);
+            if (!tar.write(msg.msg.value)) {
+              call.pause();
+              tar.once('drain', () => call.resume());
+            }
           }
         } catch (err) {
           fail(err);
@@ -142,6 +150,7 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
         if (failed) return;
         if (!tar || !done) return fail(invalid('PutFiles: no header was sent'));
         tar.end();
+        counted!.end();
         done.then(() => !failed && cb(null, create(PutFilesResponseSchema, { filesWritten: files, bytesWritten: BigInt(bytes) })), fail);
       });
       call.on('error', fail);
@@ -205,11 +214,6 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       call.on('error', () => stream?.cancel('the stream failed'));
     },
 
-    watchWorkers: (call: ServerWritableStream<unknown, unknown>) => {
-      call.emit('error', Object.assign(new Error('WatchWorkers is not available yet'), { code: status.UNIMPLEMENTED, details: 'WatchWorkers is not available yet' }));
-    },
-    reportWorker: (_call: ServerUnaryCall<unknown, unknown>, cb: sendUnaryData<unknown>) => {
-      cb({ code: status.UNIMPLEMENTED, details: 'ReportWorker is not available yet' } as any);
-    },
+    ...workerHandlers(runs, auth, toStatus),
   };
 }

@@ -14,27 +14,26 @@ export async function extractConfined(dir: string, tar: Readable): Promise<void>
   const inside = (p: string) => p === root || p.startsWith(root + path.sep);
   let refused: string | undefined;
   const extract = tarFs.extract(root, {
-    ignore: (name: string, header?: { type?: string | null; linkname?: string | null }) => {
-      const target = path.resolve(name);
-      if (!inside(target)) {
-        refused ??= `entry leaves the workspace: ${path.relative(root, target)}`;
+    // tar-fs would quietly re-root a "../x" entry; a client should hear that it was refused.
+    ignore: (_name: string, header?: { name?: string; type?: string | null; linkname?: string | null }) => {
+      const raw = header?.name ?? '';
+      const target = path.resolve(root, raw);
+      if (path.isAbsolute(raw) || !inside(target)) {
+        refused ??= `entry leaves the workspace: ${raw}`;
         return true;
       }
       const type = header?.type ?? 'file';
       if (type === 'symlink' || type === 'link') {
         const link = header?.linkname ?? '';
         const dest = type === 'symlink' ? path.resolve(path.dirname(target), link) : path.resolve(root, link);
-        if (path.isAbsolute(link) && type === 'symlink') {
-          refused ??= `absolute symlink refused: ${path.relative(root, target)} -> ${link}`;
+        if (path.isAbsolute(link) || !inside(dest)) {
+          refused ??= `${type === 'symlink' ? 'symlink' : 'hard link'} leaves the workspace: ${raw} -> ${link}`;
           return true;
         }
-        if (!inside(dest)) {
-          refused ??= `link leaves the workspace: ${path.relative(root, target)} -> ${link}`;
-          return true;
-        }
+        return false;
       }
-      if (type !== 'file' && type !== 'directory' && type !== 'symlink' && type !== 'link') return true;
-      return false;
+      // Devices, FIFOs and the like have no business in a workspace.
+      return type !== 'file' && type !== 'directory';
     },
     dmode: 0o755 & ~0o022,
     fmode: 0o644 & ~0o022,

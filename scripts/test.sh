@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every test. On a fresh machine it first sets everything up (Docker engine, base and
+# runner images, npm dependencies, build) through scripts/setup.sh, and installs the host-side
+# tools the cross-language client test needs.
+#   scripts/test.sh                 all tests
+#   scripts/test.sh test/unit       only the files under a folder (or a single file)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+# shellcheck disable=SC1091
+set -a; source .tether/images.env; set +a
+
+need=()
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+[ -x /usr/bin/grpc_python_plugin ] || need+=(protobuf-compiler-grpc)
+/usr/bin/python3 -c 'import grpc, google.protobuf' >/dev/null 2>&1 || need+=(python3-grpcio python3-protobuf)
+[ -f /usr/include/google/protobuf/timestamp.proto ] || need+=(libprotobuf-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "==> installing test tools: ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# Tool families are tested against the real servers, adapters and kernels in the runner image.
+export TETHER_TEST_PROVIDER=docker
+export TETHER_LOG_LEVEL="${TETHER_LOG_LEVEL:-warn}"
+export TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localhost
+
+scope=("${@:-test}")
+files=()
+for s in "${scope[@]}"; do
+  s="${s%.ts}"; s="${s%.js}"
+  if [ -d "dist/$s" ]; then
+    while IFS= read -r f; do files+=("$f"); done < <(find "dist/$s" -name '*.test.js' | sort)
+  else
+    files+=("dist/$s.js")
+  fi
+done
+echo "==> running ${#files[@]} test files"
+exec node --test --test-reporter=spec "${files[@]}"

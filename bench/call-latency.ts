@@ -1,0 +1,76 @@
+/**
+ * Round trip of a trivial tool call (read of a 1-line file) through
+ * gRPC → gateway → runner → back, next to a bare grpc-js unary echo measured in the same run.
+ * Usage: node dist/bench/call-latency.js [calls] [provider]
+ */
+import * as grpc from '@grpc/grpc-js';
+import { startTestGateway } from '../test/helpers/gateway';
+import { summary, timeIt, writeResult } from './lib';
+
+const CALLS = Number(process.argv[2] ?? 10_000);
+const PROVIDER = (process.argv[3] ?? 'process') as 'process' | 'docker';
+
+async function echoBaseline(n: number): Promise<number[]> {
+  const def: grpc.ServiceDefinition = {
+    echo: {
+      path: '/bench.Echo/Echo',
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: (b: Buffer) => b,
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: (b: Buffer) => b,
+    },
+  };
+  const server = new grpc.Server();
+  server.addService(def, { echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request) });
+  const port = await new Promise<number>((res, rej) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  const Client = grpc.makeGenericClientConstructor(def, 'Echo');
+  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
+  const payload = Buffer.from(JSON.stringify({ path: 'bench.txt' }));
+  const once = () => new Promise<void>((res, rej) => client.echo(payload, (e: Error | null) => (e ? rej(e) : res())));
+  for (let i = 0; i < 200; i++) await once();
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) samples.push(await timeIt(once));
+  client.close();
+  server.forceShutdown();
+  return samples;
+}
+
+async function toolCalls(n: number): Promise<number[]> {
+  const t = await startTestGateway({ provider: PROVIDER });
+  try {
+    const run = await t.alice.createRun({ conversationId: 'bench' });
+    await t.alice.putFileMap(run.runId, { 'bench.txt': 'hello\n' });
+    const once = async () => {
+      const out = await t.alice.callTool(run.runId, 'read', { path: 'bench.txt' });
+      if (out.result.isError) throw new Error('read failed');
+    };
+    for (let i = 0; i < 200; i++) await once();
+    const samples: number[] = [];
+    for (let i = 0; i < n; i++) samples.push(await timeIt(once));
+    await t.alice.deleteRun(run.runId);
+    return samples;
+  } finally {
+    await t.close();
+  }
+}
+
+async function main() {
+  const echo = await echoBaseline(CALLS);
+  const tool = await toolCalls(CALLS);
+  const e = summary(echo);
+  const c = summary(tool);
+  writeResult(`call-latency-${PROVIDER}`, {
+    description: `sequential calls over loopback, ${CALLS} each, after 200 warm-up calls`,
+    provider: PROVIDER,
+    bareGrpcUnaryEchoMs: e,
+    tetherReadCallMs: c,
+    overheadP50Ms: Math.round((c.p50 - e.p50) * 1000) / 1000,
+  });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

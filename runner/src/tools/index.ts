@@ -1,6 +1,11 @@
 import type { ToolRegistry } from '../registry';
 import type { RunContext } from '../run';
 import { registerFiles } from './files';
+import { registerEval } from './eval';
+import { registerLsp } from './lsp';
+import { registerAsk } from './ask';
+import { registerVibe } from './vibe';
+import { registerAst } from './ast';
 
 /**
  * Wires each tool family whose resource the run has. A family decides for itself which of
@@ -8,4 +13,9 @@ import { registerFiles } from './files';
  */
 export async function registerTools(registry: ToolRegistry, run: RunContext): Promise<void> {
   registerFiles(registry, run);
+  registerEval(registry, run);
+  registerLsp(registry, run);
+  registerAsk(registry, run);
+  registerVibe(registry, run);
+  registerAst(registry, run);
 }

@@ -6,6 +6,7 @@ import { checkApproval } from './ApprovalGate';
 import type { CallStream } from './CallStream';
 import { errorResult } from './results';
 import { logger } from '../log';
+import { ResponseError } from 'vscode-jsonrpc/node';
 
 /** Raised when the caller's surface has no tool of that name (absent, or above its tier). */
 export class ToolAbsentError extends Error {
@@ -37,11 +38,20 @@ export class ToolInvoker {
     const gate = await checkApproval(run.spec.approvals, tool, desc.tier, args, caller.stream);
     if (!gate.allowed) return errorResult(gate.message);
     if (caller.stream.signal.aborted) return errorResult(`cancelled: ${String(caller.stream.signal.reason)}`);
-    return run.runner.callTool(tool, args, { maxTier: caller.cap }, {
-      progress: (text) => caller.stream.progress(text),
-      ask: (card) => caller.stream.ask(card),
-      bridge: (name, bridgedArgs) => this.bridge(run, name, bridgedArgs, caller, depth + 1),
-    }, caller.stream.signal);
+    try {
+      return await run.runner.callTool(tool, args, { maxTier: caller.cap }, {
+        progress: (text) => caller.stream.progress(text),
+        ask: (card) => caller.stream.ask(card),
+        bridge: (name, bridgedArgs) => this.bridge(run, name, bridgedArgs, caller, depth + 1),
+      }, caller.stream.signal);
+    } catch (err) {
+      // A bug inside one tool is that call's failure, reported to the model; the run goes on.
+      if (err instanceof ResponseError) {
+        logger.error({ runId: run.runId, tool, err: err.message }, 'tool failed inside the runner');
+        return errorResult(`${tool} failed inside the runner: ${err.message}`);
+      }
+      throw err;
+    }
   }
 
   /** A tool() call from inside a running tool: re-enters the registry as the same caller. */

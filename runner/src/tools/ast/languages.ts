@@ -1,0 +1,136 @@
+import * as path from 'node:path';
+import { Language, Parser } from 'web-tree-sitter';
+import { ToolError } from '../../tool';
+
+/**
+ * One grammar: its id (ast-grep's id where ast-grep has the language), the file extensions
+ * it owns, and the character that stands in for `$` while a pattern is parsed. Where `$`
+ * cannot start an identifier, ast-grep substitutes a character the grammar accepts in
+ * identifiers (its "expando" character); we use the same ones so patterns mean the same.
+ */
+export interface LanguageSpec {
+  id: string;
+  wasm: string;
+  extensions: string[];
+  expando: string;
+  /**
+   * Code to wrap a pattern in when it does not parse on its own (Dart, for one, allows only
+   * declarations at the top level, so a statement or an expression needs a function around it).
+   */
+  contexts?: PatternContext[];
+}
+
+export interface PatternContext {
+  prefix: string;
+  suffix: string;
+}
+
+const SPECS: LanguageSpec[] = [
+  { id: 'bash', wasm: 'bash', extensions: ['sh', 'bash'], expando: '$' },
+  { id: 'c', wasm: 'c', extensions: ['c', 'h'], expando: 'µ' },
+  { id: 'cpp', wasm: 'cpp', extensions: ['cc', 'cpp', 'cxx', 'hpp', 'hh', 'hxx'], expando: 'µ' },
+  { id: 'csharp', wasm: 'c_sharp', extensions: ['cs'], expando: 'µ' },
+  { id: 'css', wasm: 'css', extensions: ['css'], expando: '_' },
+  {
+    id: 'dart',
+    wasm: 'dart',
+    extensions: ['dart'],
+    expando: '$',
+    contexts: [
+      { prefix: 'void __tether_pattern() {\n', suffix: '\n}' },
+      { prefix: 'void __tether_pattern() {\n', suffix: ';\n}' },
+      { prefix: 'var __tether_pattern = ', suffix: ';' },
+      { prefix: 'class __TetherPattern {\n', suffix: '\n}' },
+    ],
+  },
+  { id: 'elisp', wasm: 'elisp', extensions: ['el'], expando: 'µ' },
+  { id: 'elixir', wasm: 'elixir', extensions: ['ex', 'exs'], expando: 'µ' },
+  { id: 'elm', wasm: 'elm', extensions: ['elm'], expando: 'µ' },
+  { id: 'embedded_template', wasm: 'embedded_template', extensions: ['erb', 'ejs'], expando: '$' },
+  { id: 'go', wasm: 'go', extensions: ['go'], expando: 'µ' },
+  { id: 'html', wasm: 'html', extensions: ['html', 'htm'], expando: 'z' },
+  { id: 'java', wasm: 'java', extensions: ['java'], expando: '$' },
+  { id: 'javascript', wasm: 'javascript', extensions: ['js', 'mjs', 'cjs', 'jsx'], expando: '$' },
+  { id: 'json', wasm: 'json', extensions: ['json'], expando: '$' },
+  { id: 'kotlin', wasm: 'kotlin', extensions: ['kt', 'kts'], expando: 'µ' },
+  { id: 'lua', wasm: 'lua', extensions: ['lua'], expando: '$' },
+  { id: 'objc', wasm: 'objc', extensions: ['m'], expando: 'µ' },
+  { id: 'ocaml', wasm: 'ocaml', extensions: ['ml', 'mli'], expando: 'µ' },
+  { id: 'php', wasm: 'php', extensions: ['php'], expando: 'µ' },
+  { id: 'python', wasm: 'python', extensions: ['py', 'pyi'], expando: 'µ' },
+  { id: 'ql', wasm: 'ql', extensions: ['ql', 'qll'], expando: 'µ' },
+  { id: 'rescript', wasm: 'rescript', extensions: ['res', 'resi'], expando: 'µ' },
+  { id: 'ruby', wasm: 'ruby', extensions: ['rb'], expando: 'µ' },
+  { id: 'rust', wasm: 'rust', extensions: ['rs'], expando: 'µ' },
+  { id: 'scala', wasm: 'scala', extensions: ['scala', 'sc'], expando: '$' },
+  { id: 'solidity', wasm: 'solidity', extensions: ['sol'], expando: 'µ' },
+  { id: 'swift', wasm: 'swift', extensions: ['swift'], expando: 'µ' },
+  { id: 'systemrdl', wasm: 'systemrdl', extensions: ['rdl'], expando: 'µ' },
+  { id: 'tlaplus', wasm: 'tlaplus', extensions: ['tla'], expando: 'µ' },
+  { id: 'toml', wasm: 'toml', extensions: ['toml'], expando: 'µ' },
+  { id: 'tsx', wasm: 'tsx', extensions: ['tsx'], expando: '$' },
+  { id: 'typescript', wasm: 'typescript', extensions: ['ts', 'mts', 'cts'], expando: '$' },
+  { id: 'vue', wasm: 'vue', extensions: ['vue'], expando: '$' },
+  { id: 'yaml', wasm: 'yaml', extensions: ['yml', 'yaml'], expando: '$' },
+  { id: 'zig', wasm: 'zig', extensions: ['zig'], expando: 'µ' },
+];
+
+/** Other names people use for a language, mapped to its id. */
+const ALIASES: Record<string, string> = {
+  py: 'python', ts: 'typescript', js: 'javascript', jsx: 'javascript', rs: 'rust', golang: 'go',
+  'c++': 'cpp', cs: 'csharp', 'c#': 'csharp', c_sharp: 'csharp', kt: 'kotlin', rb: 'ruby', sh: 'bash', yml: 'yaml',
+};
+
+const byId = new Map(SPECS.map((s) => [s.id, s]));
+const byExtension = new Map(SPECS.flatMap((s) => s.extensions.map((e) => [e, s] as const)));
+
+export const LANGUAGE_IDS: readonly string[] = SPECS.map((s) => s.id);
+
+export function languageById(id: string): LanguageSpec {
+  const key = id.trim().toLowerCase();
+  const spec = byId.get(ALIASES[key] ?? key);
+  if (!spec) throw new ToolError(`unknown language "${id}"; supported: ${LANGUAGE_IDS.join(', ')}`);
+  return spec;
+}
+
+export function languageForFile(file: string): LanguageSpec | undefined {
+  const ext = path.extname(file).slice(1).toLowerCase();
+  return ext ? byExtension.get(ext) : undefined;
+}
+
+let init: Promise<void> | undefined;
+const loaded = new Map<string, Promise<Language>>();
+const parsers = new Map<string, Parser>();
+
+function wasmPath(spec: LanguageSpec): string {
+  return require.resolve(`tree-sitter-wasms/out/tree-sitter-${spec.wasm}.wasm`);
+}
+
+/** Loads a grammar once per process; later calls share it. */
+export async function loadLanguage(spec: LanguageSpec): Promise<Language> {
+  init ??= Parser.init();
+  await init;
+  let lang = loaded.get(spec.id);
+  if (!lang) {
+    lang = Language.load(wasmPath(spec));
+    loaded.set(spec.id, lang);
+    lang.catch(() => loaded.delete(spec.id));
+  }
+  try {
+    return await lang;
+  } catch (err) {
+    throw new ToolError(`the ${spec.id} grammar failed to load: ${(err as Error).message}`);
+  }
+}
+
+/** A parser bound to the language (one per language: parsing is synchronous, so sharing is safe). */
+export async function parserFor(spec: LanguageSpec): Promise<Parser> {
+  const language = await loadLanguage(spec);
+  let parser = parsers.get(spec.id);
+  if (!parser) {
+    parser = new Parser();
+    parser.setLanguage(language);
+    parsers.set(spec.id, parser);
+  }
+  return parser;
+}

@@ -1,0 +1,136 @@
+import type { Node, Tree } from 'web-tree-sitter';
+import { ToolError } from '../../tool';
+import type { Parser } from 'web-tree-sitter';
+import { parserFor, type LanguageSpec, type PatternContext } from './languages';
+import { parseMetaVar, preprocessPattern, type MetaVar } from './metavar';
+
+/**
+ * A pattern compiled from code: leaves keep their text, inner nodes their children,
+ * and any node whose whole text is a metavariable becomes that metavariable.
+ */
+export type PatternNode =
+  | { kind: 'metavar'; metavar: MetaVar }
+  | { kind: 'leaf'; typeId: number; type: string; text: string; named: boolean }
+  | { kind: 'inner'; typeId: number; type: string; children: PatternNode[] };
+
+export interface CompiledPattern {
+  language: LanguageSpec;
+  root: PatternNode;
+  /** Identifier-like words every match must contain: files without them are not parsed. */
+  literals: string[];
+  /**
+   * The pattern root ends in a token only the parsing context supplied (Dart's `;` after a
+   * call), so a match ends before the code's last token.
+   */
+  overhang: boolean;
+}
+
+export const MAX_PATTERN_CHARS = 10_000;
+
+function lineCol(text: string, index: number): string {
+  const before = text.slice(0, index).split('\n');
+  return `line ${before.length}, column ${before[before.length - 1].length + 1}`;
+}
+
+function firstProblem(node: Node): Node | undefined {
+  if (node.isError || node.isMissing) return node;
+  if (!node.hasError) return undefined;
+  for (const child of node.children) {
+    const found = child && firstProblem(child);
+    if (found) return found;
+  }
+  return node;
+}
+
+/** ast-grep descends through wrappers with one child (a module holding one statement holding one call...). */
+function isSingle(node: Node): boolean {
+  if (node.childCount === 1) return true;
+  if (node.childCount !== 2) return false;
+  const second = node.child(1);
+  return !!second && (second.isMissing || second.type === '');
+}
+
+function convert(node: Node, sigil: string): PatternNode {
+  const metavar = parseMetaVar(node.text, sigil);
+  if (metavar) return { kind: 'metavar', metavar };
+  if (node.childCount === 0) return { kind: 'leaf', typeId: node.typeId, type: node.type, text: node.text, named: node.isNamed };
+  const children: PatternNode[] = [];
+  for (const child of node.children) if (child && !child.isMissing) children.push(convert(child, sigil));
+  return { kind: 'inner', typeId: node.typeId, type: node.type, children };
+}
+
+function collectLiterals(node: PatternNode, into: Set<string>): void {
+  if (node.kind === 'leaf' && node.named && /^[A-Za-z_][A-Za-z0-9_]{2,}$/.test(node.text)) into.add(node.text);
+  if (node.kind === 'inner') node.children.forEach((c) => collectLiterals(c, into));
+}
+
+/** The smallest node holding all of [start, end), as long as it stays inside [start, limit). */
+function covering(root: Node, start: number, end: number, limit: number): Node | undefined {
+  let node = root;
+  for (;;) {
+    const inner = node.children.find((c) => c && c.startIndex <= start && c.endIndex >= end);
+    if (!inner) break;
+    node = inner;
+  }
+  return node.startIndex >= start && node.endIndex <= limit ? node : undefined;
+}
+
+interface Parsed {
+  tree: Tree;
+  node?: Node;
+  problem?: string;
+  /** Where the pattern's own text ends in the parsed source (the context may add more). */
+  end: number;
+}
+
+function parseIn(parser: Parser, source: string, context: PatternContext | undefined, pattern: string, language: LanguageSpec): Parsed {
+  const prefix = context?.prefix ?? '';
+  const suffix = context?.suffix ?? '';
+  const tree = parser.parse(prefix + source + suffix);
+  if (!tree) throw new ToolError(`the ${language.id} parser gave up on the pattern`);
+  const top = tree.rootNode;
+  const problem = firstProblem(top);
+  if (problem) {
+    const what = problem.isMissing ? `missing "${problem.type}"` : `unexpected "${problem.text.slice(0, 40)}"`;
+    const at = Math.max(0, Math.min(source.length, problem.startIndex - prefix.length));
+    return { tree, problem: `pattern does not parse as ${language.id}: ${what} at ${lineCol(pattern, at)}`, end: 0 };
+  }
+  if (!context) {
+    if (top.childCount === 0) return { tree, problem: 'pattern has no code in it (only comments or whitespace?)', end: 0 };
+    if (!isSingle(top)) {
+      return { tree, problem: `pattern is ${top.childCount} separate ${language.id} nodes; a pattern must be one node (wrap statements in a block, or search for one of them)`, end: 0 };
+    }
+    return { tree, node: top, end: top.endIndex };
+  }
+  const start = prefix.length;
+  const end = start + source.length;
+  const node = covering(top, start, end, end + suffix.length);
+  if (!node) return { tree, problem: `pattern is more than one ${language.id} node`, end };
+  return { tree, node, end };
+}
+
+export async function compilePattern(pattern: string, language: LanguageSpec): Promise<CompiledPattern> {
+  if (typeof pattern !== 'string' || pattern.trim() === '') throw new ToolError('pattern is empty');
+  if (pattern.length > MAX_PATTERN_CHARS) throw new ToolError(`pattern is ${pattern.length} characters; the limit is ${MAX_PATTERN_CHARS}`);
+  const source = preprocessPattern(pattern.trim(), language.expando);
+  const parser = await parserFor(language);
+  let firstError: string | undefined;
+  for (const context of [undefined, ...(language.contexts ?? [])]) {
+    const parsed = parseIn(parser, source, context, pattern.trim(), language);
+    try {
+      if (!parsed.node) {
+        firstError ??= parsed.problem;
+        continue;
+      }
+      let node = parsed.node;
+      while (isSingle(node)) node = node.child(0)!;
+      const root = convert(node, language.expando);
+      const literals = new Set<string>();
+      collectLiterals(root, literals);
+      return { language, root, literals: [...literals], overhang: node.endIndex > parsed.end };
+    } finally {
+      parsed.tree.delete();
+    }
+  }
+  throw new ToolError(firstError ?? `pattern does not parse as ${language.id}`);
+}

@@ -1,0 +1,84 @@
+import type { JsonSchema } from '../../protocol';
+import { LANGUAGE_IDS } from './languages';
+import { MAX_PATTERN_CHARS } from './pattern';
+
+export const DEFAULT_MAX_RESULTS = 50;
+export const MAX_MAX_RESULTS = 1000;
+
+export interface AstSettings {
+  /** Bound of the parsed-tree cache. */
+  cacheMB: number;
+  /** Files above this size are skipped (and counted). */
+  maxFileBytes: number;
+  /** Staged edits not resolved within this time expire. */
+  editTtlMinutes: number;
+}
+export const DEFAULT_AST_SETTINGS: AstSettings = { cacheMB: 512, maxFileBytes: 2 * 1024 * 1024, editTtlMinutes: 30 };
+
+const pattern = {
+  type: 'string',
+  minLength: 1,
+  maxLength: MAX_PATTERN_CHARS,
+  description: 'Code with metavariables: $NAME matches one node, $$$NAME zero or more siblings, $_ anything (not captured). A metavariable used twice must match the same code.',
+};
+const path = { type: 'string', minLength: 1, maxLength: 4096, description: 'File or directory to search, workspace-relative. Default: the whole workspace.' };
+const language = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 40,
+  description: `Grammar id (${LANGUAGE_IDS.join(', ')}). Inferred from the extension when path is a file; without it a directory is searched file by file in each file's own language.`,
+};
+
+export interface GrepArgs {
+  pattern: string;
+  path?: string;
+  language?: string;
+  max_results?: number;
+}
+export const grepSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    pattern,
+    path,
+    language,
+    max_results: { type: 'integer', minimum: 1, maximum: MAX_MAX_RESULTS, description: `Most matches listed (default ${DEFAULT_MAX_RESULTS}); the result still says how many matched in all.` },
+  },
+  required: ['pattern'],
+  additionalProperties: false,
+};
+
+export interface EditArgs {
+  pattern: string;
+  rewrite: string;
+  path?: string;
+  language?: string;
+}
+export const editSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    pattern,
+    rewrite: {
+      type: 'string',
+      maxLength: MAX_PATTERN_CHARS,
+      description: 'What replaces each match; $NAME and $$$NAME are substituted (a $$$ run keeps its separators), multi-line text is re-indented to where it lands.',
+    },
+    path,
+    language,
+  },
+  required: ['pattern', 'rewrite'],
+  additionalProperties: false,
+};
+
+export interface ResolveArgs {
+  edit_id: string;
+  action: 'accept' | 'discard';
+}
+export const resolveSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    edit_id: { type: 'string', pattern: '^edit_[0-9]+$', maxLength: 32, description: 'The id from a proposed ast_edit result, e.g. "edit_1".' },
+    action: { type: 'string', enum: ['accept', 'discard'], description: 'accept writes every file of the change (or none); discard drops it.' },
+  },
+  required: ['edit_id', 'action'],
+  additionalProperties: false,
+};

@@ -1,0 +1,131 @@
+import { promises as fs } from 'node:fs';
+import type { Tree } from 'web-tree-sitter';
+import { parserFor, type LanguageSpec } from './languages';
+
+/** What the cache knows about one file at one (mtime, size). */
+export type CachedFile =
+  | { kind: 'binary' }
+  | { kind: 'text'; source: string; tree?: Tree; language?: string };
+
+interface Entry {
+  abs: string;
+  mtimeMs: number;
+  size: number;
+  file: CachedFile;
+  bytes: number;
+}
+
+/**
+ * Rough bytes a tree-sitter tree takes per character of source (measured on Python and
+ * TypeScript: a node is a few dozen bytes, a node covers a few characters).
+ */
+const TREE_BYTES_PER_CHAR = 12;
+/** A JavaScript string holds two bytes per character. */
+const SOURCE_BYTES_PER_CHAR = 2;
+
+function looksBinary(buf: Buffer): boolean {
+  return buf.subarray(0, 8192).includes(0);
+}
+
+/**
+ * Source text and parsed trees per file, so a repeated query does not read or parse again.
+ * An entry is valid while the file's mtime and size are unchanged; the write tools also
+ * drop entries directly (see `invalidate`). Memory is bounded: least recently used entries
+ * are evicted (and their trees freed) once the estimate passes the limit.
+ */
+export class TreeCache {
+  private readonly entries = new Map<string, Entry>();
+  private total = 0;
+  hits = 0;
+  misses = 0;
+
+  constructor(private readonly limitBytes: number) {}
+
+  get bytes(): number {
+    return this.total;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private touch(e: Entry): void {
+    this.entries.delete(e.abs);
+    this.entries.set(e.abs, e);
+  }
+
+  private drop(e: Entry): void {
+    this.entries.delete(e.abs);
+    this.total -= e.bytes;
+    if (e.file.kind === 'text') e.file.tree?.delete();
+  }
+
+  private evictFor(keep: Entry): void {
+    for (const e of this.entries.values()) {
+      if (this.total <= this.limitBytes) return;
+      if (e !== keep) this.drop(e);
+    }
+  }
+
+  private resize(e: Entry, bytes: number): void {
+    this.total += bytes - e.bytes;
+    e.bytes = bytes;
+    this.evictFor(e);
+  }
+
+  /** The file's text (or that it is binary), read from disk only when it changed. */
+  async load(abs: string, mtimeMs: number, size: number): Promise<CachedFile> {
+    const known = this.entries.get(abs);
+    if (known && known.mtimeMs === mtimeMs && known.size === size) {
+      this.hits++;
+      this.touch(known);
+      return known.file;
+    }
+    this.misses++;
+    if (known) this.drop(known);
+    const buf = await fs.readFile(abs);
+    const file: CachedFile = looksBinary(buf) ? { kind: 'binary' } : { kind: 'text', source: buf.toString('utf8') };
+    const again = this.entries.get(abs);
+    if (again) this.drop(again);
+    const entry: Entry = { abs, mtimeMs, size, file, bytes: 0 };
+    this.entries.set(abs, entry);
+    this.resize(entry, file.kind === 'text' ? file.source.length * SOURCE_BYTES_PER_CHAR : 64);
+    return file;
+  }
+
+  /**
+   * Runs `use` on the file's tree in `language`, parsed on first use and kept while the entry
+   * lives. `use` is synchronous so no other call can evict the tree while it is in use.
+   */
+  async withTree<T>(abs: string, file: CachedFile & { kind: 'text' }, language: LanguageSpec, use: (tree: Tree) => T): Promise<T> {
+    if (file.tree && file.language === language.id) return use(file.tree);
+    const parser = await parserFor(language);
+    if (file.tree && file.language === language.id) return use(file.tree);
+    const tree = parser.parse(file.source);
+    if (!tree) throw new Error(`the ${language.id} parser gave up on ${abs}`);
+    const entry = this.entries.get(abs);
+    if (!entry || entry.file !== file) {
+      // Evicted meanwhile: use the tree once and free it.
+      try {
+        return use(tree);
+      } finally {
+        tree.delete();
+      }
+    }
+    file.tree?.delete();
+    file.tree = tree;
+    file.language = language.id;
+    const result = use(tree);
+    this.resize(entry, file.source.length * (SOURCE_BYTES_PER_CHAR + TREE_BYTES_PER_CHAR));
+    return result;
+  }
+
+  invalidate(abs: string): void {
+    const e = this.entries.get(abs);
+    if (e) this.drop(e);
+  }
+
+  clear(): void {
+    for (const e of [...this.entries.values()]) this.drop(e);
+  }
+}

@@ -1,0 +1,315 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import { pathToFileURL } from 'node:url';
+import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
+import type {
+  ClientCapabilities,
+  Diagnostic,
+  InitializeResult,
+  PublishDiagnosticsParams,
+  ServerCapabilities,
+  WorkDoneProgressBegin,
+  WorkDoneProgressEnd,
+  WorkDoneProgressReport,
+} from 'vscode-languageserver-protocol';
+
+export interface ServerExit {
+  at: Date;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stderrTail: string;
+}
+
+/** The latest diagnostics a server published for one document. */
+export interface PublishedDiagnostics {
+  version?: number;
+  diagnostics: Diagnostic[];
+  /** Increases with every publish this client receives, for "newer than" waits. */
+  seq: number;
+}
+
+interface OpenDocument {
+  version: number;
+  text: string;
+  languageId: string;
+}
+
+export interface LaunchOptions {
+  command: string;
+  args: string[];
+  root: string;
+  env: NodeJS.ProcessEnv;
+  initializationOptions?: unknown;
+}
+
+const CAPABILITIES: ClientCapabilities = {
+  general: { positionEncodings: ['utf-16'] },
+  window: { workDoneProgress: true },
+  workspace: {
+    workspaceFolders: true,
+    configuration: true,
+    applyEdit: false,
+    workspaceEdit: { documentChanges: true, resourceOperations: ['create', 'rename', 'delete'] },
+    symbol: { dynamicRegistration: false },
+  },
+  textDocument: {
+    synchronization: { didSave: true, dynamicRegistration: false },
+    publishDiagnostics: { versionSupport: true, relatedInformation: false, codeDescriptionSupport: false },
+    hover: { contentFormat: ['markdown', 'plaintext'] },
+    definition: { linkSupport: true },
+    typeDefinition: { linkSupport: true },
+    implementation: { linkSupport: true },
+    references: {},
+    documentSymbol: { hierarchicalDocumentSymbolSupport: true },
+    codeAction: {
+      codeActionLiteralSupport: { codeActionKind: { valueSet: ['', 'quickfix', 'refactor', 'refactor.extract', 'refactor.inline', 'refactor.rewrite', 'source', 'source.organizeImports', 'source.fixAll'] } },
+      isPreferredSupport: true,
+    },
+    rename: { prepareSupport: true },
+  },
+};
+
+/**
+ * One language-server process spoken to over stdio (JSON-RPC via vscode-jsonrpc). Keeps the
+ * documents it has opened in sync, records published diagnostics and work-done progress, and
+ * answers the server's own requests (configuration, progress tokens) with neutral values.
+ */
+export class LspClient extends EventEmitter {
+  readonly process: ChildProcess;
+  readonly connection: MessageConnection;
+  readonly startedAt = new Date();
+  capabilities: ServerCapabilities = {};
+  exit?: ServerExit;
+  private stderrTail = '';
+  private readonly documents = new Map<string, OpenDocument>();
+  private readonly diagnostics = new Map<string, PublishedDiagnostics>();
+  private readonly progress = new Map<string | number, string>();
+  private progressEverBegun = false;
+  private seq = 0;
+
+  constructor(readonly options: LaunchOptions) {
+    super();
+    this.process = spawn(options.command, options.args, { cwd: options.root, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.process.stderr!.on('data', (d: Buffer) => {
+      this.stderrTail = (this.stderrTail + d.toString('utf8')).slice(-2000);
+    });
+    // Writing to a dead server raises EPIPE on stdin; the exit handler reports the crash.
+    this.process.stdin!.on('error', () => undefined);
+    this.connection = createMessageConnection(new StreamMessageReader(this.process.stdout!), new StreamMessageWriter(this.process.stdin!));
+    this.connection.onError(() => undefined);
+    this.process.on('error', (err) => this.markExited(null, null, err.message));
+    this.process.on('exit', (code, signal) => this.markExited(code, signal));
+    this.registerHandlers();
+    this.connection.listen();
+  }
+
+  get pid(): number | undefined {
+    return this.process.pid;
+  }
+
+  get alive(): boolean {
+    return this.exit === undefined;
+  }
+
+  /** Whether any work-done progress (indexing, project loading) is still open. */
+  get busy(): boolean {
+    return this.progress.size > 0;
+  }
+
+  get progressTitles(): string[] {
+    return [...this.progress.values()];
+  }
+
+  get hasReportedProgress(): boolean {
+    return this.progressEverBegun;
+  }
+
+  private markExited(code: number | null, signal: NodeJS.Signals | null, extra = ''): void {
+    if (this.exit) return;
+    this.exit = { at: new Date(), code, signal, stderrTail: (this.stderrTail + extra).trim() };
+    this.connection.dispose();
+    this.emit('exit', this.exit);
+  }
+
+  private registerHandlers(): void {
+    const c = this.connection;
+    c.onRequest('workspace/configuration', (params: { items: unknown[] }) => params.items.map(() => null));
+    c.onRequest('window/workDoneProgress/create', () => null);
+    c.onRequest('client/registerCapability', () => null);
+    c.onRequest('client/unregisterCapability', () => null);
+    c.onRequest('window/showMessageRequest', () => null);
+    c.onRequest('workspace/workspaceFolders', () => [this.workspaceFolder()]);
+    c.onRequest('workspace/applyEdit', () => ({ applied: false, failureReason: 'tether applies edits itself' }));
+    c.onNotification('textDocument/publishDiagnostics', (p: PublishDiagnosticsParams) => {
+      const entry: PublishedDiagnostics = { version: p.version ?? undefined, diagnostics: p.diagnostics, seq: ++this.seq };
+      this.diagnostics.set(p.uri, entry);
+      this.emit('diagnostics', p.uri, entry);
+    });
+    c.onNotification('$/progress', (p: { token: string | number; value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd }) => {
+      const v = p.value;
+      if (!v || typeof v !== 'object') return;
+      if (v.kind === 'begin') {
+        this.progressEverBegun = true;
+        this.progress.set(p.token, v.title);
+      } else if (v.kind === 'end') this.progress.delete(p.token);
+      this.emit('progress');
+    });
+    c.onNotification(() => undefined);
+  }
+
+  private workspaceFolder() {
+    return { uri: pathToFileURL(this.options.root).href, name: this.options.root.split('/').pop() || 'root' };
+  }
+
+  async initialize(): Promise<void> {
+    const folder = this.workspaceFolder();
+    const result = await this.request<InitializeResult>('initialize', {
+      processId: process.pid,
+      clientInfo: { name: 'tether' },
+      rootUri: folder.uri,
+      rootPath: this.options.root,
+      workspaceFolders: [folder],
+      capabilities: CAPABILITIES,
+      initializationOptions: this.options.initializationOptions,
+    });
+    this.capabilities = result.capabilities ?? {};
+    await this.connection.sendNotification('initialized', {});
+  }
+
+  /** A request that fails at once (instead of hanging) if the server dies. */
+  request<R>(method: string, params: unknown, signal?: AbortSignal): Promise<R> {
+    if (this.exit) return Promise.reject(new Error(this.describeExit()));
+    return new Promise<R>((resolve, reject) => {
+      const onExit = () => reject(new Error(this.describeExit()));
+      this.once('exit', onExit);
+      const onAbort = () => reject(new Error('cancelled'));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.connection.sendRequest(method, params).then(
+        (r) => resolve(r as R),
+        (e: Error) => reject(e),
+      ).finally(() => {
+        this.off('exit', onExit);
+        signal?.removeEventListener('abort', onAbort);
+      });
+    });
+  }
+
+  describeExit(): string {
+    const e = this.exit;
+    if (!e) return 'running';
+    const how = e.signal ? `killed by ${e.signal}` : `exited with code ${e.code}`;
+    return `language server ${this.options.command} ${how}${e.stderrTail ? `: ${e.stderrTail.split('\n').slice(-3).join(' | ')}` : ''}`;
+  }
+
+  /** Waits until no work-done progress is open, or the deadline passes. Returns true if idle. */
+  async waitIdle(deadline: number, graceMs: number): Promise<boolean> {
+    // A server starts its indexing progress shortly after `initialized`; give it a moment to.
+    const graceUntil = Date.now() + graceMs;
+    for (;;) {
+      if (!this.alive) return false;
+      if (!this.busy && (this.progressEverBegun || Date.now() >= graceUntil)) return true;
+      const now = Date.now();
+      if (now >= deadline) return false;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, Math.min(50, deadline - now));
+        const self = this;
+        function done() {
+          clearTimeout(t);
+          self.off('progress', done);
+          self.off('exit', done);
+          resolve();
+        }
+        this.on('progress', done);
+        this.on('exit', done);
+      });
+    }
+  }
+
+  /**
+   * Makes the server's view of a file equal `text`: opens it, or sends the whole new text as
+   * a change. Returns the document version the server now has and whether anything was sent.
+   */
+  async sync(uri: string, languageId: string, text: string): Promise<{ version: number; changed: boolean }> {
+    const doc = this.documents.get(uri);
+    if (!doc) {
+      const d = { version: 1, text, languageId };
+      this.documents.set(uri, d);
+      await this.connection.sendNotification('textDocument/didOpen', { textDocument: { uri, languageId, version: d.version, text } });
+      return { version: d.version, changed: true };
+    }
+    if (doc.text === text) return { version: doc.version, changed: false };
+    doc.version += 1;
+    doc.text = text;
+    await this.connection.sendNotification('textDocument/didChange', { textDocument: { uri, version: doc.version }, contentChanges: [{ text }] });
+    return { version: doc.version, changed: true };
+  }
+
+  async save(uri: string): Promise<void> {
+    const doc = this.documents.get(uri);
+    if (!doc) return;
+    const save = this.capabilities.textDocumentSync;
+    const includeText = typeof save === 'object' && typeof save.save === 'object' && save.save.includeText;
+    await this.connection.sendNotification('textDocument/didSave', { textDocument: { uri }, ...(includeText ? { text: doc.text } : {}) });
+  }
+
+  openDocument(uri: string): { version: number; text: string } | undefined {
+    return this.documents.get(uri);
+  }
+
+  published(uri: string): PublishedDiagnostics | undefined {
+    return this.diagnostics.get(uri);
+  }
+
+  get diagnosticsSeq(): number {
+    return this.seq;
+  }
+
+  /**
+   * Waits for the diagnostics of `version` of a document: a publish carrying that version,
+   * or — for servers that do not send versions — any publish newer than `afterSeq`. After the
+   * first match it lingers `settleMs` for a follow-up publish (servers that send syntax and
+   * semantic results separately). Resolves undefined at the deadline.
+   */
+  waitDiagnostics(uri: string, version: number, afterSeq: number, deadline: number, settleMs: number): Promise<PublishedDiagnostics | undefined> {
+    const matches = (p: PublishedDiagnostics | undefined) =>
+      p !== undefined && p.seq > afterSeq && (p.version === undefined || p.version >= version);
+    return new Promise((resolve) => {
+      let settleTimer: NodeJS.Timeout | undefined;
+      const finish = (value: PublishedDiagnostics | undefined) => {
+        clearTimeout(deadlineTimer);
+        clearTimeout(settleTimer);
+        this.off('diagnostics', onPublish);
+        this.off('exit', onExit);
+        resolve(value);
+      };
+      const arm = () => {
+        clearTimeout(settleTimer);
+        if (settleMs <= 0) finish(this.diagnostics.get(uri));
+        else settleTimer = setTimeout(() => finish(this.diagnostics.get(uri)), settleMs);
+      };
+      const onPublish = (u: string, p: PublishedDiagnostics) => {
+        if (u === uri && matches(p)) arm();
+      };
+      const onExit = () => finish(undefined);
+      const deadlineTimer = setTimeout(() => finish(matches(this.diagnostics.get(uri)) ? this.diagnostics.get(uri) : undefined), Math.max(0, deadline - Date.now()));
+      this.on('diagnostics', onPublish);
+      this.on('exit', onExit);
+      if (matches(this.diagnostics.get(uri))) arm();
+    });
+  }
+
+  /** Orderly stop (shutdown, exit), then a kill if the server lingers. */
+  async stop(graceMs = 2000): Promise<void> {
+    if (this.exit) return;
+    const exited = new Promise<void>((resolve) => this.once('exit', () => resolve()));
+    try {
+      await Promise.race([this.request('shutdown', null), new Promise((r) => setTimeout(r, graceMs))]);
+      await this.connection.sendNotification('exit');
+    } catch {
+      /* already going */
+    }
+    const t = setTimeout(() => this.process.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(t);
+  }
+}

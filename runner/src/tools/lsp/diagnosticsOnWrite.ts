@@ -1,0 +1,47 @@
+import { promises as fs } from 'node:fs';
+import type { ContentItem } from '../../protocol';
+import type { WriteObserver } from '../../run';
+import type { DiagnosticsLedger } from './ledger';
+import { errorsAndWarnings, type LspSession } from './session';
+
+const TIMED_OUT = Symbol('timed out');
+
+function before<T>(p: Promise<T>, deadline: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<typeof TIMED_OUT>((r) => (timer = setTimeout(() => r(TIMED_OUT), Math.max(0, deadline - Date.now()))))]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
+/**
+ * Folds newly introduced diagnostics into the result of a write: each written file is synced
+ * and saved through its server, the diagnostics of that version are awaited (bounded: the
+ * write is already done and a slow or hung server only costs the bound), and the ledger keeps
+ * out what was reported before. Files no server handles are simply written.
+ */
+export class DiagnosticsOnWrite implements WriteObserver {
+  constructor(private readonly session: LspSession, private readonly ledger: DiagnosticsLedger) {}
+
+  async afterWrite(absPaths: string[]): Promise<ContentItem[]> {
+    const deadline = Date.now() + this.session.settings.writeDiagnosticsTimeoutMs;
+    const results = await Promise.all(absPaths.map((p) => this.check(p, deadline).catch((err: Error) => `diagnostics not checked for ${this.session.format.display(p)}: ${err.message}`)));
+    return results.filter((t): t is string => Boolean(t)).map((text) => ({ type: 'text', text }));
+  }
+
+  private async check(abs: string, deadline: number): Promise<string | undefined> {
+    const text = await fs.readFile(abs, 'utf8').catch(() => undefined);
+    if (text === undefined) return undefined; // deleted
+    const placement = await this.session.supervisor.place(abs);
+    if (!placement.ok) return undefined;
+    const display = this.session.format.display(abs);
+    const synced = await before(this.session.sync(abs, placement, text), deadline);
+    if (synced === TIMED_OUT) return `diagnostics not checked for ${display}: ${placement.spec.id} is still starting (the write is done)`;
+    await synced.handle.client.save(synced.uri);
+    const published = await this.session.diagnosticsOf(synced, Math.max(0, deadline - Date.now()));
+    if (!published) return `diagnostics not checked for ${display}: ${placement.spec.id} sent none within ${this.session.settings.writeDiagnosticsTimeoutMs} ms (the write is done)`;
+    const fresh = this.ledger.admit(abs, errorsAndWarnings(published.diagnostics));
+    if (fresh.length === 0) return undefined;
+    const lines = fresh.sort((a, b) => a.range.start.line - b.range.start.line).map((d) => this.session.format.diagnostic(abs, d));
+    return `new diagnostics in ${display} (${placement.spec.id}):\n${lines.join('\n')}`;
+  }
+}

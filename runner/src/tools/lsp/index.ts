@@ -1,0 +1,45 @@
+import type { ToolRegistry } from '../../registry';
+import type { RunContext } from '../../run';
+import type { ToolDefinition } from '../../tool';
+import { runLspAction } from './actions';
+import { DiagnosticsOnWrite } from './diagnosticsOnWrite';
+import { DiagnosticsLedger } from './ledger';
+import { renameSymbol } from './rename';
+import { lspRenameSchema, lspSchema, type LspArgs, type LspRenameArgs } from './schemas';
+import { DEFAULT_LSP_SETTINGS, LspSession } from './session';
+
+/**
+ * Registers `lsp` (read) and `lsp_rename` (write) when the run has the language-server
+ * supervisor wired, and wraps file writes with diagnostics. Whether a server can actually run
+ * for a file is decided per call (root marker AND binary), so the tools stay visible and
+ * `lsp status` can say why not.
+ */
+export function registerLsp(registry: ToolRegistry, run: RunContext): void {
+  if (!run.features.lsp) return;
+  const session = new LspSession(run.workspace, run.settingsFor('lsp', DEFAULT_LSP_SETTINGS));
+  const ledger = new DiagnosticsLedger();
+  run.observeWrites(new DiagnosticsOnWrite(session, ledger));
+  run.onStop(() => session.supervisor.stopAll());
+
+  const lsp: ToolDefinition<LspArgs> = {
+    name: 'lsp',
+    description:
+      'Ask the language server about code. Positions are a 1-based line plus a symbol substring on that line (never a column). ' +
+      'Actions: diagnostics (file, or "*" for the project checker), definition, type_definition, implementation, references (max 50), ' +
+      'hover, code_actions (file+line+symbol), symbols (query: workspace search max 100, or file: outline max 200), status, reload (optional file).',
+    tier: 'read',
+    inputSchema: lspSchema,
+    parallelSafe: true,
+    run: (args, ctx) => runLspAction(session, ledger, args, ctx),
+  };
+  const lspRename: ToolDefinition<LspRenameArgs> = {
+    name: 'lsp_rename',
+    description: 'Rename a symbol across the project through the language server: every file changes or none. Locate it by 1-based line and a symbol substring on that line.',
+    tier: 'write',
+    inputSchema: lspRenameSchema,
+    parallelSafe: false,
+    run: (args, ctx) => renameSymbol(run, session, args, ctx),
+  };
+  registry.register(lsp);
+  registry.register(lspRename);
+}

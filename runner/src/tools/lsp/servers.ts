@@ -1,0 +1,84 @@
+/** What tether knows about one language server: which files, which roots, which binary. */
+export interface ServerSpec {
+  id: string;
+  /** Human name of the languages served. */
+  languages: string;
+  /** File extensions (with dot) this server answers for, mapped to the LSP languageId. */
+  extensions: Record<string, string>;
+  /** A directory holding any of these is a root for this server. */
+  rootMarkers: string[];
+  /** Executable name, looked up project-local first, then on $PATH. */
+  command: string;
+  args: string[];
+  /** Sent as initializationOptions. */
+  initializationOptions?: unknown;
+}
+
+export const SERVERS: ServerSpec[] = [
+  {
+    id: 'typescript',
+    languages: 'TypeScript, JavaScript',
+    extensions: {
+      '.ts': 'typescript',
+      '.tsx': 'typescriptreact',
+      '.mts': 'typescript',
+      '.cts': 'typescript',
+      '.js': 'javascript',
+      '.jsx': 'javascriptreact',
+      '.mjs': 'javascript',
+      '.cjs': 'javascript',
+    },
+    rootMarkers: ['tsconfig.json', 'jsconfig.json', 'package.json'],
+    command: 'typescript-language-server',
+    args: ['--stdio'],
+    // The syntax-only server answers while the project loads, with definitions that stop at
+    // the import; one semantic server gives right answers a little later instead.
+    initializationOptions: { tsserver: { useSyntaxServer: 'never' } },
+  },
+  {
+    id: 'pyright',
+    languages: 'Python',
+    extensions: { '.py': 'python', '.pyi': 'python' },
+    rootMarkers: ['pyrightconfig.json', 'pyproject.toml', 'setup.py', 'setup.cfg', 'requirements.txt'],
+    command: 'pyright-langserver',
+    args: ['--stdio'],
+  },
+  {
+    id: 'clangd',
+    languages: 'C, C++',
+    extensions: { '.c': 'c', '.h': 'c', '.cc': 'cpp', '.cpp': 'cpp', '.cxx': 'cpp', '.hpp': 'cpp', '.hh': 'cpp' },
+    rootMarkers: ['compile_commands.json', 'compile_flags.txt', '.clangd', 'CMakeLists.txt', 'Makefile'],
+    command: 'clangd',
+    // The background index would write .cache/clangd into the workspace; without it clangd
+    // still indexes every open file and its headers.
+    args: ['--background-index=false', '--log=error'],
+  },
+  {
+    id: 'gopls',
+    languages: 'Go',
+    extensions: { '.go': 'go' },
+    rootMarkers: ['go.work', 'go.mod'],
+    command: 'gopls',
+    args: [],
+  },
+  {
+    id: 'rust-analyzer',
+    languages: 'Rust',
+    extensions: { '.rs': 'rust' },
+    rootMarkers: ['Cargo.toml'],
+    command: 'rust-analyzer',
+    args: [],
+  },
+  {
+    id: 'dart',
+    languages: 'Dart',
+    extensions: { '.dart': 'dart' },
+    rootMarkers: ['pubspec.yaml'],
+    command: 'dart',
+    args: ['language-server', '--protocol=lsp'],
+  },
+];
+
+export function serverForExtension(ext: string, servers: ServerSpec[] = SERVERS): ServerSpec | undefined {
+  return servers.find((s) => Object.prototype.hasOwnProperty.call(s.extensions, ext.toLowerCase()));
+}

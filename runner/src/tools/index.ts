@@ -2,6 +2,7 @@ import type { ToolRegistry } from '../registry';
 import type { RunContext } from '../run';
 import { registerFiles } from './files';
 import { registerEval } from './eval';
+import { registerEval } from './eval';
 import { registerLsp } from './lsp';
 import { registerAsk } from './ask';
 import { registerVibe } from './vibe';
@@ -13,6 +14,7 @@ import { registerAst } from './ast';
  */
 export async function registerTools(registry: ToolRegistry, run: RunContext): Promise<void> {
   registerFiles(registry, run);
+  registerEval(registry, run);
   registerEval(registry, run);
   registerLsp(registry, run);
   registerAsk(registry, run);

@@ -1,0 +1,92 @@
+import type { ToolResult } from '../../protocol';
+import type { RunContext } from '../../run';
+import { ToolError, type ToolContext, type ToolDefinition } from '../../tool';
+import { KernelStartError, type Language } from './kernel';
+import type { KernelManager } from './kernelManager';
+import { runCell, type CellRun } from './runCell';
+import { checkDescription, evalSchema, type EvalArgs, type EvalSettings } from './schemas';
+
+const NAMES: Record<Language, string> = { python: 'Python', javascript: 'JavaScript' };
+
+function explainReset(language: Language, cell: CellRun): string {
+  const name = NAMES[language];
+  if (cell.end.kind !== 'exited') return '';
+  if (cell.killed) {
+    return `The cell did not stop after an interrupt (${cell.stopReason}), so the ${name} interpreter was killed: it has been reset and its state (variables, imports, loaded data) is lost. The next cell starts a fresh interpreter.`;
+  }
+  const how = cell.end.signal ? `was killed by ${cell.end.signal}` : `exited with code ${cell.end.code}`;
+  return `The ${name} interpreter ${how} during the cell, so it has been reset and its state (variables, imports, loaded data) is lost. The next cell starts a fresh interpreter.`;
+}
+
+/** Turns a finished cell into the call's result: output and rich items in order, then the outcome. */
+export function cellResult(language: Language, cell: CellRun, executionCount: number, durationMs: number): ToolResult {
+  const { end, error, stopReason, output } = cell;
+  let closing: string | undefined;
+  let isError = false;
+  let status: string;
+  if (end.kind === 'exited') {
+    isError = true;
+    status = 'reset';
+    closing = explainReset(language, cell);
+  } else {
+    status = end.status;
+    if (end.status !== 'ok') {
+      isError = true;
+      closing = error?.traceback ?? `${end.status}`;
+      if (stopReason && end.status === 'interrupted') closing += `\nThe cell was interrupted because ${stopReason}. The interpreter keeps its state.`;
+    }
+  }
+  const content = output.finish(closing);
+  if (content.length === 0) content.push({ type: 'text', text: '(no output)' });
+  return {
+    content,
+    ...(isError ? { isError } : {}),
+    structured: {
+      language,
+      executionCount,
+      status,
+      durationMs: Math.round(durationMs),
+      outputChars: output.totalChars,
+      omittedChars: output.omittedChars,
+      ...(error ? { error: { type: error.ename, message: error.evalue } } : {}),
+      ...(status === 'reset' ? { interpreterReset: true } : {}),
+    },
+  };
+}
+
+export function evalTool(run: RunContext, kernels: KernelManager, settings: EvalSettings): ToolDefinition<EvalArgs> {
+  return {
+    name: 'eval',
+    description:
+      'Run a Python (default) or JavaScript cell in a persistent interpreter: variables, imports and loaded data survive across calls. ' +
+      'The last expression is echoed; display(x) works; pandas DataFrames come back as tables and matplotlib figures as images. ' +
+      '%pip, %cd, !cmd, %%bash, %%timeit, %time and %env work in Python (the run has no network: %pip installs only from the workspace). ' +
+      'tool(name, args) calls this run\'s tools from inside a cell (JavaScript: await tool(...)), under the same approvals. ' +
+      'A cell is interrupted after timeout_seconds (default 300) without output; waiting on tool() does not count.',
+    tier: 'exec',
+    inputSchema: evalSchema,
+    parallelSafe: false,
+    async run(args, ctx: ToolContext) {
+      checkDescription(args.description);
+      const language: Language = args.language ?? 'python';
+      return kernels.exclusive(language, async () => {
+        if (ctx.signal.aborted) throw new ToolError(`cancelled before the cell started: ${String(ctx.signal.reason)}`);
+        let kernel;
+        try {
+          kernel = await kernels.kernel(language, !!args.reset);
+        } catch (err) {
+          if (err instanceof KernelStartError) throw new ToolError(err.message);
+          throw err;
+        }
+        const started = Date.now();
+        const cell = await runCell(kernel, args.code, ctx, {
+          budgetMs: (args.timeout_seconds ?? settings.timeoutSeconds) * 1000,
+          graceMs: settings.interruptGraceSeconds * 1000,
+          progressChars: settings.streamChars,
+          output: { headChars: settings.outputHeadChars, tailChars: settings.outputTailChars, maxItems: settings.maxRichItems, imageChars: Math.ceil((settings.imageBytes * 4) / 3) },
+        });
+        return cellResult(language, cell, kernel.executionCount, Date.now() - started);
+      });
+    },
+  };
+}

@@ -1,0 +1,14 @@
+import type { ToolRegistry } from '../../registry';
+import type { RunContext } from '../../run';
+import { evalTool } from './evalTool';
+import { KernelManager } from './kernelManager';
+import { DEFAULT_SETTINGS, type EvalSettings } from './schemas';
+
+/** Wires `eval` when the run has a kernel factory (features.eval); kernels start on first use. */
+export function registerEval(registry: ToolRegistry, run: RunContext): void {
+  if (!run.features.eval) return;
+  const settings = run.settingsFor<EvalSettings>('eval', DEFAULT_SETTINGS);
+  const kernels = new KernelManager(settings, run.workspace.root);
+  registry.register(evalTool(run, kernels, settings));
+  run.onStop(() => kernels.stopAll());
+}

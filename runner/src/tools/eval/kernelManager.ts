@@ -1,0 +1,67 @@
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Kernel, type KernelLaunch, type Language } from './kernel';
+import { PYTHON_DRIVER } from './python/driver';
+import type { EvalSettings } from './schemas';
+import type { KernelLimits } from './wire';
+
+/** The kernel processes of one run: one per language, started on first use, kept until reset or stop. */
+export class KernelManager {
+  private readonly kernels = new Map<Language, Promise<Kernel>>();
+  private readonly queues = new Map<Language, Promise<unknown>>();
+
+  constructor(
+    private readonly settings: EvalSettings,
+    private readonly cwd: string,
+  ) {}
+
+  private limits(): KernelLimits {
+    const s = this.settings;
+    return { streamChars: s.streamChars, tailChars: s.outputTailChars, tableRows: s.tableRows, tableColumns: s.tableColumns, cellChars: 200, reprChars: s.outputHeadChars };
+  }
+
+  launchOf(language: Language): KernelLaunch {
+    const limits = JSON.stringify(this.limits());
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      MPLBACKEND: 'Agg',
+      MPLCONFIGDIR: process.env.MPLCONFIGDIR ?? path.join(os.tmpdir(), 'tether-matplotlib'),
+      PYTHONUNBUFFERED: '1',
+      PYTHONIOENCODING: 'utf-8',
+    };
+    delete env.NODE_OPTIONS;
+    if (language === 'python') return { language, command: this.settings.python, args: ['-u', '-c', PYTHON_DRIVER, limits], cwd: this.cwd, env };
+    return { language, command: this.settings.node, args: ['--disable-warning=ExperimentalWarning', path.join(__dirname, 'javascript', 'driver.js'), limits], cwd: this.cwd, env };
+  }
+
+  /** The language's kernel, started if there is none (or the last one died). */
+  async kernel(language: Language, reset: boolean): Promise<Kernel> {
+    const existing = this.kernels.get(language);
+    if (existing) {
+      const k = await existing.catch(() => undefined);
+      if (k && k.alive && !reset) return k;
+      k?.kill();
+      this.kernels.delete(language);
+    }
+    const started = Kernel.start(this.launchOf(language), this.settings.startTimeoutSeconds * 1000);
+    this.kernels.set(language, started);
+    started.catch(() => this.kernels.get(language) === started && this.kernels.delete(language));
+    const k = await started;
+    void k.exited.then(() => this.kernels.get(language) === started && this.kernels.delete(language));
+    return k;
+  }
+
+  /** Runs fn alone for its language: cells of one interpreter never overlap. */
+  exclusive<T>(language: Language, fn: () => Promise<T>): Promise<T> {
+    const before = this.queues.get(language) ?? Promise.resolve();
+    const run = before.then(fn, fn);
+    this.queues.set(language, run.catch(() => undefined));
+    return run;
+  }
+
+  async stopAll(): Promise<void> {
+    const all = [...this.kernels.values()];
+    this.kernels.clear();
+    await Promise.allSettled(all.map(async (p) => (await p).kill()));
+  }
+}

@@ -1,0 +1,662 @@
+/**
+ * The Python kernel: a driver script run by the kernel's own python3 (`python3 -u -c`), kept as a
+ * string so it ships inside the runner's compiled code with nothing else to install.
+ *
+ * argv[1] is a JSON object of KernelLimits. fd 3 carries commands in, fd 4 messages out (see
+ * wire.ts). The cell's namespace is a fresh `__main__` module; the driver keeps its own state
+ * in this script's globals, which cells never see.
+ */
+export const PYTHON_DRIVER = String.raw`
+import ast, base64, builtins, importlib, io, json, linecache, os, queue, re, shlex, signal, site
+import subprocess, sys, threading, time, timeit as _timeit, traceback, types, warnings
+
+LIMITS = json.loads(sys.argv[1])
+sys.argv = ['']
+IN_FD, OUT_FD = 3, 4
+for _fd in (IN_FD, OUT_FD):
+    os.set_inheritable(_fd, False)
+_out_lock = threading.Lock()
+_out = os.fdopen(OUT_FD, 'wb', buffering=0)
+
+
+class State:
+    cell = 0
+    running = False
+    loop = None
+    done_sent = True
+    # The main thread is writing a message: an interrupt now would cut it in half.
+    sending = False
+    deferred_interrupt = False
+
+
+state = State()
+
+
+def send(msg):
+    data = (json.dumps(msg, default=str) + '\n').encode()
+    on_main = threading.current_thread() is threading.main_thread()
+    with _out_lock:
+        if on_main:
+            state.sending = True
+        try:
+            view = memoryview(data)
+            while view:
+                n = _out.write(view)
+                view = view[n:]
+        finally:
+            if on_main:
+                state.sending = False
+    if msg.get('t') == 'done':
+        state.done_sent = True
+    if on_main and state.deferred_interrupt:
+        state.deferred_interrupt = False
+        if state.running:
+            raise KeyboardInterrupt
+
+commands = queue.Queue()
+pending = {}
+pending_lock = threading.Lock()
+next_tool_id = [0]
+
+
+def read_commands():
+    src = os.fdopen(IN_FD, 'rb')
+    for line in src:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get('t') == 'tool_result':
+            with pending_lock:
+                slot = pending.pop(msg.get('id'), None)
+            if slot is not None:
+                slot[1] = msg.get('result')
+                slot[0].set()
+        else:
+            commands.put(msg)
+    # The runner is gone: nothing more will come.
+    os._exit(0)
+
+
+class CellStream(io.TextIOBase):
+    """sys.stdout / sys.stderr of a cell: batched onto the wire, capped per cell."""
+
+    def __init__(self, name, fd):
+        self.name, self._fd = name, fd
+        self._lock = threading.RLock()
+        self.reset()
+
+    def reset(self):
+        with self._lock:
+            self._buf, self._sent, self._omitted, self._tail = [], 0, 0, ''
+
+    @property
+    def encoding(self):
+        return 'utf-8'
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return self._fd
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError('write() argument must be str, not ' + type(s).__name__)
+        with self._lock:
+            room = LIMITS['streamChars'] - self._sent
+            if room > 0:
+                head = s[:room]
+                self._buf.append(head)
+                self._sent += len(head)
+                s = s[room:]
+                if sum(map(len, self._buf)) >= 8192:
+                    self.flush()
+            if s:
+                self._omitted += len(s)
+                self._tail = (self._tail + s[-LIMITS['tailChars']:])[-LIMITS['tailChars']:]
+        return len(s)
+
+    def flush(self):
+        with self._lock:
+            if self._buf:
+                text, self._buf = ''.join(self._buf), []
+                send({'t': 'stream', 'cell': state.cell, 'name': self.name, 'text': text})
+
+    def finish(self):
+        with self._lock:
+            self.flush()
+            if self._omitted:
+                send({'t': 'stream', 'cell': state.cell, 'name': self.name, 'text': self._tail, 'omitted': self._omitted - len(self._tail)})
+            self.reset()
+
+
+stdout, stderr = CellStream('stdout', 1), CellStream('stderr', 2)
+
+
+def flush_periodically():
+    while True:
+        time.sleep(0.1)
+        if state.running:
+            stdout.flush()
+            stderr.flush()
+
+
+def flush_streams():
+    stdout.flush()
+    stderr.flush()
+
+
+# ---- rich output ---------------------------------------------------------------------------
+
+def clip(s, n):
+    return s if len(s) <= n else s[:n] + '… (' + str(len(s)) + ' chars)'
+
+
+def table_of(df):
+    pd = sys.modules.get('pandas')
+    if isinstance(df, pd.Series):
+        df = df.to_frame()
+    rows_cap, cols_cap, cell_cap = LIMITS['tableRows'], LIMITS['tableColumns'], LIMITS['cellChars']
+    shown = df.iloc[:rows_cap, :cols_cap]
+
+    def label(c):
+        return ' / '.join(map(str, c)) if isinstance(c, tuple) else str(c)
+
+    index_name = label(df.index.name) if df.index.name is not None else ''
+    columns = [index_name] + [label(c) for c in shown.columns]
+    if df.shape[1] > cols_cap:
+        columns.append('… ' + str(df.shape[1] - cols_cap) + ' more columns')
+    rows = []
+    for idx, values in zip(shown.index, shown.itertuples(index=False, name=None)):
+        row = [clip(label(idx), cell_cap)] + [clip(str(v), cell_cap) for v in values]
+        if df.shape[1] > cols_cap:
+            row.append('…')
+        rows.append(row)
+    item = {'type': 'table', 'columns': columns, 'rows': rows}
+    if len(df) > rows_cap:
+        item['omittedRows'] = len(df) - rows_cap
+    return item
+
+
+def png_of_figure(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', bbox_inches='tight')
+    return {'type': 'image', 'mime': 'image/png', 'data': base64.b64encode(buf.getvalue()).decode()}
+
+
+shown_figures = set()
+
+
+def figure_of(obj):
+    if 'matplotlib' not in sys.modules:
+        return None
+    from matplotlib.figure import Figure
+    from matplotlib.axes import Axes
+    if isinstance(obj, Figure):
+        return obj
+    if isinstance(obj, Axes):
+        return obj.figure
+    return None
+
+
+def render(obj):
+    pd = sys.modules.get('pandas')
+    if pd is not None and isinstance(obj, (pd.DataFrame, pd.Series)):
+        return table_of(obj)
+    fig = figure_of(obj)
+    if fig is not None:
+        shown_figures.add(id(fig))
+        item = png_of_figure(fig)
+        close_figure(fig)
+        return item
+    repr_png = getattr(obj, '_repr_png_', None)
+    if callable(repr_png) and not isinstance(obj, type):
+        try:
+            data = repr_png()
+            if isinstance(data, bytes):
+                return {'type': 'image', 'mime': 'image/png', 'data': base64.b64encode(data).decode()}
+        except Exception:
+            pass
+    return {'type': 'text', 'text': clip(repr(obj), LIMITS['reprChars'])}
+
+
+def close_figure(fig):
+    plt = sys.modules.get('matplotlib.pyplot')
+    if plt is not None:
+        plt.close(fig)
+
+
+def display(*objs):
+    """Shows each object in the cell's result: tables for DataFrames, images for figures."""
+    flush_streams()
+    for obj in objs:
+        send({'t': 'display', 'cell': state.cell, 'item': render(obj)})
+
+
+def show_open_figures():
+    plt = sys.modules.get('matplotlib.pyplot')
+    if plt is None:
+        return
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        if id(fig) not in shown_figures:
+            send({'t': 'display', 'cell': state.cell, 'item': png_of_figure(fig)})
+    plt.close('all')
+    shown_figures.clear()
+
+
+# ---- the tool bridge -----------------------------------------------------------------------
+
+class ToolError(Exception):
+    """A bridged tool call returned an error result (refused, invalid, or failed)."""
+
+
+class ToolResult(str):
+    """The text of a tool's result; .structured, .content and .is_error carry the rest."""
+
+    def __new__(cls, result):
+        content = result.get('content') or []
+        text = '\n'.join(c.get('text', '') for c in content if c.get('type') == 'text')
+        self = str.__new__(cls, text)
+        self.content, self.structured, self.is_error = content, result.get('structured'), bool(result.get('isError'))
+        return self
+
+
+def tool(name, args=None):
+    """Calls one of this run's tools; the same approvals and limits apply as to the model's calls."""
+    flush_streams()
+    with pending_lock:
+        next_tool_id[0] += 1
+        call_id = next_tool_id[0]
+        slot = pending[call_id] = [threading.Event(), None]
+    send({'t': 'tool', 'id': call_id, 'name': name, 'args': {} if args is None else args})
+    try:
+        while not slot[0].wait(0.5):
+            pass
+    finally:
+        with pending_lock:
+            pending.pop(call_id, None)
+    result = ToolResult(slot[1] or {'content': [{'type': 'text', 'text': 'no result'}], 'isError': True})
+    if result.is_error:
+        raise ToolError(str(result))
+    return result
+
+
+# ---- IPython idioms ------------------------------------------------------------------------
+
+class MagicError(Exception):
+    pass
+
+
+class PipError(Exception):
+    pass
+
+
+def stream_command(argv, shell=False, env=None):
+    """Runs a command, copying its output into the cell as it comes; returns (code, text)."""
+    proc = subprocess.Popen(argv, shell=shell, executable='/bin/bash' if shell else None, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = []
+    try:
+        for raw in iter(lambda: proc.stdout.read1(65536), b''):
+            chunk = raw.decode('utf-8', 'replace')
+            if sum(map(len, seen)) < 200000:
+                seen.append(chunk)
+            sys.stdout.write(chunk)
+        return proc.wait(), ''.join(seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+class ShellLines(list):
+    """What 'x = !cmd' gives: the output's lines (IPython's SList, minus its extras)."""
+
+    @property
+    def s(self):
+        return ' '.join(self)
+
+    @property
+    def n(self):
+        return '\n'.join(self)
+
+
+class Magics:
+    def sh(self, cmd):
+        code, _ = stream_command(cmd, shell=True)
+        if code:
+            print('[exit status ' + str(code) + ']')
+
+    def sh_lines(self, cmd):
+        out = subprocess.run(cmd, shell=True, executable='/bin/bash', stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return ShellLines(out.stdout.decode('utf-8', 'replace').splitlines())
+
+    def bash(self, body):
+        code, _ = stream_command(['/bin/bash', '-c', body])
+        if code:
+            raise subprocess.CalledProcessError(code, 'bash cell')
+
+    def writefile(self, args, body):
+        argv = shlex.split(args)
+        append = '-a' in argv
+        paths = [a for a in argv if not a.startswith('-')]
+        if len(paths) != 1:
+            raise MagicError('%%writefile needs one file name')
+        with open(os.path.expanduser(paths[0]), 'a' if append else 'w') as f:
+            f.write(body)
+        print(('Appended to ' if append else 'Writing ') + paths[0])
+
+    def cd(self, arg):
+        target = os.path.expanduser(arg.strip() or '~')
+        os.chdir(target)
+        print(os.getcwd())
+
+    def pwd(self):
+        return os.getcwd()
+
+    def env(self, arg):
+        arg = arg.strip()
+        if not arg:
+            return dict(os.environ)
+        m = re.match(r'^([A-Za-z_][A-Za-z0-9_]*)\s*(?:=\s*|\s+)(.*)$', arg)
+        if m:
+            os.environ[m.group(1)] = m.group(2)
+            print('env: ' + m.group(1) + '=' + m.group(2))
+            return None
+        return os.environ.get(arg)
+
+    def time_line(self, stmt):
+        return self._timed(lambda: run_source(stmt, '<time>', echo_last=False, want_value=True))
+
+    def time_cell(self, body, filename):
+        return self._timed(lambda: run_source(body, filename, echo_last=True, want_value=False))
+
+    def _timed(self, fn):
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            return fn()
+        finally:
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            print('CPU times: total ' + human_time(cpu) + '\nWall time: ' + human_time(wall))
+
+    def timeit(self, args, body):
+        argv = shlex.split(args)
+        number, repeat, rest = 0, 7, []
+        i = 0
+        while i < len(argv):
+            a = argv[i]
+            if a.startswith('-n'):
+                number = int(a[2:] or argv[i + 1]); i += 0 if a[2:] else 1
+            elif a.startswith('-r'):
+                repeat = int(a[2:] or argv[i + 1]); i += 0 if a[2:] else 1
+            else:
+                rest.append(a)
+            i += 1
+        stmt, setup = (body, ' '.join(rest) or 'pass') if body is not None else (' '.join(rest), 'pass')
+        if not stmt.strip():
+            raise MagicError('%timeit needs a statement')
+        timer = _timeit.Timer(stmt, setup, globals=user_ns)
+        if number == 0:
+            number, _ = timer.autorange()
+        runs = [t / number for t in timer.repeat(repeat, number)]
+        mean = sum(runs) / len(runs)
+        std = (sum((r - mean) ** 2 for r in runs) / len(runs)) ** 0.5
+        print(human_time(mean) + ' ± ' + human_time(std) + ' per loop (mean ± std. dev. of ' + str(repeat)
+              + ' runs, ' + str(number) + ' loop' + ('s' if number != 1 else '') + ' each)')
+
+    def pip(self, args):
+        argv = shlex.split(args)
+        installing = bool(argv) and argv[0] == 'install'
+        cmd = [sys.executable, '-m', 'pip'] + argv
+        if installing:
+            # Fail fast: the run's container has no network, and pip would otherwise retry for minutes.
+            cmd += ['--retries', '0', '--timeout', '5']
+        env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK='1', PIP_BREAK_SYSTEM_PACKAGES='1', PIP_NO_INPUT='1')
+        code, out = stream_command(cmd, env=env)
+        if code:
+            if installing and OFFLINE.search(out):
+                raise PipError("pip install failed: this run has no network access, so pip cannot reach a package "
+                               "index. Only packages already installed, or wheels and source folders inside the "
+                               "workspace (%pip install ./path), can be installed.")
+            raise PipError('pip ' + ' '.join(argv) + ' failed with exit status ' + str(code))
+        if installing:
+            user_site = site.getusersitepackages()
+            if os.path.isdir(user_site) and user_site not in sys.path:
+                site.addsitedir(user_site)
+            importlib.invalidate_caches()
+            evicted = evict_packages(argv[1:])
+            if evicted:
+                print('evicted from sys.modules (the next import loads the new version): ' + ', '.join(sorted(evicted)))
+
+
+OFFLINE = re.compile(r'NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution|'
+                     r'Network is unreachable|No matching distribution found|Could not find a version', re.I)
+
+
+def top_level_modules(dist_name):
+    names = {re.sub(r'[-.]', '_', dist_name).lower(), dist_name}
+    try:
+        import importlib.metadata as md
+        dist = md.distribution(dist_name)
+        top = dist.read_text('top_level.txt')
+        if top:
+            names.update(t.strip() for t in top.split() if t.strip())
+        for f in dist.files or []:
+            parts = f.parts
+            if parts and not parts[0].endswith(('.dist-info', '.egg-info', '.data')) and parts[0] != '..':
+                names.add(parts[0][:-3] if parts[0].endswith('.py') else parts[0])
+    except Exception:
+        pass
+    return names
+
+
+def evict_packages(args):
+    evicted = set()
+    for a in args:
+        if a.startswith('-') or '/' in a or a.endswith(('.whl', '.tar.gz', '.zip')):
+            continue
+        dist = re.split(r'[\[<>=!~;@ ]', a, 1)[0]
+        for mod in top_level_modules(dist):
+            for key in list(sys.modules):
+                if key == mod or key.startswith(mod + '.'):
+                    del sys.modules[key]
+                    evicted.add(mod)
+    return evicted
+
+
+def human_time(s):
+    for unit, scale in (('s', 1), ('ms', 1e-3), ('µs', 1e-6), ('ns', 1e-9)):
+        if s >= scale or unit == 'ns':
+            return ('%.3g ' % (s / scale)) + unit
+    return str(s)
+
+
+LINE_MAGIC = re.compile(r'^(\s*)%(\w+)(.*)$')
+SHELL_LINE = re.compile(r'^(\s*)!(?!=)(.*)$')
+ASSIGN_SHELL = re.compile(r'^(\s*)([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*!(?!=)(.*)$')
+CELL_MAGIC = re.compile(r'^%%(\w+)[ \t]*(.*)$')
+LINE_MAGICS = {
+    'pip': lambda a: 'pip(' + repr(a.strip()) + ')',
+    'cd': lambda a: 'cd(' + repr(a) + ')',
+    'pwd': lambda a: 'pwd()',
+    'env': lambda a: 'env(' + repr(a) + ')',
+    'time': lambda a: 'time_line(' + repr(a.strip()) + ')',
+    'timeit': lambda a: 'timeit(' + repr(a) + ', None)',
+    'ls': lambda a: 'sh(' + repr('ls ' + a) + ')',
+    'matplotlib': lambda a: 'noop()',
+}
+
+
+def rewrite(code, filename):
+    """Turns the IPython idioms people type by reflex into plain Python, line for line."""
+    lines = code.split('\n')
+    first = next((i for i, l in enumerate(lines) if l.strip()), None)
+    if first is not None:
+        m = CELL_MAGIC.match(lines[first].strip())
+        if m:
+            name, args = m.group(1), m.group(2)
+            body = '\n'.join(lines[first + 1:])
+            lead = '\n' * first
+            if name in ('bash', 'sh'):
+                return lead + '__tether__.bash(' + repr(body) + ')'
+            if name == 'timeit':
+                return lead + '__tether__.timeit(' + repr(args) + ', ' + repr(body) + ')'
+            if name == 'time':
+                return lead + '__tether__.time_cell(' + repr(body) + ', ' + repr(filename) + ')'
+            if name == 'writefile':
+                return lead + '__tether__.writefile(' + repr(args) + ', ' + repr(body + '\n') + ')'
+            if name == 'capture':
+                return '\n'.join(lines[first + 1:])
+            raise MagicError('cell magic %%' + name + ' is not supported here; supported: %%bash, %%timeit, %%time, %%writefile')
+    out = []
+    for line in lines:
+        m = ASSIGN_SHELL.match(line)
+        if m:
+            out.append(m.group(1) + m.group(2) + ' = __tether__.sh_lines(' + repr(m.group(3)) + ')')
+            continue
+        m = SHELL_LINE.match(line)
+        if m:
+            cmd = m.group(2)
+            if re.match(r'^\s*pip3?\s', cmd):
+                out.append(m.group(1) + '__tether__.pip(' + repr(re.sub(r'^\s*pip3?\s+', '', cmd)) + ')')
+            else:
+                out.append(m.group(1) + '__tether__.sh(' + repr(cmd) + ')')
+            continue
+        m = LINE_MAGIC.match(line)
+        if m:
+            name = m.group(2)
+            if name not in LINE_MAGICS:
+                raise MagicError('%' + name + ' is not supported here; supported: %pip, %cd, %pwd, %env, %time, %timeit, %ls, !cmd, %%bash')
+            out.append(m.group(1) + '__tether__.' + LINE_MAGICS[name](m.group(3)))
+            continue
+        out.append(line)
+    return '\n'.join(out)
+
+
+class TetherNamespace(Magics):
+    def noop(self):
+        return None
+
+
+# ---- running a cell ------------------------------------------------------------------------
+
+user_module = types.ModuleType('__main__')
+user_module.__dict__.update({'__builtins__': builtins, 'display': display, 'tool': tool, 'ToolError': ToolError,
+                             '__tether__': TetherNamespace()})
+user_ns = user_module.__dict__
+sys.modules['__main__'] = user_module
+FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+CO_COROUTINE = 0x0080
+
+
+def run_code(code):
+    if code.co_flags & CO_COROUTINE:
+        import asyncio
+        if state.loop is None:
+            state.loop = asyncio.new_event_loop()
+        return state.loop.run_until_complete(eval(code, user_ns))
+    return eval(code, user_ns)
+
+
+def run_source(src, filename, echo_last, want_value):
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    tree = ast.parse(src, filename, 'exec')
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and (want_value or not src.rstrip().endswith(';')):
+        last = ast.Expression(tree.body.pop().value)
+    run_code(compile(tree, filename, 'exec', flags=FLAGS))
+    if last is None:
+        return None
+    value = run_code(compile(last, filename, 'eval', flags=FLAGS))
+    if echo_last and value is not None:
+        user_ns['_'] = value
+        display(value)
+    return value
+
+
+DRIVER_FILES = ('<string>', __file__ if '__file__' in globals() else '<string>')
+
+
+def format_error(e):
+    if isinstance(e, SyntaxError) and e.filename and e.filename.startswith('<cell-'):
+        return ''.join(traceback.format_exception_only(type(e), e)).rstrip()
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename not in DRIVER_FILES]
+    if len(frames) > 12:
+        frames = frames[:4] + [None] + frames[-6:]
+    lines = ['Traceback (most recent call last):']
+    for f in frames:
+        if f is None:
+            lines.append('  …')
+            continue
+        where = ('cell line ' + str(f.lineno)) if f.filename.startswith('<cell-') else ('File "' + f.filename + '", line ' + str(f.lineno))
+        lines.append('  ' + where + ', in ' + f.name)
+        if f.line:
+            lines.append('    ' + f.line.strip())
+    lines.extend(l.rstrip('\n') for l in traceback.format_exception_only(type(e), e))
+    return '\n'.join(lines)
+
+
+def run_cell(cell, code):
+    state.cell, state.running = cell, True
+    filename = '<cell-' + str(cell) + '>'
+    status = 'ok'
+    try:
+        try:
+            run_source(rewrite(code, filename), filename, echo_last=True, want_value=False)
+        finally:
+            try:
+                flush_streams()
+                show_open_figures()
+            except Exception as fig_error:
+                print('could not render a figure: ' + repr(fig_error), file=sys.stderr)
+    except KeyboardInterrupt as e:
+        status = 'interrupted'
+        send({'t': 'error', 'cell': cell, 'ename': 'KeyboardInterrupt', 'evalue': '', 'traceback': format_error(e)})
+    except BaseException as e:
+        status = 'error'
+        send({'t': 'error', 'cell': cell, 'ename': type(e).__name__, 'evalue': str(e), 'traceback': format_error(e)})
+    finally:
+        state.running = False
+        stdout.finish()
+        stderr.finish()
+        send({'t': 'done', 'cell': cell, 'status': status})
+
+
+def on_sigint(signum, frame):
+    # Only a running cell is interrupted; a signal between cells must not kill the driver.
+    if not state.running:
+        return
+    if state.sending:
+        state.deferred_interrupt = True
+        return
+    raise KeyboardInterrupt
+
+
+def main():
+    signal.signal(signal.SIGINT, on_sigint)
+    warnings.filterwarnings('ignore', message='.*non-interactive.*')
+    sys.stdout, sys.stderr = stdout, stderr
+    threading.Thread(target=read_commands, daemon=True).start()
+    threading.Thread(target=flush_periodically, daemon=True).start()
+    send({'t': 'ready', 'language': 'python', 'version': sys.version.split()[0], 'pid': os.getpid()})
+    while True:
+        try:
+            msg = commands.get()
+            if msg.get('t') == 'exec':
+                state.done_sent = False
+                run_cell(msg['cell'], msg['code'])
+        except KeyboardInterrupt:
+            # An interrupt that landed while the cell was being wrapped up: it still ends.
+            state.running = False
+            if not state.done_sent:
+                send({'t': 'done', 'cell': state.cell, 'status': 'interrupted'})
+
+
+main()
+`;

@@ -1,0 +1,80 @@
+import type { JsonSchema } from '../../protocol';
+import { ToolError } from '../../tool';
+
+export const MAX_CODE_CHARS = 1024 * 1024;
+export const DESCRIPTION_WORDS = { min: 5, max: 10 } as const;
+
+export interface EvalArgs {
+  code: string;
+  description: string;
+  language?: 'python' | 'javascript';
+  reset?: boolean;
+  timeout_seconds?: number;
+}
+
+export const evalSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    code: { type: 'string', maxLength: MAX_CODE_CHARS, description: 'The cell. Its last expression is echoed; display(x) shows tables and figures.' },
+    description: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 200,
+      pattern: `^\\s*\\S+(\\s+\\S+){${DESCRIPTION_WORDS.min - 1},${DESCRIPTION_WORDS.max - 1}}\\s*$`,
+      description: `A ${DESCRIPTION_WORDS.min}–${DESCRIPTION_WORDS.max} word label for the transcript, e.g. "Load the sales data and plot revenue".`,
+    },
+    language: { enum: ['python', 'javascript'], description: 'python (default) or javascript. Each has its own interpreter, kept across calls.' },
+    reset: { type: 'boolean', description: 'Discard the interpreter (all variables and imports) and start a clean one before this cell.' },
+    timeout_seconds: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      maximum: 86400,
+      description: 'Inactivity budget: the cell is interrupted after this long without output (default 300). Time spent waiting on tool() calls does not count.',
+    },
+  },
+  required: ['code', 'description'],
+  additionalProperties: false,
+};
+
+/** Counts the words of a description; throws the message the model sees when out of range. */
+export function checkDescription(description: string): void {
+  const words = description.trim().split(/\s+/).filter(Boolean).length;
+  if (words < DESCRIPTION_WORDS.min || words > DESCRIPTION_WORDS.max) {
+    throw new ToolError(`description must be ${DESCRIPTION_WORDS.min}–${DESCRIPTION_WORDS.max} words (got ${words}): a short label of what the cell does, e.g. "Load the sales data and plot revenue"`);
+  }
+}
+
+/** Per-run settings, from the gateway config key runner.eval. */
+export interface EvalSettings {
+  /** The interpreter of the Python kernel; %pip installs into it. */
+  python: string;
+  /** The Node of the JavaScript kernel (the runner's own by default). */
+  node: string;
+  timeoutSeconds: number;
+  /** How long an interrupted cell may take to stop before its interpreter is killed. */
+  interruptGraceSeconds: number;
+  startTimeoutSeconds: number;
+  outputHeadChars: number;
+  outputTailChars: number;
+  /** Characters of printed text a kernel forwards per cell (as progress) before keeping only a tail. */
+  streamChars: number;
+  tableRows: number;
+  tableColumns: number;
+  maxRichItems: number;
+  imageBytes: number;
+}
+
+export const DEFAULT_SETTINGS: EvalSettings = {
+  python: 'python3',
+  node: process.execPath,
+  timeoutSeconds: 300,
+  interruptGraceSeconds: 3,
+  startTimeoutSeconds: 60,
+  outputHeadChars: 24000,
+  outputTailChars: 6000,
+  streamChars: 256 * 1024,
+  tableRows: 50,
+  tableColumns: 40,
+  maxRichItems: 20,
+  imageBytes: 8 * 1024 * 1024,
+};

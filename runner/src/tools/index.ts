@@ -2,7 +2,6 @@ import type { ToolRegistry } from '../registry';
 import type { RunContext } from '../run';
 import { registerFiles } from './files';
 import { registerEval } from './eval';
-import { registerEval } from './eval';
 import { registerLsp } from './lsp';
 import { registerAsk } from './ask';
 import { registerVibe } from './vibe';
@@ -14,7 +13,6 @@ import { registerAst } from './ast';
  */
 export async function registerTools(registry: ToolRegistry, run: RunContext): Promise<void> {
   registerFiles(registry, run);
-  registerEval(registry, run);
   registerEval(registry, run);
   registerLsp(registry, run);
   registerAsk(registry, run);

@@ -4,18 +4,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { ToolResult } from '../../../runner/src/protocol';
 import { runnerFor } from '../../helpers/runner';
+import { SCRIPTED_WORKER } from './scriptedWorker';
 
-/**
- * The scripted worker: every brief line "add: X" becomes a line of notes.txt; FAIL fails,
- * SLOW starts a sleeping child (its pid in sleeper.pid) and waits for it.
- */
-export const SCRIPTED_WORKER = [
-  'brief=$(cat)',
-  'case "$brief" in *FAIL*) echo "cannot do it: $TETHER_WORKER_ID" >&2; exit 3;; esac',
-  'case "$brief" in *SLOW*) sleep 60 & echo $! > sleeper.pid; wait;; esac',
-  `printf '%s\\n' "$brief" | sed -n 's/^add: //p' > notes.txt`,
-  'echo "$TETHER_WORKER_ID round $TETHER_WORKER_ROUND wrote $(wc -l < notes.txt) lines"',
-].join('\n');
 
 const settings = {
   vibe: {

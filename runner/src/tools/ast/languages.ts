@@ -25,10 +25,19 @@ export interface PatternContext {
   suffix: string;
 }
 
+/** A pattern as it stands, with a `;` after it, then as a statement (with and without `;`) inside a function body. */
+function statementContexts(open: string, close: string): PatternContext[] {
+  return [
+    { prefix: '', suffix: ';' },
+    { prefix: `${open}\n`, suffix: `\n${close}` },
+    { prefix: `${open}\n`, suffix: `;\n${close}` },
+  ];
+}
+
 const SPECS: LanguageSpec[] = [
   { id: 'bash', wasm: 'bash', extensions: ['sh', 'bash'], expando: '$' },
-  { id: 'c', wasm: 'c', extensions: ['c', 'h'], expando: 'µ' },
-  { id: 'cpp', wasm: 'cpp', extensions: ['cc', 'cpp', 'cxx', 'hpp', 'hh', 'hxx'], expando: 'µ' },
+  { id: 'c', wasm: 'c', extensions: ['c', 'h'], expando: 'µ', contexts: statementContexts('void __tether_pattern(void) {', '}') },
+  { id: 'cpp', wasm: 'cpp', extensions: ['cc', 'cpp', 'cxx', 'hpp', 'hh', 'hxx'], expando: 'µ', contexts: statementContexts('void __tether_pattern() {', '}') },
   { id: 'csharp', wasm: 'c_sharp', extensions: ['cs'], expando: 'µ' },
   { id: 'css', wasm: 'css', extensions: ['css'], expando: '_' },
   {
@@ -36,20 +45,15 @@ const SPECS: LanguageSpec[] = [
     wasm: 'dart',
     extensions: ['dart'],
     expando: '$',
-    contexts: [
-      { prefix: 'void __tether_pattern() {\n', suffix: '\n}' },
-      { prefix: 'void __tether_pattern() {\n', suffix: ';\n}' },
-      { prefix: 'var __tether_pattern = ', suffix: ';' },
-      { prefix: 'class __TetherPattern {\n', suffix: '\n}' },
-    ],
+    contexts: [...statementContexts('void __tether_pattern() {', '}'), { prefix: 'var __tether_pattern = ', suffix: ';' }, { prefix: 'class __TetherPattern {\n', suffix: '\n}' }],
   },
   { id: 'elisp', wasm: 'elisp', extensions: ['el'], expando: 'µ' },
   { id: 'elixir', wasm: 'elixir', extensions: ['ex', 'exs'], expando: 'µ' },
   { id: 'elm', wasm: 'elm', extensions: ['elm'], expando: 'µ' },
   { id: 'embedded_template', wasm: 'embedded_template', extensions: ['erb', 'ejs'], expando: '$' },
-  { id: 'go', wasm: 'go', extensions: ['go'], expando: 'µ' },
+  { id: 'go', wasm: 'go', extensions: ['go'], expando: 'µ', contexts: statementContexts('func __tether_pattern() {', '}') },
   { id: 'html', wasm: 'html', extensions: ['html', 'htm'], expando: 'z' },
-  { id: 'java', wasm: 'java', extensions: ['java'], expando: '$' },
+  { id: 'java', wasm: 'java', extensions: ['java'], expando: '$', contexts: statementContexts('class __TetherPattern { void m() {', '} }') },
   { id: 'javascript', wasm: 'javascript', extensions: ['js', 'mjs', 'cjs', 'jsx'], expando: '$' },
   { id: 'json', wasm: 'json', extensions: ['json'], expando: '$' },
   { id: 'kotlin', wasm: 'kotlin', extensions: ['kt', 'kts'], expando: 'µ' },
@@ -61,7 +65,7 @@ const SPECS: LanguageSpec[] = [
   { id: 'ql', wasm: 'ql', extensions: ['ql', 'qll'], expando: 'µ' },
   { id: 'rescript', wasm: 'rescript', extensions: ['res', 'resi'], expando: 'µ' },
   { id: 'ruby', wasm: 'ruby', extensions: ['rb'], expando: 'µ' },
-  { id: 'rust', wasm: 'rust', extensions: ['rs'], expando: 'µ' },
+  { id: 'rust', wasm: 'rust', extensions: ['rs'], expando: 'µ', contexts: statementContexts('fn __tether_pattern() {', '}') },
   { id: 'scala', wasm: 'scala', extensions: ['scala', 'sc'], expando: '$' },
   { id: 'solidity', wasm: 'solidity', extensions: ['sol'], expando: 'µ' },
   { id: 'swift', wasm: 'swift', extensions: ['swift'], expando: 'µ' },

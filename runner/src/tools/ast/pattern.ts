@@ -32,14 +32,18 @@ function lineCol(text: string, index: number): string {
   return `line ${before.length}, column ${before[before.length - 1].length + 1}`;
 }
 
-function firstProblem(node: Node): Node | undefined {
-  if (node.isError || node.isMissing) return node;
+/**
+ * The first ERROR node, if any. MISSING nodes (a `;` or `)` the parser supplied) are not
+ * errors: ast-grep drops them from patterns, so `Some($X)` works in Rust without a `;`.
+ */
+function firstError(node: Node): Node | undefined {
+  if (node.isError) return node;
   if (!node.hasError) return undefined;
   for (const child of node.children) {
-    const found = child && firstProblem(child);
+    const found = child && firstError(child);
     if (found) return found;
   }
-  return node;
+  return undefined;
 }
 
 /** ast-grep descends through wrappers with one child (a module holding one statement holding one call...). */
@@ -89,9 +93,9 @@ function parseIn(parser: Parser, source: string, context: PatternContext | undef
   const tree = parser.parse(prefix + source + suffix);
   if (!tree) throw new ToolError(`the ${language.id} parser gave up on the pattern`);
   const top = tree.rootNode;
-  const problem = firstProblem(top);
+  const problem = firstError(top);
   if (problem) {
-    const what = problem.isMissing ? `missing "${problem.type}"` : `unexpected "${problem.text.slice(0, 40)}"`;
+    const what = problem.text ? `cannot parse "${problem.text.slice(0, 40)}"` : 'incomplete code';
     const at = Math.max(0, Math.min(source.length, problem.startIndex - prefix.length));
     return { tree, problem: `pattern does not parse as ${language.id}: ${what} at ${lineCol(pattern, at)}`, end: 0 };
   }

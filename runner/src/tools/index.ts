@@ -6,6 +6,7 @@ import { registerLsp } from './lsp';
 import { registerAsk } from './ask';
 import { registerVibe } from './vibe';
 import { registerAst } from './ast';
+import { registerDebug } from './debug';
 
 /**
  * Wires each tool family whose resource the run has. A family decides for itself which of
@@ -18,4 +19,5 @@ export async function registerTools(registry: ToolRegistry, run: RunContext): Pr
   registerAsk(registry, run);
   registerVibe(registry, run);
   registerAst(registry, run);
+  registerDebug(registry, run);
 }

@@ -89,7 +89,7 @@ function run(cmd: CheckerCommand, cwd: string, timeoutMs: number, signal: AbortS
 function tidy(output: string, root: string, display: (abs: string) => string): string {
   const prefix = root.endsWith('/') ? root : root + '/';
   const rel = display(root);
-  let text = output.split(prefix).join(rel === '.' ? '' : `${rel}/`).trimEnd();
+  let text = output.split(prefix).join(rel === '' || rel === '.' ? '' : `${rel}/`).trimEnd();
   const lines = text.split('\n');
   if (lines.length > OUTPUT_MAX_LINES) text = `${lines.slice(0, OUTPUT_MAX_LINES).join('\n')}\n… showing ${OUTPUT_MAX_LINES} of ${lines.length} lines`;
   if (text.length > OUTPUT_MAX_CHARS) text = `${text.slice(0, OUTPUT_MAX_CHARS)}\n… output cut at ${OUTPUT_MAX_CHARS} characters`;

@@ -24,8 +24,6 @@ export function symbolKindName(k: number): string {
 
 /** Formats paths for a model: workspace-relative inside the workspace, absolute outside it. */
 export class LocationFormatter {
-  private readonly fileCache = new Map<string, Promise<string[] | undefined>>();
-
   constructor(private readonly workspaceRoot: string) {}
 
   display(abs: string): string {
@@ -33,17 +31,14 @@ export class LocationFormatter {
     return rel.startsWith('..') || path.isAbsolute(rel) ? abs : rel.split(path.sep).join('/');
   }
 
-  private lines(abs: string): Promise<string[] | undefined> {
-    let p = this.fileCache.get(abs);
-    if (!p) {
-      p = fs.readFile(abs, 'utf8').then(splitLines, () => undefined);
-      this.fileCache.set(abs, p);
+  /** The trimmed source line; `cache` lives for one answer only, files change between calls. */
+  async sourceLine(abs: string, line0: number, cache = new Map<string, Promise<string[] | undefined>>()): Promise<string> {
+    let lines = cache.get(abs);
+    if (!lines) {
+      lines = fs.readFile(abs, 'utf8').then(splitLines, () => undefined);
+      cache.set(abs, lines);
     }
-    return p;
-  }
-
-  async sourceLine(abs: string, line0: number): Promise<string> {
-    const text = (await this.lines(abs))?.[line0]?.trim() ?? '';
+    const text = (await lines)?.[line0]?.trim() ?? '';
     return text.length > SOURCE_LINE_MAX ? text.slice(0, SOURCE_LINE_MAX) + '…' : text;
   }
 
@@ -51,6 +46,7 @@ export class LocationFormatter {
   async locations(locs: (Location | LocationLink)[]): Promise<string[]> {
     const flat = locs.map((l) => ('targetUri' in l ? { uri: l.targetUri, range: l.targetSelectionRange ?? l.targetRange } : l));
     const seen = new Set<string>();
+    const cache = new Map<string, Promise<string[] | undefined>>();
     const out: { key: string; text: string }[] = [];
     for (const l of flat) {
       const abs = fromUri(l.uri);
@@ -58,7 +54,7 @@ export class LocationFormatter {
       if (seen.has(k)) continue;
       seen.add(k);
       const where = `${this.display(abs)}:${l.range.start.line + 1}`;
-      out.push({ key: `${this.display(abs)}\u0000${String(l.range.start.line).padStart(9, '0')}`, text: `${where}: ${await this.sourceLine(abs, l.range.start.line)}` });
+      out.push({ key: `${this.display(abs)}\u0000${String(l.range.start.line).padStart(9, '0')}`, text: `${where}: ${await this.sourceLine(abs, l.range.start.line, cache)}` });
     }
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map((o) => o.text);
   }

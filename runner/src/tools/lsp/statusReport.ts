@@ -9,7 +9,7 @@ function seconds(ms: number): string {
 export function formatStatus(session: LspSession, all: ServerStatus[]): string {
   const out: string[] = [];
   for (const s of all) {
-    const roots = s.roots.length ? `roots: ${s.roots.join(', ')}` : `no root marker (${s.markers.join(', ')})`;
+    const roots = s.roots.length ? `roots: ${s.roots.join(', ')}` : `roots: none (markers: ${s.markers.join(', ')})`;
     const bin = s.binary ? `binary: ${session.format.display(s.binary)}` : `binary not found: ${s.command}`;
     let state: string;
     if (s.running.length) state = 'running';

@@ -459,9 +459,16 @@ def top_level_modules(dist_name):
 def evict_packages(args):
     evicted = set()
     for a in args:
-        if a.startswith('-') or '/' in a or a.endswith(('.whl', '.tar.gz', '.zip')):
+        if a.startswith('-'):
             continue
-        dist = re.split(r'[\[<>=!~;@ ]', a, 1)[0]
+        base = os.path.basename(a.rstrip('/'))
+        if base.endswith('.whl'):
+            # A wheel's file name starts with its distribution name: name-version-tags.whl
+            dist = base.split('-', 1)[0]
+        elif '/' in a or base.endswith(('.tar.gz', '.zip')):
+            continue
+        else:
+            dist = re.split(r'[\[<>=!~;@ ]', a, 1)[0]
         for mod in top_level_modules(dist):
             for key in list(sys.modules):
                 if key == mod or key.startswith(mod + '.'):

@@ -18,6 +18,8 @@ export interface LanguageSpec {
    * declarations at the top level, so a statement or an expression needs a function around it).
    */
   contexts?: PatternContext[];
+  /** Try the contexts before the pattern on its own (its top level would misread statements). */
+  contextsFirst?: boolean;
 }
 
 export interface PatternContext {
@@ -45,7 +47,8 @@ const SPECS: LanguageSpec[] = [
     wasm: 'dart',
     extensions: ['dart'],
     expando: '$',
-    contexts: [...statementContexts('void __tether_pattern() {', '}'), { prefix: 'var __tether_pattern = ', suffix: ';' }, { prefix: 'class __TetherPattern {\n', suffix: '\n}' }],
+    contextsFirst: true,
+    contexts: [...statementContexts('void __tether_pattern() {', '}').slice(1), { prefix: 'var __tether_pattern = ', suffix: ';' }, { prefix: 'class __TetherPattern {\n', suffix: '\n}' }],
   },
   { id: 'elisp', wasm: 'elisp', extensions: ['el'], expando: 'µ' },
   { id: 'elixir', wasm: 'elixir', extensions: ['ex', 'exs'], expando: 'µ' },

@@ -32,15 +32,12 @@ function lineCol(text: string, index: number): string {
   return `line ${before.length}, column ${before[before.length - 1].length + 1}`;
 }
 
-/**
- * The first ERROR node, if any. MISSING nodes (a `;` or `)` the parser supplied) are not
- * errors: ast-grep drops them from patterns, so `Some($X)` works in Rust without a `;`.
- */
-function firstError(node: Node): Node | undefined {
-  if (node.isError) return node;
+/** The first ERROR node (or, when `missingToo`, MISSING node the parser made up), if any. */
+function firstError(node: Node, missingToo: boolean): Node | undefined {
+  if (node.isError || (missingToo && node.isMissing)) return node;
   if (!node.hasError) return undefined;
   for (const child of node.children) {
-    const found = child && firstError(child);
+    const found = child && firstError(child, missingToo);
     if (found) return found;
   }
   return undefined;
@@ -87,13 +84,13 @@ interface Parsed {
   end: number;
 }
 
-function parseIn(parser: Parser, source: string, context: PatternContext | undefined, pattern: string, language: LanguageSpec): Parsed {
+function parseIn(parser: Parser, source: string, context: PatternContext | undefined, pattern: string, language: LanguageSpec, strict: boolean): Parsed {
   const prefix = context?.prefix ?? '';
   const suffix = context?.suffix ?? '';
   const tree = parser.parse(prefix + source + suffix);
   if (!tree) throw new ToolError(`the ${language.id} parser gave up on the pattern`);
   const top = tree.rootNode;
-  const problem = firstError(top);
+  const problem = firstError(top, strict);
   if (problem) {
     const what = problem.text ? `cannot parse "${problem.text.slice(0, 40)}"` : 'incomplete code';
     const at = Math.max(0, Math.min(source.length, problem.startIndex - prefix.length));
@@ -113,14 +110,30 @@ function parseIn(parser: Parser, source: string, context: PatternContext | undef
   return { tree, node, end };
 }
 
+type Attempt = { strict: boolean; context?: PatternContext };
+
+/**
+ * Where to try parsing a pattern, in order. As ast-grep does, the pattern is first parsed on its
+ * own, tolerating tokens the parser had to make up (so `Some($X)` needs no `;` in Rust); if that
+ * fails, inside the language's contexts. Languages whose top level reads almost anything as a
+ * declaration (Dart) try their contexts first.
+ */
+function parseAttempts(language: LanguageSpec): Attempt[] {
+  const contexts = language.contexts ?? [];
+  const inContexts = (strict: boolean) => contexts.map((context) => ({ strict, context }));
+  if (language.contextsFirst) return [...inContexts(true), { strict: true }, ...inContexts(false), { strict: false }];
+  return [{ strict: false }, ...inContexts(true), ...inContexts(false)];
+}
+
 export async function compilePattern(pattern: string, language: LanguageSpec): Promise<CompiledPattern> {
   if (typeof pattern !== 'string' || pattern.trim() === '') throw new ToolError('pattern is empty');
   if (pattern.length > MAX_PATTERN_CHARS) throw new ToolError(`pattern is ${pattern.length} characters; the limit is ${MAX_PATTERN_CHARS}`);
   const source = preprocessPattern(pattern.trim(), language.expando);
   const parser = await parserFor(language);
   let firstError: string | undefined;
-  for (const context of [undefined, ...(language.contexts ?? [])]) {
-    const parsed = parseIn(parser, source, context, pattern.trim(), language);
+  const attempts = parseAttempts(language);
+  for (const { strict, context } of attempts) {
+    const parsed = parseIn(parser, source, context, pattern.trim(), language, strict);
     try {
       if (!parsed.node) {
         firstError ??= parsed.problem;

@@ -45,7 +45,7 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
           command: r.command,
           markers: r.markers,
           available: r.available,
-          root: r.root ? sup.displayPath(r.root.dir) || '.' : undefined,
+          root: r.root ? sup.displayPath(r.root.dir) : undefined,
           binary: r.binary?.command,
           interpreter: r.binary?.interpreter,
           binaryMissing: r.binaryMissing,

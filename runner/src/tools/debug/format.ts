@@ -1,7 +1,7 @@
 import type { Availability } from './availability';
 import { whyUnavailable } from './availability';
 import type { BreakpointsOutcome } from './supervisor';
-import type { FrameView, Outcome, StopInfo, VariableView } from './session';
+import { PROGRAM_ENDED, type FrameView, type Outcome, type StopInfo, type VariableView } from './session';
 
 type Paths = { displayPath(abs: string): string };
 
@@ -23,7 +23,8 @@ export function formatOutcome(outcome: Outcome, paths: Paths, outputTail: string
     case 'ended': {
       const code = outcome.exitCode === undefined ? 'exit code not reported' : `exit code ${outcome.exitCode}`;
       const tail = outputTail ? `\n--- last output ---\n${outputTail}` : '\n(no output)';
-      return `the program ended (${code}): ${outcome.reason}. The session is closed; breakpoints are kept for the next launch.${tail}`;
+      const why = outcome.reason === PROGRAM_ENDED ? '' : `: ${outcome.reason}`;
+      return `the program ended (${code})${why}. The session is closed; breakpoints are kept for the next launch.${tail}`;
     }
     case 'running':
       return `still running after ${Math.round(waitedFor / 100) / 10}s without stopping. Use op "pause" to stop it where it is, "status" to check again, or "output" to see what it printed.`;
@@ -57,7 +58,7 @@ export function formatAdapters(rows: Availability[], paths: Paths): string {
   return rows
     .map((r) => {
       if (!r.available) return `${r.id.padEnd(8)} unavailable — ${whyUnavailable(r)} (command: ${r.command})`;
-      const marker = r.root ? `${r.root.marker} in ${paths.displayPath(r.root.dir) || '.'}` : '';
+      const marker = r.root ? `${r.root.marker} in ${paths.displayPath(r.root.dir)}` : '';
       return `${r.id.padEnd(8)} available — ${r.command}; root marker ${marker}; ${r.binary?.detail}`;
     })
     .join('\n');

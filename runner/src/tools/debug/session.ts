@@ -30,6 +30,9 @@ export type Outcome =
   | { kind: 'ended'; exitCode?: number; reason: string }
   | { kind: 'running'; waitedMs: number };
 
+/** The end reason when the adapter reports the program's end (rather than a crash or the TTL). */
+export const PROGRAM_ENDED = 'the program ended';
+
 export type SessionState = 'running' | 'stopped' | 'ended';
 
 /** How the session sees source files: only workspace files are read, for the source line. */
@@ -173,7 +176,7 @@ export class DebugSession {
         this.exitCode = (e as DebugProtocol.ExitedEvent).body.exitCode;
         return;
       case 'terminated':
-        this.markEnded('the program ended');
+        this.markEnded(PROGRAM_ENDED);
         return;
       case 'output': {
         const body = (e as DebugProtocol.OutputEvent).body;

@@ -96,7 +96,8 @@ export class DebugSupervisor {
 
   displayPath(abs: string): string {
     const rel = path.relative(this.workspace.root, abs);
-    return rel && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel.split(path.sep).join('/') : abs;
+    if (rel === '') return '.';
+    return !rel.startsWith('..') && !path.isAbsolute(rel) ? rel.split(path.sep).join('/') : abs;
   }
 
   readonly source: SourceView = {
@@ -266,6 +267,8 @@ export function describeStart(start: Start, sup: { displayPath(abs: string): str
 }
 
 export function formatSeconds(s: number): string {
-  if (s >= 60 && s % 60 === 0) return `${s / 60} minute${s === 60 ? '' : 's'}`;
-  return `${s} second${s === 1 ? '' : 's'}`;
+  const m = Math.floor(s / 60);
+  const r = Math.round(s % 60);
+  if (m === 0) return `${r} second${r === 1 ? '' : 's'}`;
+  return r === 0 ? `${m} minute${m === 1 ? '' : 's'}` : `${m}m${String(r).padStart(2, '0')}s`;
 }

@@ -18,14 +18,12 @@ async function executable(p: string): Promise<boolean> {
  * to the workspace, then $PATH. Returns undefined when nothing is found.
  */
 export async function resolveBinary(command: string, root: string, workspaceRoot: string, envPath = process.env.PATH ?? ''): Promise<string | undefined> {
-  let dir = root;
-  for (;;) {
+  for (let dir = root; dir === workspaceRoot || dir.startsWith(workspaceRoot + path.sep); dir = path.dirname(dir)) {
     for (const local of LOCAL_BIN_DIRS) {
       const candidate = path.join(dir, local, command);
       if (await executable(candidate)) return candidate;
     }
-    if (dir === workspaceRoot || !dir.startsWith(workspaceRoot + path.sep)) break;
-    dir = path.dirname(dir);
+    if (dir === workspaceRoot) break;
   }
   for (const d of envPath.split(path.delimiter).filter(Boolean)) {
     const candidate = path.join(d, command);

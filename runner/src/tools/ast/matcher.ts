@@ -200,27 +200,62 @@ export function matchAt(pattern: CompiledPattern, node: Node): Captures | undefi
   return new Matcher(caps).node(pattern.root, node) === Step.Matched ? caps : undefined;
 }
 
+/**
+ * Nodes of the pattern root's kind that enclose an occurrence of `literal`: every match
+ * contains each literal, so climbing from the occurrences finds all candidates without
+ * visiting the rest of the tree. Returned outer first, in document order.
+ */
+function enclosingCandidates(tree: Tree, source: string, literal: string, type: string): Node[] {
+  const seen = new Set<number>();
+  const found: { node: Node; depth: number }[] = [];
+  for (let at = source.indexOf(literal); at >= 0; at = source.indexOf(literal, at + literal.length)) {
+    const chain: Node[] = [];
+    for (let n: Node | null = tree.rootNode.descendantForIndex(at, at + literal.length); n; n = n.parent) {
+      if (n.type === type && !seen.has(n.id)) {
+        seen.add(n.id);
+        chain.push(n);
+      }
+    }
+    chain.reverse().forEach((node, depth) => found.push({ node, depth }));
+  }
+  found.sort((a, b) => a.node.startIndex - b.node.startIndex || b.node.endIndex - a.node.endIndex || a.depth - b.depth);
+  return found.map((f) => f.node);
+}
+
+/** Whether [start, end) of source holds every literal. */
+function holdsAll(source: string, literals: string[], start: number, end: number): boolean {
+  return literals.every((l) => {
+    const at = source.indexOf(l, start);
+    return at >= 0 && at + l.length <= end;
+  });
+}
+
 /** Every node of the tree the pattern matches, in document order, nested matches included. */
-export function findAll(pattern: CompiledPattern, tree: Tree): Match[] {
+export function findAll(pattern: CompiledPattern, tree: Tree, source: string): Match[] {
   const out: Match[] = [];
   const root = pattern.root;
+  const consider = (node: Node) => {
+    if (pattern.literals.length > 0 && !holdsAll(source, pattern.literals, node.startIndex, node.endIndex)) return;
+    const caps = matchAt(pattern, node);
+    if (caps) out.push(found(pattern, node, caps));
+  };
   if (root.kind !== 'metavar') {
+    if (pattern.literals.length > 0) {
+      // The rarest-looking literal (the longest) gives the fewest places to climb from.
+      const literal = pattern.literals.reduce((a, b) => (b.length > a.length ? b : a));
+      enclosingCandidates(tree, source, literal, root.type).forEach(consider);
+      return out;
+    }
     // Only nodes of the pattern root's kind can match; tree-sitter finds them natively.
     const top = tree.rootNode;
-    const candidates = top.type === root.type ? [top, ...top.descendantsOfType(root.type)] : top.descendantsOfType(root.type);
-    for (const node of candidates) {
-      if (!node) continue;
-      const caps = matchAt(pattern, node);
-      if (caps) out.push(found(pattern, node, caps));
-    }
+    if (top.type === root.type) consider(top);
+    for (const node of top.descendantsOfType(root.type)) if (node) consider(node);
     return out;
   }
   const cursor = tree.walk();
   try {
     for (;;) {
-      const node = cursor.currentNode;
-      const caps = matchAt(pattern, node);
-      if (caps) out.push(found(pattern, node, caps));
+      consider(cursor.currentNode);
       if (cursor.gotoFirstChild()) continue;
       while (!cursor.gotoNextSibling()) {
         if (!cursor.gotoParent()) return out;

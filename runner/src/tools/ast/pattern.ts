@@ -60,8 +60,16 @@ function convert(node: Node, sigil: string): PatternNode {
   return { kind: 'inner', typeId: node.typeId, type: node.type, children };
 }
 
+/**
+ * Text every match must contain: named leaves are compared by text, so an identifier of the
+ * pattern appears verbatim in each match; so do keyword and operator tokens (their kind is
+ * their text). Metavariables contribute nothing.
+ */
 function collectLiterals(node: PatternNode, into: Set<string>): void {
-  if (node.kind === 'leaf' && node.named && /^[A-Za-z_][A-Za-z0-9_]{2,}$/.test(node.text)) into.add(node.text);
+  if (node.kind === 'leaf') {
+    if (node.named && /^[A-Za-z_][A-Za-z0-9_]{2,}$/.test(node.text)) into.add(node.text);
+    if (!node.named && node.text === node.type && node.text.length >= 2 && !/\s/.test(node.text)) into.add(node.text);
+  }
   if (node.kind === 'inner') node.children.forEach((c) => collectLiterals(c, into));
 }
 

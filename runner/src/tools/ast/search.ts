@@ -123,7 +123,7 @@ export async function searchWorkspace(
       continue;
     }
     await cache.withTree(f.abs, file, language, (tree) => {
-      const matches = findAll(compiled, tree);
+      const matches = findAll(compiled, tree, file.source);
       if (matches.length > 0) onFile({ abs: f.abs, rel: workspace.relative(f.abs), source: file.source, language, matches });
     });
   }

@@ -1,5 +1,6 @@
 import type { RunEventParams } from '../../../runner/src/protocol';
-import { VIBE_FAMILY, WORKER_EVENT, type WatchSnapshot, type WorkerEventPayload } from '../../../runner/src/tools/vibe/protocol';
+import { VIBE_FAMILY, WORKER_EVENT } from './names';
+import type { WatchSnapshot, WorkerEventPayload } from '../../../runner/src/tools/vibe/protocol';
 import type { RunnerClient } from '../runs/RunnerClient';
 
 type Sink = (e: WorkerEventPayload) => void;

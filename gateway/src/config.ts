@@ -17,6 +17,11 @@ export interface GatewayConfig {
   /** bearer token → tenant. */
   tokens: Record<string, string>;
   provider: ProviderName;
+  /**
+   * Names this gateway among others sharing one engine: a restarted gateway re-attaches to,
+   * and removes as orphans, only the runs labelled with its own instance.
+   */
+  instance: string;
   /** The process provider has no isolation; it runs only when this is true. */
   allowProcessProvider: boolean;
   /** Host directories a CreateRun may name as its workspace (and their subdirectories). */
@@ -38,6 +43,7 @@ export function defaultConfig(): GatewayConfig {
     listen: '127.0.0.1:50051',
     tokens: {},
     provider: 'docker',
+    instance: 'default',
     allowProcessProvider: false,
     workspaceRoots: [],
     stateDir: path.join(os.tmpdir(), 'tether'),
@@ -65,6 +71,7 @@ const configSchema = {
     listen: { type: 'string', pattern: '^.+:[0-9]+$' },
     tokens: { type: 'object', additionalProperties: { type: 'string', minLength: 1 } },
     provider: { enum: ['docker', 'process'] },
+    instance: { type: 'string', pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$' },
     allowProcessProvider: { type: 'boolean' },
     workspaceRoots: { type: 'array', items: { type: 'string', minLength: 1 } },
     stateDir: { type: 'string', minLength: 1 },
@@ -143,6 +150,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overr
   if (env.TETHER_LISTEN) fromEnv.listen = env.TETHER_LISTEN;
   if (env.TETHER_TOKENS) fromEnv.tokens = { ...cfg.tokens, ...parseTokenList(env.TETHER_TOKENS) };
   if (env.TETHER_PROVIDER) fromEnv.provider = env.TETHER_PROVIDER as ProviderName;
+  if (env.TETHER_INSTANCE) fromEnv.instance = env.TETHER_INSTANCE;
   if (env.TETHER_ALLOW_PROCESS_PROVIDER) fromEnv.allowProcessProvider = env.TETHER_ALLOW_PROCESS_PROVIDER === '1' || env.TETHER_ALLOW_PROCESS_PROVIDER === 'true';
   if (env.TETHER_WORKSPACE_ROOTS) fromEnv.workspaceRoots = env.TETHER_WORKSPACE_ROOTS.split(':').filter(Boolean);
   if (env.TETHER_STATE_DIR) fromEnv.stateDir = env.TETHER_STATE_DIR;

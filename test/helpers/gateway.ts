@@ -31,6 +31,8 @@ export async function startTestGateway(over: Overrides = {}, provider?: SandboxP
     listen: '127.0.0.1:0',
     tokens: { ...TOKENS },
     provider: chosen,
+    // Test gateways share one engine: each recovers (and removes as orphans) only its own runs.
+    instance: `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     allowProcessProvider: true,
     stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-test-')),
     ...over,

@@ -132,6 +132,7 @@ export class RunManager {
     return {
       ...run.spec.labels,
       [LABELS.managed]: 'true',
+      [LABELS.instance]: this.config.instance,
       [LABELS.runId]: run.runId,
       [LABELS.tenant]: run.tenant,
       [LABELS.version]: VERSION,
@@ -219,7 +220,7 @@ export class RunManager {
 
   /** Finds runs that outlived a gateway restart, re-attaches live ones and removes orphans. */
   async recover(): Promise<{ recovered: number; removed: number }> {
-    const found = await this.provider.list({ [LABELS.managed]: 'true' });
+    const found = await this.provider.list({ [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance });
     let recovered = 0;
     let removed = 0;
     for (const info of found) {

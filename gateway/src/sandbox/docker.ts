@@ -1,19 +1,278 @@
+import Docker from 'dockerode';
+import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config';
-import type { Sandbox, SandboxInfo, SandboxProvider, SandboxSpec } from './provider';
+import { logger } from '../log';
+import { resolveImage } from './image';
+import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec } from './provider';
+import { confineTar, stripTarPrefix } from './tarFilter';
 
+/** Where the runner image keeps the workspace and the run user's home. */
+export const WORKSPACE = '/workspace';
+const HOME = '/home/tether';
+const VOLUME_PREFIX = 'tether-ws-';
+
+interface Live {
+  runId: string;
+  stream: Duplex;
+  /** Set when the engine reported an OOM event in this container's cgroup. */
+  oom: boolean;
+  abort: AbortController;
+}
+
+const status = (err: unknown) => (err as { statusCode?: number }).statusCode;
+const ignoreMissing = (err: unknown) => {
+  if (status(err) !== 404 && status(err) !== 304) throw err;
+};
+
+/**
+ * One hardened container per run, driven through dockerode. The runner is the container's
+ * main process; the gateway talks JSON-RPC over the container's attached stdio, so the run
+ * needs no network at all. The workspace is a per-run volume (or a bind-mounted host
+ * directory) at /workspace.
+ */
 export class DockerProvider implements SandboxProvider {
   readonly name = 'docker';
-  constructor(_config: GatewayConfig) {}
-  create(_spec: SandboxSpec): Promise<Sandbox> {
-    throw new Error('docker provider not implemented yet');
+  readonly docker: Docker;
+  private readonly live = new Map<string, Live>();
+  private events?: Readable;
+  private closed = false;
+
+  constructor(private readonly config: GatewayConfig) {
+    this.docker = new Docker({ socketPath: config.docker.socketPath });
   }
-  attach(_id: string): Promise<Sandbox> {
-    throw new Error('docker provider not implemented yet');
+
+  private get user(): { uid: number; gid: number; spec: string } {
+    const [u, g] = this.config.docker.user.split(':');
+    const uid = Number(u);
+    const gid = Number(g ?? u);
+    return { uid: Number.isInteger(uid) ? uid : 1000, gid: Number.isInteger(gid) ? gid : 1000, spec: this.config.docker.user };
   }
-  async stop(): Promise<void> {}
-  async remove(): Promise<void> {}
-  async list(): Promise<SandboxInfo[]> {
-    return [];
+
+  async create(spec: SandboxSpec): Promise<Sandbox> {
+    const image = resolveImage(this.config);
+    if (!image) throw new Error('no runner image configured: run scripts/setup.sh, or set TETHER_IMAGE / docker.image');
+    await this.watchOom();
+    const volume = spec.hostWorkspace ? undefined : `${VOLUME_PREFIX}${spec.runId}`;
+    if (volume) {
+      await this.docker.createVolume({ Name: volume, Labels: { [LABELS.managed]: 'true', [LABELS.runId]: spec.runId, [LABELS.tenant]: spec.tenant } });
+    }
+    let container: Docker.Container | undefined;
+    try {
+      container = await this.docker.createContainer(this.containerOptions(spec, image, volume)).catch((err) => {
+        if (status(err) === 404) throw new Error(`runner image ${image} not found: run scripts/setup.sh (or \`tether doctor\`)`);
+        throw err;
+      });
+      // Attach before start: nothing the runner writes can be missed.
+      const sandbox = await this.connect(container.id, spec.runId, 'next-exit');
+      await container.start();
+      return sandbox;
+    } catch (err) {
+      if (container) await this.remove(container.id).catch(() => undefined);
+      else if (volume) await this.docker.getVolume(volume).remove().catch(() => undefined);
+      throw err;
+    }
   }
-  async close(): Promise<void> {}
+
+  private containerOptions(spec: SandboxSpec, image: string, volume: string | undefined): Docker.ContainerCreateOptions {
+    const { limits } = spec;
+    const memory = limits.memoryMb * 1024 * 1024;
+    const { uid, gid } = this.user;
+    const tmpfs = (mode: string) => `rw,nosuid,nodev,size=${limits.memoryMb}m,mode=${mode},uid=${uid},gid=${gid}`;
+    return {
+      name: `tether-${spec.runId}`,
+      Image: image,
+      Labels: spec.labels,
+      User: this.user.spec,
+      WorkingDir: WORKSPACE,
+      Env: [`TETHER_RUN_ID=${spec.runId}`, `TETHER_WORKSPACE=${WORKSPACE}`, `HOME=${HOME}`],
+      OpenStdin: true,
+      StdinOnce: false,
+      AttachStdin: true,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+      NetworkDisabled: true,
+      HostConfig: {
+        NetworkMode: 'none',
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges'],
+        ReadonlyRootfs: true,
+        Tmpfs: { '/tmp': tmpfs('1777'), [HOME]: tmpfs('700') },
+        // A small init as PID 1 reaps the zombies of debuggees and language servers.
+        Init: true,
+        PidsLimit: limits.pids,
+        Memory: memory,
+        MemorySwap: memory,
+        NanoCpus: limits.cpuMillis * 1_000_000,
+        // Every protocol byte would otherwise be written to a log file on disk.
+        LogConfig: { Type: 'none', Config: {} },
+        Runtime: this.config.docker.runtime || undefined,
+        Mounts: [
+          volume
+            ? { Type: 'volume', Source: volume, Target: WORKSPACE }
+            : { Type: 'bind', Source: spec.hostWorkspace!, Target: WORKSPACE },
+        ],
+      },
+    };
+  }
+
+  /** Attaches to the container's stdio and watches for its end. */
+  private async connect(id: string, runId: string, waitFor: 'next-exit' | 'not-running'): Promise<Sandbox> {
+    const container = this.docker.getContainer(id);
+    const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    // The writer the RPC layer holds outlives the socket: writes after the end are dropped
+    // instead of throwing, since the exit is reported through `exited` anyway.
+    const stdin = new Writable({
+      write: (chunk, _enc, cb) => (stream.writable && !stream.destroyed ? stream.write(chunk, () => cb()) : cb()),
+    });
+    this.docker.modem.demuxStream(stream, stdout, stderr);
+    stream.on('end', () => stdout.end());
+    stream.on('close', () => stdout.end());
+    stream.on('error', (err) => stdout.destroy(err));
+    stderr.on('data', (d: Buffer) => logger.debug({ runId, runner: d.toString().trimEnd() }));
+    const abort = new AbortController();
+    const entry: Live = { runId, stream, oom: false, abort };
+    this.live.set(id, entry);
+    const exited = this.waitExit(container, entry, waitFor);
+    return {
+      id,
+      runId,
+      workspacePath: WORKSPACE,
+      stdin,
+      stdout,
+      exited,
+      putArchive: (rel, tar) => this.putArchive(container, rel, tar),
+      getArchive: (rel) => this.getArchive(container, rel),
+    };
+  }
+
+  private async waitExit(container: Docker.Container, entry: Live, condition: 'next-exit' | 'not-running'): Promise<SandboxExit> {
+    let exitCode: number | null = null;
+    try {
+      const res = await container.wait({ condition, abortSignal: entry.abort.signal });
+      exitCode = typeof res?.StatusCode === 'number' ? res.StatusCode : null;
+    } catch (err) {
+      if (entry.abort.signal.aborted) return new Promise<SandboxExit>(() => undefined); // the gateway let go of it; never resolves
+      if (status(err) === 404) return { reason: 'the container was removed', oomKilled: entry.oom, exitCode: null };
+      return { reason: `lost track of the container: ${(err as Error).message}`, oomKilled: entry.oom, exitCode: null };
+    } finally {
+      entry.stream.destroy();
+    }
+    const info = await container.inspect().catch(() => undefined);
+    const oomKilled = entry.oom || !!info?.State?.OOMKilled;
+    const why = info?.State?.Error ? `: ${info.State.Error}` : '';
+    const reason = oomKilled
+      ? `the run reached its memory limit and was killed (OOM, exit code ${exitCode})`
+      : exitCode === 137
+        ? 'the container was killed (exit code 137)'
+        : `the container exited with code ${exitCode}${why}`;
+    return { reason, oomKilled, exitCode };
+  }
+
+  /**
+   * An OOM kill inside a run may hit any process in it (a language server, a kernel). The run
+   * is then in an unknown state, so it ends as a whole and is reported FAILED with the reason.
+   */
+  private async watchOom(): Promise<void> {
+    if (this.events || this.closed) return;
+    const events = (await this.docker.getEvents({
+      filters: JSON.stringify({ type: ['container'], event: ['oom'], label: [`${LABELS.managed}=true`] }),
+    })) as unknown as Readable;
+    this.events = events;
+    let buf = '';
+    events.on('data', (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (!line) continue;
+        try {
+          const ev = JSON.parse(line) as { id?: string; Actor?: { ID?: string } };
+          const id = ev.id ?? ev.Actor?.ID;
+          const entry = id ? this.live.get(id) : undefined;
+          if (!id || !entry) continue;
+          entry.oom = true;
+          logger.warn({ runId: entry.runId }, 'run hit its memory limit; ending it');
+          void this.docker.getContainer(id).kill().catch(() => undefined);
+        } catch {
+          // a partial or foreign line: skip it
+        }
+      }
+    });
+    const reset = () => {
+      if (this.events === events) this.events = undefined;
+    };
+    events.on('error', reset);
+    events.on('close', reset);
+    events.on('end', reset);
+  }
+
+  private async putArchive(container: Docker.Container, rel: string, tar: Readable): Promise<void> {
+    const { uid, gid } = this.user;
+    const confined = confineTar(tar, { prefix: rel, uid, gid });
+    let refused: Error | undefined;
+    confined.on('error', (err) => (refused ??= err));
+    try {
+      await container.putArchive(confined, { path: WORKSPACE, noOverwriteDirNonDir: 'true' });
+    } catch (err) {
+      throw refused ?? err;
+    }
+    if (refused) throw refused;
+  }
+
+  private async getArchive(container: Docker.Container, rel: string): Promise<Readable> {
+    // The engine names entries after the last path component; for the root that is
+    // "workspace/", which the caller must not see.
+    const stream = (await container.getArchive({ path: rel ? `${WORKSPACE}/${rel}` : WORKSPACE })) as unknown as Readable;
+    return rel ? stream : stripTarPrefix(stream, WORKSPACE.slice(1));
+  }
+
+  async attach(id: string): Promise<Sandbox> {
+    await this.watchOom();
+    const info = await this.docker.getContainer(id).inspect();
+    if (!info.State.Running) throw new Error(`container ${id} is not running`);
+    const runId = info.Config.Labels?.[LABELS.runId] ?? '';
+    return this.connect(id, runId, 'not-running');
+  }
+
+  async stop(id: string): Promise<void> {
+    await this.docker.getContainer(id).stop({ t: 2 }).catch(ignoreMissing);
+  }
+
+  async remove(id: string): Promise<void> {
+    const container = this.docker.getContainer(id);
+    const info = await container.inspect().catch((err) => (status(err) === 404 ? undefined : Promise.reject(err)));
+    await container.remove({ force: true }).catch(ignoreMissing);
+    const volume = info?.Mounts?.find((m) => m.Type === 'volume' && m.Destination === WORKSPACE && m.Name?.startsWith(VOLUME_PREFIX))?.Name;
+    if (volume) await this.docker.getVolume(volume).remove().catch(ignoreMissing);
+    this.release(id);
+  }
+
+  async list(labels: Record<string, string>): Promise<SandboxInfo[]> {
+    const found = await this.docker.listContainers({
+      all: true,
+      filters: JSON.stringify({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) }),
+    });
+    return found.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, running: c.State === 'running' }));
+  }
+
+  /** Lets go of a container without touching it. */
+  private release(id: string): void {
+    const entry = this.live.get(id);
+    if (!entry) return;
+    this.live.delete(id);
+    entry.abort.abort();
+    entry.stream.destroy();
+  }
+
+  /** Detaches from every container; the runs themselves are stopped by the run manager. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const id of [...this.live.keys()]) this.release(id);
+    this.events?.destroy();
+    this.events = undefined;
+  }
 }

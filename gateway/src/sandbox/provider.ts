@@ -4,6 +4,7 @@ import type { ResourceLimits } from '../config';
 /** Labels every sandbox carries, so a restarted gateway can find its runs again. */
 export const LABELS = {
   managed: 'dev.tether.managed',
+  instance: 'dev.tether.instance',
   runId: 'dev.tether.run-id',
   tenant: 'dev.tether.tenant',
   version: 'dev.tether.version',

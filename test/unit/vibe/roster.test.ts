@@ -24,7 +24,7 @@ class RecordingBackend implements WorkerBackend {
 function roster(max = 2) {
   let t = 1000;
   const backend = new RecordingBackend();
-  const r = new WorkerRoster({ maxLiveWorkers: max, maxBriefChars: 100 }, () => backend, () => t);
+  const r = new WorkerRoster({ maxLiveWorkers: max, maxWorkers: 4, maxBriefChars: 100 }, () => backend, () => t);
   return { r, backend, tick: (ms: number) => (t += ms) };
 }
 const never = new AbortController().signal;
@@ -37,6 +37,10 @@ test('spawn gives ids, starts a round, and refuses past the live limit with a cl
   assert.deepEqual(backend.calls, ['begin w1 r1', 'begin w2 r1']);
   r.settle('w1', 1, 'done', 'ok');
   assert.equal(r.spawn({ brief: 'c', label: 'C', tier: 'fast' }).id, 'w3');
+  r.settle('w2', 1, 'done', 'ok');
+  assert.equal(r.spawn({ brief: 'd', label: 'D', tier: 'fast' }).id, 'w4');
+  r.settle('w3', 1, 'done', 'ok');
+  assert.throws(() => r.spawn({ brief: 'e', label: 'E', tier: 'fast' }), /spawned 4 workers, the most it may/);
 });
 
 test('a backend that cannot start refuses the spawn and leaves no worker behind', () => {
@@ -92,7 +96,7 @@ test('kill settles at once, stops the backend, and a second kill is a no-op; sto
 test('the client backend numbers its events, and a snapshot holds only running client workers', () => {
   const events: WorkerEventPayload[] = [];
   const client = new ClientWorkerBackend((e) => events.push(e));
-  const r = new WorkerRoster({ maxLiveWorkers: 4, maxBriefChars: 1000 }, () => client);
+  const r = new WorkerRoster({ maxLiveWorkers: 4, maxWorkers: 10, maxBriefChars: 1000 }, () => client);
   assert.throws(() => r.spawn({ brief: 'a', label: 'A', tier: 'good' }), /nothing is connected to WatchWorkers/);
   client.setWatchers(1);
   r.spawn({ brief: 'a', label: 'A', tier: 'good' });

@@ -17,7 +17,7 @@ export function registerVibe(registry: ToolRegistry, run: RunContext): void {
   const client = new ClientWorkerBackend((payload) => run.emitEvent(WORKER_EVENT, payload));
   const backends = new Map<WorkerTier, WorkerBackend>();
   const roster: WorkerRoster = new WorkerRoster(
-    { maxLiveWorkers: settings.maxLiveWorkers, maxBriefChars: MAX_TOTAL_BRIEF_CHARS },
+    { maxLiveWorkers: settings.maxLiveWorkers, maxWorkers: settings.maxWorkers, maxBriefChars: MAX_TOTAL_BRIEF_CHARS },
     (tier) => backends.get(tier)!,
   );
   for (const tier of ['fast', 'good'] as const) {

@@ -34,6 +34,7 @@ export interface WorkerBackend {
 
 export interface RosterLimits {
   maxLiveWorkers: number;
+  maxWorkers: number;
   maxBriefChars: number;
 }
 
@@ -101,6 +102,9 @@ export class WorkerRoster {
 
   spawn(init: { brief: string; label: string; tier: WorkerTier }): Worker {
     this.checkRoom();
+    if (this.workers.size >= this.limits.maxWorkers) {
+      throw new ToolError(`this run has spawned ${this.workers.size} workers, the most it may; reuse one with vibe_send instead`);
+    }
     if (init.brief.length > this.limits.maxBriefChars) throw new ToolError(`the brief is longer than ${this.limits.maxBriefChars} characters`);
     const backend = this.backendOf(init.tier);
     const t = this.now();

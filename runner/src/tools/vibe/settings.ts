@@ -11,6 +11,8 @@ export type TierBackend =
 /** The gateway config key `runner.vibe`. */
 export interface VibeSettings {
   maxLiveWorkers: number;
+  /** Workers a run may spawn in all (settled ones stay in the roster with their results). */
+  maxWorkers: number;
   /** Output kept per command worker round (the tail). */
   outputLimitBytes: number;
   waitDefaultSeconds: number;
@@ -20,6 +22,7 @@ export interface VibeSettings {
 
 export const VIBE_DEFAULTS: VibeSettings = {
   maxLiveWorkers: 4,
+  maxWorkers: 100,
   outputLimitBytes: 64 * 1024,
   waitDefaultSeconds: 120,
   killGraceMs: 2000,
@@ -47,6 +50,7 @@ const settingsSchema = {
   type: 'object',
   properties: {
     maxLiveWorkers: { type: 'integer', minimum: 1, maximum: 64 },
+    maxWorkers: { type: 'integer', minimum: 1, maximum: 10000 },
     outputLimitBytes: { type: 'integer', minimum: 1024 },
     waitDefaultSeconds: { type: 'number', exclusiveMinimum: 0 },
     killGraceMs: { type: 'integer', minimum: 0 },

@@ -287,14 +287,16 @@ export class LspClient extends EventEmitter {
         if (settleMs <= 0) finish(this.diagnostics.get(uri));
         else settleTimer = setTimeout(() => finish(this.diagnostics.get(uri)), settleMs);
       };
+      // A versioned publish is final for its version; an unversioned one may be followed by more.
       const onPublish = (u: string, p: PublishedDiagnostics) => {
-        if (u === uri && matches(p)) arm();
+        if (u === uri && matches(p)) (p.version === undefined ? arm() : finish(p));
       };
       const onExit = () => finish(undefined);
       const deadlineTimer = setTimeout(() => finish(matches(this.diagnostics.get(uri)) ? this.diagnostics.get(uri) : undefined), Math.max(0, deadline - Date.now()));
       this.on('diagnostics', onPublish);
       this.on('exit', onExit);
-      if (matches(this.diagnostics.get(uri))) arm();
+      const now = this.diagnostics.get(uri);
+      if (matches(now)) (now!.version === undefined ? arm() : finish(now));
     });
   }
 

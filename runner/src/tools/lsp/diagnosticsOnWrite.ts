@@ -23,6 +23,7 @@ export class DiagnosticsOnWrite implements WriteObserver {
   constructor(private readonly session: LspSession, private readonly ledger: DiagnosticsLedger) {}
 
   async afterWrite(absPaths: string[]): Promise<ContentItem[]> {
+    this.session.supervisor.forgetPlacements();
     const deadline = Date.now() + this.session.settings.writeDiagnosticsTimeoutMs;
     const results = await Promise.all(absPaths.map((p) => this.check(p, deadline).catch((err: Error) => `diagnostics not checked for ${this.session.format.display(p)}: ${err.message}`)));
     return results.filter((t): t is string => Boolean(t)).map((text) => ({ type: 'text', text }));

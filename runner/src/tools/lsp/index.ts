@@ -4,6 +4,7 @@ import type { ToolDefinition } from '../../tool';
 import { runLspAction } from './actions';
 import { DiagnosticsOnWrite } from './diagnosticsOnWrite';
 import { DiagnosticsLedger } from './ledger';
+import { lspCommands } from './probe';
 import { renameSymbol } from './rename';
 import { lspRenameSchema, lspSchema, type LspArgs, type LspRenameArgs } from './schemas';
 import { DEFAULT_LSP_SETTINGS, LspSession } from './session';
@@ -20,6 +21,7 @@ export function registerLsp(registry: ToolRegistry, run: RunContext): void {
   const ledger = new DiagnosticsLedger();
   run.observeWrites(new DiagnosticsOnWrite(session, ledger));
   run.onStop(() => session.supervisor.stopAll());
+  run.handleCommands('lsp', lspCommands(session));
 
   const lsp: ToolDefinition<LspArgs> = {
     name: 'lsp',

@@ -12,6 +12,8 @@ export interface ServerSpec {
   args: string[];
   /** Sent as initializationOptions. */
   initializationOptions?: unknown;
+  /** How a file's diagnostics are obtained: awaited pushes (default) or asked for. */
+  diagnostics?: 'push' | 'tsserver-pull';
 }
 
 export const SERVERS: ServerSpec[] = [
@@ -34,6 +36,7 @@ export const SERVERS: ServerSpec[] = [
     // The syntax-only server answers while the project loads, with definitions that stop at
     // the import; one semantic server gives right answers a little later instead.
     initializationOptions: { tsserver: { useSyntaxServer: 'never' } },
+    diagnostics: 'tsserver-pull',
   },
   {
     id: 'pyright',

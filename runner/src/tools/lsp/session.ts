@@ -4,6 +4,7 @@ import { ToolError } from '../../tool';
 import type { Workspace } from '../../workspace';
 import type { PublishedDiagnostics } from './client';
 import { LocationFormatter, toUri } from './format';
+import { pullTsserverDiagnostics } from './tsserverDiagnostics';
 import { ServerSupervisor, type Placement, type ServerHandle, type SupervisorSettings } from './supervisor';
 
 export interface LspSettings extends SupervisorSettings {
@@ -96,6 +97,14 @@ export class LspSession {
 
   /** The diagnostics of exactly the synced version, or undefined if the bound passes first. */
   async diagnosticsOf(f: SyncedFile, timeoutMs: number): Promise<PublishedDiagnostics | undefined> {
+    if (f.handle.spec.diagnostics === 'tsserver-pull') {
+      let timer: NodeJS.Timeout | undefined;
+      const pulled = await Promise.race([
+        pullTsserverDiagnostics(f.handle.client, f.abs),
+        new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs))),
+      ]).finally(() => clearTimeout(timer));
+      return pulled && { version: f.version, diagnostics: pulled, seq: f.handle.client.diagnosticsSeq };
+    }
     return f.handle.client.waitDiagnostics(f.uri, f.version, f.changed ? f.seqBefore : 0, Date.now() + timeoutMs, this.settings.diagnosticsSettleMs);
   }
 

@@ -64,8 +64,29 @@ export class ServerSupervisor {
     this.roots = new RootDetector(workspaceRoot);
   }
 
+  /**
+   * Placements are remembered briefly per folder and extension: finding a root and a binary
+   * costs a few dozen filesystem checks, too much for every hover. Writes forget them (a new
+   * go.mod or node_modules/.bin must count at once), and so does time.
+   */
+  private readonly placements = new Map<string, { at: number; placement: Promise<Placement> }>();
+  private static readonly PLACEMENT_TTL_MS = 5_000;
+
+  forgetPlacements(): void {
+    this.placements.clear();
+  }
+
   /** Which server and root answer for a file, or plainly why none does. */
   async place(absFile: string): Promise<Placement> {
+    const k = `${path.dirname(absFile)}\u0000${path.extname(absFile).toLowerCase()}`;
+    const hit = this.placements.get(k);
+    if (hit && Date.now() - hit.at < ServerSupervisor.PLACEMENT_TTL_MS) return hit.placement;
+    const placement = this.placeUncached(absFile);
+    this.placements.set(k, { at: Date.now(), placement });
+    return placement;
+  }
+
+  private async placeUncached(absFile: string): Promise<Placement> {
     const ext = path.extname(absFile);
     const spec = serverForExtension(ext, this.servers);
     if (!spec) return { ok: false, reason: `no language server handles ${ext || 'files without an extension'}` };

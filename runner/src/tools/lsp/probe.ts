@@ -1,0 +1,37 @@
+import { ToolError } from '../../tool';
+import { locate } from './actions';
+import type { LspSession } from './session';
+
+export interface ProbeRequest {
+  file: string;
+  line: number;
+  symbol: string;
+  occurrence?: number;
+  method: 'textDocument/definition' | 'textDocument/references';
+  count: number;
+}
+
+/**
+ * The `lsp probe` run command: sends one request straight to the file's warm server `count`
+ * times and returns each round trip in ms, measured in the runner. It exists so a benchmark can
+ * compare a tool call against the bare server in the same run; it is not a tool and no model sees it.
+ */
+export async function probe(session: LspSession, req: ProbeRequest): Promise<{ server: string; samplesMs: number[] }> {
+  const signal = new AbortController().signal;
+  const { synced, position } = await locate(session, req, 'probe');
+  const params = req.method === 'textDocument/references' ? { textDocument: { uri: synced.uri }, position, context: { includeDeclaration: true } } : { textDocument: { uri: synced.uri }, position };
+  const samplesMs: number[] = [];
+  for (let i = 0; i < Math.min(Math.max(1, req.count), 1000); i++) {
+    const t0 = process.hrtime.bigint();
+    await synced.handle.client.request(req.method, params, signal);
+    samplesMs.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  return { server: synced.handle.spec.id, samplesMs };
+}
+
+export function lspCommands(session: LspSession) {
+  return async (command: string, payload: unknown): Promise<unknown> => {
+    if (command === 'probe') return probe(session, payload as ProbeRequest);
+    throw new ToolError(`unknown lsp command ${command}`);
+  };
+}

@@ -518,8 +518,6 @@ def rewrite(code, filename):
                 return lead + '__tether__.time_cell(' + repr(body) + ', ' + repr(filename) + ')'
             if name == 'writefile':
                 return lead + '__tether__.writefile(' + repr(args) + ', ' + repr(body + '\n') + ')'
-            if name == 'capture':
-                return '\n'.join(lines[first + 1:])
             raise MagicError('cell magic %%' + name + ' is not supported here; supported: %%bash, %%timeit, %%time, %%writefile')
     out = []
     for line in lines:

@@ -5,9 +5,8 @@ import { cpSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Workspace } from '../../../runner/src/workspace';
-import { TreeCache } from '../../../runner/src/tools/ast/treeCache';
+import { InProcessEngine } from '../../../runner/src/tools/ast/pool';
 import { searchWorkspace } from '../../../runner/src/tools/ast/search';
-import { applyReplacements, RewriteTemplate } from '../../../runner/src/tools/ast/rewrite';
 import { CASES, type DiffCase } from './cases';
 
 const REPO = path.resolve(__dirname, '../../../..');
@@ -41,12 +40,16 @@ function oracle(c: DiffCase, dir: string, rewrite?: string): Span[] {
 async function ours(c: DiffCase, dir: string, rewrite?: string): Promise<{ spans: Span[]; rewritten: Map<string, string> }> {
   const spans: Span[] = [];
   const rewritten = new Map<string, string>();
-  const template = rewrite === undefined ? undefined : new RewriteTemplate(rewrite);
-  const byte = (source: string, i: number) => Buffer.byteLength(source.slice(0, i));
-  await searchWorkspace(new Workspace(dir), new TreeCache(64 * 2 ** 20), { pattern: c.pattern, language: c.lang }, { maxFileBytes: 2 ** 21 }, (f) => {
-    for (const m of f.matches) spans.push({ file: f.rel, start: byte(f.source, m.start), end: byte(f.source, m.end) });
-    if (template) rewritten.set(f.rel, applyReplacements(f.source, f.matches, template).text);
-  });
+  const engine = new InProcessEngine(64 * 2 ** 20);
+  const found = await searchWorkspace(new Workspace(dir), engine, { pattern: c.pattern, language: c.lang, rewrite, limit: 1e6 }, 2 ** 21);
+  for (const f of found.files) {
+    const source = readFileSync(f.abs, 'utf8');
+    const byte = (i: number) => Buffer.byteLength(source.slice(0, i));
+    assert.equal(f.matches.length, f.total);
+    for (const m of f.matches) spans.push({ file: f.rel, start: byte(m.start), end: byte(m.end) });
+    if (f.edit) rewritten.set(f.rel, f.edit.next);
+  }
+  await engine.close();
   return { spans, rewritten };
 }
 

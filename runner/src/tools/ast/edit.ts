@@ -1,11 +1,11 @@
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
-import { applyReplacements, RewriteTemplate, type Replacement } from './rewrite';
+import type { SearchEngine } from './pool';
+import type { Replacement } from './rewrite';
 import { editSchema, type AstSettings, type EditArgs } from './schemas';
 import { describeStats, searchWorkspace } from './search';
+import { cut } from './shard';
 import type { StagedEdits, StagedFile } from './staging';
-import type { TreeCache } from './treeCache';
-import { cut } from './grep';
 
 const PREVIEW_LINES = 80;
 
@@ -19,7 +19,7 @@ function previewOf(rel: string, reps: Replacement[]): string[] {
   return lines;
 }
 
-export function editTool(run: RunContext, cache: TreeCache, staged: StagedEdits, settings: AstSettings): ToolDefinition<EditArgs> {
+export function editTool(run: RunContext, engine: SearchEngine, staged: StagedEdits, settings: AstSettings): ToolDefinition<EditArgs> {
   return {
     name: 'ast_edit',
     description:
@@ -29,22 +29,15 @@ export function editTool(run: RunContext, cache: TreeCache, staged: StagedEdits,
     parallelSafe: false,
     async run(args, ctx) {
       if (typeof args.rewrite !== 'string') throw new ToolError('rewrite must be a string');
-      const template = new RewriteTemplate(args.rewrite);
+      const found = await searchWorkspace(run.workspace, engine, { ...args, limit: 0 }, settings.maxFileBytes, ctx.signal);
+      const stats = found.stats;
       const files: StagedFile[] = [];
       const preview: string[] = [];
-      const stats = await searchWorkspace(
-        run.workspace,
-        cache,
-        args,
-        settings,
-        (f) => {
-          const { text, applied } = applyReplacements(f.source, f.matches, template);
-          if (applied.length === 0 || text === f.source) return;
-          files.push({ abs: f.abs, rel: f.rel, expected: f.source, next: text, replacements: applied.length });
-          preview.push(...previewOf(f.rel, applied));
-        },
-        ctx.signal,
-      );
+      for (const f of found.files) {
+        if (!f.edit) continue;
+        files.push({ abs: f.abs, rel: f.rel, expected: f.edit.expected, next: f.edit.next, replacements: f.edit.applied.length });
+        preview.push(...previewOf(f.rel, f.edit.applied));
+      }
       if (files.length === 0) {
         return { content: [{ type: 'text', text: `no replacements: the pattern matched nothing that the rewrite changes (${describeStats(stats)})` }], structured: { replacements: 0, files: 0, stats } };
       }

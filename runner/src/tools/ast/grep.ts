@@ -1,12 +1,8 @@
-import type { Node } from 'web-tree-sitter';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
-import type { Captures } from './matcher';
+import type { SearchEngine } from './pool';
 import { DEFAULT_MAX_RESULTS, MAX_MAX_RESULTS, grepSchema, type AstSettings, type GrepArgs } from './schemas';
 import { describeStats, searchWorkspace } from './search';
-import type { TreeCache } from './treeCache';
-
-const MAX_MATCH_CHARS = 400;
 
 export interface FoundMatch {
   file: string;
@@ -14,17 +10,6 @@ export interface FoundMatch {
   end_line: number;
   text: string;
   captures: Record<string, string | string[]>;
-}
-
-export function cut(text: string, max = MAX_MATCH_CHARS): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
-}
-
-function plainCaptures(caps: Captures): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [name, node] of caps.single) out[name] = cut(node.text, 200);
-  for (const [name, nodes] of caps.multi) out[name] = nodes.filter((n: Node) => n.isNamed && !n.isExtra).map((n) => cut(n.text, 200));
-  return out;
 }
 
 export function checkMaxResults(v: unknown): number {
@@ -44,7 +29,7 @@ function render(m: FoundMatch): string {
   return `${m.file}:${lines}:${body}${caps ? `\n    captures: ${caps}` : ''}`;
 }
 
-export function grepTool(run: RunContext, cache: TreeCache, settings: AstSettings): ToolDefinition<GrepArgs> {
+export function grepTool(run: RunContext, engine: SearchEngine, settings: AstSettings): ToolDefinition<GrepArgs> {
   return {
     name: 'ast_grep',
     description:
@@ -54,39 +39,18 @@ export function grepTool(run: RunContext, cache: TreeCache, settings: AstSetting
     parallelSafe: true,
     async run(args, ctx) {
       const max = checkMaxResults(args.max_results);
-      const found: FoundMatch[] = [];
-      let total = 0;
-      const files = new Set<string>();
-      const stats = await searchWorkspace(
-        run.workspace,
-        cache,
-        args,
-        settings,
-        (f) => {
-          files.add(f.rel);
-          for (const m of f.matches) {
-            total++;
-            if (found.length >= max) continue;
-            const text = f.source.slice(m.start, m.end);
-            const startLine = m.node.startPosition.row + 1;
-            found.push({
-              file: f.rel,
-              start_line: startLine,
-              end_line: startLine + (text.match(/\n/g)?.length ?? 0),
-              text: cut(text),
-              captures: plainCaptures(m.captures),
-            });
-          }
-        },
-        ctx.signal,
-      );
+      const { files, stats } = await searchWorkspace(run.workspace, engine, { ...args, limit: max }, settings.maxFileBytes, ctx.signal);
+      const total = files.reduce((n, f) => n + f.total, 0);
+      const found: FoundMatch[] = files
+        .flatMap((f) => f.matches.map((m) => ({ file: f.rel, start_line: m.startLine, end_line: m.endLine, text: m.text, captures: m.captures })))
+        .slice(0, max);
       const head =
         total === 0
           ? `no matches (${describeStats(stats)})`
-          : `${total} match(es) in ${files.size} file(s)${total > found.length ? `, showing the first ${found.length}` : ''} (${describeStats(stats)})`;
+          : `${total} match(es) in ${files.length} file(s)${total > found.length ? `, showing the first ${found.length}` : ''} (${describeStats(stats)})`;
       return {
         content: [{ type: 'text', text: [head, ...found.map(render)].join('\n') }],
-        structured: { total, shown: found.length, files: files.size, matches: found, stats },
+        structured: { total, shown: found.length, files: files.length, matches: found, stats },
       };
     },
   };

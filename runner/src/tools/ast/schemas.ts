@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import type { JsonSchema } from '../../protocol';
 import { LANGUAGE_IDS } from './languages';
 import { MAX_PATTERN_CHARS } from './pattern';
@@ -12,8 +13,15 @@ export interface AstSettings {
   maxFileBytes: number;
   /** Staged edits not resolved within this time expire. */
   editTtlMinutes: number;
+  /** Worker threads that parse and match (0: all in the runner's own thread). */
+  workers: number;
 }
-export const DEFAULT_AST_SETTINGS: AstSettings = { cacheMB: 512, maxFileBytes: 2 * 1024 * 1024, editTtlMinutes: 30 };
+export const DEFAULT_AST_SETTINGS: AstSettings = {
+  cacheMB: 512,
+  maxFileBytes: 2 * 1024 * 1024,
+  editTtlMinutes: 30,
+  workers: Math.max(1, Math.min(4, availableParallelism())),
+};
 
 const pattern = {
   type: 'string',

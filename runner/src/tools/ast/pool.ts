@@ -1,0 +1,120 @@
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { ToolError } from '../../tool';
+import { Shard, type FileOutcome, type ShardJob } from './shard';
+import type { WorkerReply, WorkerRequest } from './worker';
+
+/** Runs shard jobs: on worker threads, or in this thread when `workers` is 0. */
+export interface SearchEngine {
+  /** Each file always goes to the same shard, so its cached tree is found again. */
+  run(job: ShardJob): Promise<FileOutcome[]>;
+  invalidate(abs: string): void;
+  close(): Promise<void>;
+}
+
+function shardOf(abs: string, n: number): number {
+  let h = 2166136261;
+  for (let i = 0; i < abs.length; i++) h = Math.imul(h ^ abs.charCodeAt(i), 16777619);
+  return (h >>> 0) % n;
+}
+
+/** Puts the shards' outcomes back in the job's file order. */
+function merge(files: ShardJob['files'], parts: FileOutcome[][]): FileOutcome[] {
+  const byPath = new Map<string, FileOutcome>();
+  for (const part of parts) for (const o of part) byPath.set(o.abs, o);
+  return files.flatMap((f) => byPath.get(f.abs) ?? []);
+}
+
+export class InProcessEngine implements SearchEngine {
+  readonly shard: Shard;
+  constructor(cacheBytes: number) {
+    this.shard = new Shard(cacheBytes);
+  }
+  run(job: ShardJob): Promise<FileOutcome[]> {
+    return this.shard.run(job);
+  }
+  invalidate(abs: string): void {
+    this.shard.invalidate(abs);
+  }
+  async close(): Promise<void> {
+    this.shard.clear();
+  }
+}
+
+class ShardWorker {
+  private worker?: Worker;
+  private next = 1;
+  private readonly waiting = new Map<number, { resolve: (r: FileOutcome[]) => void; reject: (e: Error) => void }>();
+
+  constructor(private readonly cacheBytes: number) {}
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const w = new Worker(path.join(__dirname, 'worker.js'), { workerData: { cacheBytes: this.cacheBytes } });
+    w.unref(); // an idle pool must not keep the runner alive
+    w.on('message', (reply: WorkerReply) => {
+      const p = this.waiting.get(reply.id);
+      if (!p) return;
+      this.waiting.delete(reply.id);
+      if (reply.ok) p.resolve(reply.result as FileOutcome[]);
+      else p.reject(reply.tool ? new ToolError(reply.error) : new Error(reply.error));
+    });
+    const fail = (err: Error) => {
+      this.worker = undefined;
+      for (const p of this.waiting.values()) p.reject(new Error(`search worker stopped: ${err.message}`));
+      this.waiting.clear();
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`exit code ${code}`)));
+    this.worker = w;
+    return w;
+  }
+
+  run(job: ShardJob): Promise<FileOutcome[]> {
+    const w = this.start();
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      w.ref(); // busy: keep the process alive until the answer comes
+      w.postMessage({ id, kind: 'run', job } satisfies WorkerRequest);
+    }).finally(() => {
+      if (this.waiting.size === 0) this.worker?.unref();
+    }) as Promise<FileOutcome[]>;
+  }
+
+  send(msg: WorkerRequest): void {
+    this.worker?.postMessage(msg);
+  }
+
+  async close(): Promise<void> {
+    await this.worker?.terminate();
+    this.worker = undefined;
+  }
+}
+
+/**
+ * Shards files over worker threads (parsing is the expensive part, and it parallelises).
+ * Each worker keeps the trees of its own files; the cache bound is split between them.
+ */
+export class WorkerPoolEngine implements SearchEngine {
+  private readonly workers: ShardWorker[];
+
+  constructor(count: number, cacheBytes: number) {
+    this.workers = Array.from({ length: count }, () => new ShardWorker(Math.floor(cacheBytes / count)));
+  }
+
+  async run(job: ShardJob): Promise<FileOutcome[]> {
+    const split: ShardJob['files'][] = this.workers.map(() => []);
+    for (const f of job.files) split[shardOf(f.abs, this.workers.length)].push(f);
+    const parts = await Promise.all(split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }) : Promise.resolve([]))));
+    return merge(job.files, parts);
+  }
+
+  invalidate(abs: string): void {
+    this.workers[shardOf(abs, this.workers.length)].send({ kind: 'invalidate', abs });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.close()));
+  }
+}

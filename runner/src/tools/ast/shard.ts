@@ -1,0 +1,142 @@
+import type { Node } from 'web-tree-sitter';
+import { ToolError } from '../../tool';
+import { languageById } from './languages';
+import { findAll, type Captures, type Match } from './matcher';
+import { compilePattern, type CompiledPattern } from './pattern';
+import { applyReplacements, RewriteTemplate, type Replacement } from './rewrite';
+import { TreeCache } from './treeCache';
+
+/** One file of a job, as the walker saw it. */
+export interface JobFile {
+  abs: string;
+  mtimeMs: number;
+  size: number;
+  language: string;
+}
+
+export interface ShardJob {
+  pattern: string;
+  /** With a rewrite, each file with matches also gets its rewritten content. */
+  rewrite?: string;
+  files: JobFile[];
+  /** Most matches to describe in full (all are counted); a prefix of the job's files in order. */
+  limit: number;
+}
+
+const MAX_MATCH_CHARS = 400;
+const MAX_CAPTURE_CHARS = 200;
+
+export function cut(text: string, max = MAX_MATCH_CHARS): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+}
+
+/** A match as plain data: it crosses threads, so no tree-sitter nodes. */
+export interface PlainMatch {
+  /** Offsets into the file's text (UTF-16 units, as JavaScript strings count). */
+  start: number;
+  end: number;
+  startLine: number;
+  endLine: number;
+  text: string;
+  captures: Record<string, string | string[]>;
+}
+
+export interface FileOutcome {
+  abs: string;
+  binary?: boolean;
+  /** Skipped before parsing: the file lacks a word every match must contain. */
+  prefiltered?: boolean;
+  total: number;
+  matches: PlainMatch[];
+  edit?: { expected: string; next: string; applied: Replacement[] };
+}
+
+function plainCaptures(caps: Captures): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, node] of caps.single) out[name] = cut(node.text, MAX_CAPTURE_CHARS);
+  for (const [name, nodes] of caps.multi) out[name] = nodes.filter((n: Node) => n.isNamed && !n.isExtra).map((n) => cut(n.text, MAX_CAPTURE_CHARS));
+  return out;
+}
+
+function plain(m: Match, source: string): PlainMatch {
+  const text = source.slice(m.start, m.end);
+  const startLine = m.node.startPosition.row + 1;
+  return { start: m.start, end: m.end, startLine, endLine: startLine + (text.match(/\n/g)?.length ?? 0), text: cut(text), captures: plainCaptures(m.captures) };
+}
+
+/**
+ * A share of the search work with its own tree cache: it reads, parses and matches the files
+ * it is given and answers in plain data. Runs on a worker thread (see pool.ts), or in process.
+ */
+export class Shard {
+  readonly cache: TreeCache;
+  private readonly patterns = new Map<string, Promise<CompiledPattern>>();
+
+  constructor(cacheBytes: number) {
+    this.cache = new TreeCache(cacheBytes);
+  }
+
+  private compiled(pattern: string, language: string): Promise<CompiledPattern> {
+    const key = `${language}\0${pattern}`;
+    let p = this.patterns.get(key);
+    if (!p) {
+      if (this.patterns.size >= 32) this.patterns.delete(this.patterns.keys().next().value!);
+      p = compilePattern(pattern, languageById(language));
+      p.catch(() => this.patterns.delete(key));
+      this.patterns.set(key, p);
+    }
+    return p;
+  }
+
+  async run(job: ShardJob): Promise<FileOutcome[]> {
+    const template = job.rewrite === undefined ? undefined : new RewriteTemplate(job.rewrite);
+    const out: FileOutcome[] = [];
+    let described = 0;
+    for (const f of job.files) {
+      const compiled = await this.compiled(job.pattern, f.language).catch((err: unknown) => {
+        if (err instanceof ToolError) return undefined;
+        throw err;
+      });
+      if (!compiled) continue;
+      let file;
+      try {
+        file = await this.cache.load(f.abs, f.mtimeMs, f.size);
+      } catch {
+        continue; // vanished or unreadable since the walk: nothing to search
+      }
+      if (file.kind === 'binary') {
+        out.push({ abs: f.abs, binary: true, total: 0, matches: [] });
+        continue;
+      }
+      const source = file.source;
+      if (!compiled.literals.every((word) => source.includes(word))) {
+        out.push({ abs: f.abs, prefiltered: true, total: 0, matches: [] });
+        continue;
+      }
+      const outcome = await this.cache.withTree(f.abs, file, compiled.language, (tree): FileOutcome => {
+        const matches = findAll(compiled, tree, source);
+        const result: FileOutcome = { abs: f.abs, total: matches.length, matches: [] };
+        for (const m of matches) {
+          if (described >= job.limit) break;
+          result.matches.push(plain(m, source));
+          described++;
+        }
+        if (template && matches.length > 0) {
+          const { text, applied } = applyReplacements(source, matches, template);
+          if (text !== source) result.edit = { expected: source, next: text, applied };
+        }
+        return result;
+      });
+      out.push(outcome);
+    }
+    return out;
+  }
+
+  invalidate(abs: string): void {
+    this.cache.invalidate(abs);
+  }
+
+  clear(): void {
+    this.cache.clear();
+  }
+}

@@ -62,7 +62,7 @@ export class ProcessProvider implements SandboxProvider {
       stdin: c.proc.stdin!,
       stdout: c.proc.stdout!,
       exited: c.exited,
-      putArchive: (rel, tar) => extractConfined(path.join(c.workspace, rel), tar),
+      putArchive: (rel, tar) => extractConfined(c.workspace, rel, tar),
       getArchive: async (rel) => {
         await fs.lstat(path.join(c.workspace, rel || '.'));
         const out = new PassThrough();

@@ -3,43 +3,18 @@ import { promises as fs } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tarFs from 'tar-fs';
+import { confineTar } from './tarFilter';
 
 /**
- * Unpacks a tar stream under `dir`, refusing entries that would land outside it: absolute
- * names, `..`, links whose target leaves the directory, and device files.
+ * Unpacks an untrusted tar stream into a host workspace at a relative directory. The entries
+ * pass through the same confinement as the container provider's (confineTar): anything that
+ * would leave the workspace fails the whole call, loudly.
  */
-export async function extractConfined(dir: string, tar: Readable): Promise<void> {
-  const root = path.resolve(dir);
+export async function extractConfined(workspace: string, rel: string, tar: Readable): Promise<void> {
+  const root = path.resolve(workspace);
   await fs.mkdir(root, { recursive: true });
-  const inside = (p: string) => p === root || p.startsWith(root + path.sep);
-  let refused: string | undefined;
-  const extract = tarFs.extract(root, {
-    // tar-fs would quietly re-root a "../x" entry; a client should hear that it was refused.
-    ignore: (_name: string, header?: { name?: string; type?: string | null; linkname?: string | null }) => {
-      const raw = header?.name ?? '';
-      const target = path.resolve(root, raw);
-      if (path.isAbsolute(raw) || !inside(target)) {
-        refused ??= `entry leaves the workspace: ${raw}`;
-        return true;
-      }
-      const type = header?.type ?? 'file';
-      if (type === 'symlink' || type === 'link') {
-        const link = header?.linkname ?? '';
-        const dest = type === 'symlink' ? path.resolve(path.dirname(target), link) : path.resolve(root, link);
-        if (path.isAbsolute(link) || !inside(dest)) {
-          refused ??= `${type === 'symlink' ? 'symlink' : 'hard link'} leaves the workspace: ${raw} -> ${link}`;
-          return true;
-        }
-        return false;
-      }
-      // Devices, FIFOs and the like have no business in a workspace.
-      return type !== 'file' && type !== 'directory';
-    },
-    dmode: 0o755 & ~0o022,
-    fmode: 0o644 & ~0o022,
-  } as tarFs.ExtractOptions);
-  await pipeline(tar, extract);
-  if (refused) throw new Error(refused);
+  const confined = confineTar(tar, { prefix: rel, uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
+  await pipeline(confined, tarFs.extract(root));
 }
 
 export function packConfined(dir: string, rel: string): Readable {

@@ -104,6 +104,13 @@ test('a command worker that fails, and one killed with its whole process tree', 
   };
   assert.equal(await check(), 'alive');
   assert.match((await tool('vibe_wait', { worker_id: slow.data.id, timeout_seconds: 0.2 })).text, /still running/);
+  // A client that cancels a long wait is answered at once; the worker keeps running.
+  const cancel = new AbortController();
+  setTimeout(() => cancel.abort('enough'), 200);
+  const cancelled = await t.alice.callTool(runId, 'vibe_wait', { worker_id: slow.data.id, timeout_seconds: 600 }, { signal: cancel.signal });
+  assert.equal(cancelled.result.isError, true);
+  assert.match(resultText(cancelled.result), /cancelled/);
+  assert.equal(await check(), 'alive');
   assert.match((await tool('vibe_kill', { worker_id: slow.data.id })).text, /killed/);
   assert.equal(await check(), 'gone');
   assert.equal((await tool('vibe_wait', { worker_id: slow.data.id })).data.status, 'killed');

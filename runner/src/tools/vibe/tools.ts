@@ -62,8 +62,7 @@ export function vibeTools(roster: WorkerRoster, waitDefaultSeconds: number): Too
       const { settled, worker } = await roster.wait(args.worker_id, limit * 1000, ctx.signal);
       const v = roster.view(worker);
       if (settled) return ok(settledText(v), v);
-      const why = ctx.signal.aborted ? 'the wait was cancelled' : `waited ${seconds(limit)}`;
-      return ok(`${headline(v)}: still running (${why}).${v.progress ? ` Latest progress: ${v.progress}` : ''} Wait again, or go on and check later.`, { ...v, still_running: true });
+      return ok(`${headline(v)}: still running (waited ${seconds(limit)}).${v.progress ? ` Latest progress: ${v.progress}` : ''} Wait again, or go on and check later.`, { ...v, still_running: true });
     },
   };
   const kill: ToolDefinition<KillArgs> = {

@@ -239,6 +239,42 @@ describe('gateway end to end through the process provider', () => {
     await t.alice.deleteRun(victim.runId);
   });
 
+  test('the runner killed while a call waits inside it: UNAVAILABLE at once', async () => {
+    const victim = await t.alice.createRun({ features: { questions: { enabled: true, targetSpace: 'e2e' } } });
+    const pid = await runnerPid(victim.runId);
+    const started = Date.now();
+    const err = await t.alice
+      .callTool(victim.runId, 'ask_user', { question: 'Proceed?', options: [{ label: 'yes' }, { label: 'no' }] }, {
+        // The card is on screen, so the call is inside the runner's ask_user; nobody answers.
+        onQuestion: () => {
+          process.kill(pid, 'SIGKILL');
+          return new Promise(() => undefined);
+        },
+      })
+      .catch((e) => e as grpc.ServiceError);
+    assert.equal((err as grpc.ServiceError).code, grpc.status.UNAVAILABLE, String(err));
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    assert.equal((await t.alice.getRun(victim.runId)).state, RunState.FAILED);
+    await t.alice.deleteRun(victim.runId);
+  });
+
+  test('a cancel while a call waits inside the runner ends it with a clear error', async () => {
+    const r = await t.alice.createRun({ features: { questions: { enabled: true, targetSpace: 'e2e' } } });
+    const ac = new AbortController();
+    const out = await t.alice.callTool(r.runId, 'ask_user', { question: 'Proceed?' }, {
+      signal: ac.signal,
+      onQuestion: () => {
+        ac.abort('user left');
+        return new Promise(() => undefined);
+      },
+    });
+    assert.equal(out.result.isError, true);
+    assert.match(resultText(out.result), /user left|cancel/i);
+    // The run is fine afterwards.
+    assert.equal((await t.alice.callTool(r.runId, 'read', { path: '.' })).result.isError, false);
+    await t.alice.deleteRun(r.runId);
+  });
+
   test('DeleteRun removes the run and its workspace', async () => {
     const r = await t.alice.createRun({});
     const ws = t.gateway.runs.get('alice', r.runId).sandbox!.workspacePath;

@@ -1,0 +1,130 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { status } from '@grpc/grpc-js';
+import { RunState, type Question } from '../../../gen/tether/v1/gateway_pb';
+import { resultText, type TetherClient } from '../../../gateway/src/client';
+import { startTestGateway, type TestGateway } from '../../helpers/gateway';
+import { containerOf, containersOf, docker, dockerConfig, until } from './support';
+
+// Faults against real containers. A call that is pending inside the runner is an `ask_user`
+// whose card nobody answers: it stays open until the test breaks something.
+let t: TestGateway;
+const instance = `faults-${process.pid}`;
+const features = { questions: { enabled: true, targetSpace: 'test' } };
+
+const start = () => startTestGateway({ provider: 'docker', docker: dockerConfig(), instance });
+
+before(async () => {
+  t = await start();
+});
+after(async () => {
+  await t?.close();
+});
+
+async function newRun(client: TetherClient = t.alice, files: Record<string, string> = {}) {
+  const run = await client.createRun({ conversationId: 'faults', features });
+  assert.equal(run.state, RunState.READY, run.error);
+  if (Object.keys(files).length) await client.putFileMap(run.runId, files);
+  return run.runId;
+}
+
+/** Starts a call that blocks in the runner; resolves `asked` once the card reached the client. */
+function pendingCall(client: TetherClient, runId: string) {
+  let asked!: (q: Question) => void;
+  const question = new Promise<Question>((r) => (asked = r));
+  const outcome = client
+    .callTool(runId, 'ask_user', { question: 'hold on?' }, { onQuestion: (q) => (asked(q), new Promise(() => undefined)) })
+    .then((o) => ({ ok: true as const, text: resultText(o.result), code: undefined }), (e) => ({ ok: false as const, text: String(e.details ?? e.message), code: e.code as number }));
+  return { question, outcome };
+}
+
+async function read(client: TetherClient, runId: string, path: string) {
+  const out = await client.callTool(runId, 'read', { path });
+  assert.equal(out.result.isError, false, resultText(out.result));
+  return resultText(out.result);
+}
+
+test('killing a run container mid-call ends the call with UNAVAILABLE at once; the run is FAILED, the gateway lives', async () => {
+  const runId = await newRun();
+  const other = await newRun(t.alice, { 'a.txt': 'still here\n' });
+  const call = pendingCall(t.alice, runId);
+  await call.question;
+  const killedAt = Date.now();
+  await (await containerOf(runId)).kill();
+  const res = await call.outcome;
+  const ms = Date.now() - killedAt;
+  assert.equal(res.code, status.UNAVAILABLE, res.text);
+  assert.ok(ms < 10000, `the call ended ${ms} ms after the kill`);
+  const run = await until('FAILED', async () => ((await t.alice.getRun(runId)).state === RunState.FAILED ? t.alice.getRun(runId) : undefined));
+  assert.match(run.error, /killed|exit/);
+  const again = await t.alice.callTool(runId, 'read', { path: 'a.txt' }).then(() => undefined, (e) => e.code);
+  assert.equal(again, status.FAILED_PRECONDITION);
+  assert.match(await read(t.alice, other, 'a.txt'), /still here/);
+  await t.alice.deleteRun(runId);
+  assert.equal((await containersOf(runId)).length, 0, 'DeleteRun removes a dead run container');
+});
+
+test('deleting a run during a call ends the call, removes the container and its workspace volume', async () => {
+  const runId = await newRun(t.alice, { 'x.txt': 'x' });
+  const [info] = await containersOf(runId);
+  const volume = info.Mounts.find((m) => m.Destination === '/workspace')?.Name;
+  assert.ok(volume, 'the workspace is a volume');
+  const call = pendingCall(t.alice, runId);
+  await call.question;
+  await t.alice.deleteRun(runId);
+  const res = await call.outcome;
+  assert.equal(res.ok, false);
+  assert.equal(res.code, status.UNAVAILABLE, res.text);
+  assert.equal((await containersOf(runId)).length, 0);
+  await assert.rejects(docker.getVolume(volume).inspect(), /no such volume/i);
+  await assert.rejects(t.alice.getRun(runId), (e: { code: number }) => e.code === status.NOT_FOUND);
+});
+
+test('two tenants: neither can see, call or delete the other one\'s runs', async () => {
+  const a = await newRun(t.alice, { 'secret.txt': 'alice only\n' });
+  const b = await newRun(t.bob, { 'secret.txt': 'bob only\n' });
+  assert.deepEqual((await t.alice.listRuns()).map((r) => r.runId).filter((id) => id === b), []);
+  assert.deepEqual((await t.bob.listRuns()).map((r) => r.runId).filter((id) => id === a), []);
+  const notFound = (e: { code: number }) => e.code === status.NOT_FOUND;
+  await assert.rejects(t.bob.getRun(a), notFound);
+  await assert.rejects(t.bob.callTool(a, 'read', { path: 'secret.txt' }), notFound);
+  await assert.rejects(t.bob.getFiles(a, 'secret.txt'), notFound);
+  await assert.rejects(t.bob.putFileMap(a, { 'x.txt': 'x' }), notFound);
+  await assert.rejects(t.bob.deleteRun(a), notFound);
+  await assert.rejects(t.alice.deleteRun(b), notFound);
+  assert.match(await read(t.alice, a, 'secret.txt'), /alice only/);
+  assert.match(await read(t.bob, b, 'secret.txt'), /bob only/);
+  // Different containers, different volumes.
+  const [ca] = await containersOf(a);
+  const [cb] = await containersOf(b);
+  assert.notEqual(ca.Mounts[0].Name, cb.Mounts[0].Name);
+  assert.equal(ca.Labels['dev.tether.tenant'], 'alice');
+  assert.equal(cb.Labels['dev.tether.tenant'], 'bob');
+  await t.alice.deleteRun(a);
+  await t.bob.deleteRun(b);
+});
+
+test('a gateway restart with runs live: they keep answering with their workspace intact; orphans are removed', async () => {
+  const runId = await newRun(t.alice, { 'src/keep.txt': 'survives the restart\n' });
+  const failed = await newRun(t.alice);
+  await (await containerOf(failed)).kill();
+  await until('FAILED', async () => (await t.alice.getRun(failed)).state === RunState.FAILED);
+  const before = (await containersOf(runId))[0].Id;
+
+  t.alice.close();
+  t.bob.close();
+  await t.gateway.close({ keepRuns: true });
+  assert.equal((await containersOf(runId, false)).length, 1, 'the run container outlives the gateway');
+
+  t = await start();
+  const run = await t.alice.getRun(runId);
+  assert.equal(run.state, RunState.READY, run.error);
+  assert.equal((await containersOf(runId))[0].Id, before, 'the same container, re-attached');
+  assert.match(await read(t.alice, runId, 'src/keep.txt'), /survives the restart/);
+  assert.match((await t.alice.callTool(runId, 'write', { path: 'after.txt', content: 'new\n' })).result.isError ? 'error' : 'ok', /ok/);
+  assert.match(await read(t.alice, runId, 'after.txt'), /new/);
+  // The dead one was an orphan: removed on recovery, unknown to the new gateway.
+  assert.equal((await containersOf(failed)).length, 0);
+  await assert.rejects(t.alice.getRun(failed), (e: { code: number }) => e.code === status.NOT_FOUND);
+  await t.alice.deleteRun(runId);
+});

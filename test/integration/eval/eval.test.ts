@@ -231,6 +231,17 @@ describe('python', () => {
     assert.equal((await cell('kept')).text, "'still here'");
   });
 
+  test('a client cancel interrupts the cell and the interpreter keeps its state', async () => {
+    await cell('survivor = "kept"');
+    const abort = new AbortController();
+    setTimeout(() => abort.abort('changed my mind'), 500);
+    const r = await cell('import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    interrupted = True\n    raise', {}, { signal: abort.signal });
+    assert.equal(r.result.isError, true);
+    assert.match(r.text, /cancelled/);
+    // The next cell queues behind the cancelled one: it answers because the interrupt stopped it.
+    assert.equal((await cell('survivor, interrupted')).text, "('kept', True)");
+  });
+
   test('os._exit(1) resets the interpreter cleanly', async () => {
     await cell('doomed = 1');
     const r = await cell('import os\nos._exit(1)');

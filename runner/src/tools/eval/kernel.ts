@@ -120,7 +120,9 @@ export class Kernel {
       default:
         if (msg.cell !== this.cellId) return; // a straggler from a cell that already ended
         this.listener?.message(msg);
-        if (msg.t === 'done') this.finishCell?.({ kind: 'done', status: msg.status });
+        // One more turn of the event loop lets stdout/stderr bytes already written by the cell
+        // (which travel on other pipes) arrive before the cell is closed.
+        if (msg.t === 'done') setImmediate(() => this.finishCell?.({ kind: 'done', status: msg.status }));
     }
   }
 

@@ -100,6 +100,27 @@ test('a client that disconnects while the card is open ends the call; nothing is
   assert.ok(!next.result.isError);
 });
 
+test('a client that half-closes its side while the card is open gets the failure as the result', async () => {
+  const md = new Metadata();
+  md.set('authorization', 'Bearer token-alice');
+  const call = t.alice.raw.callTool(md) as ClientDuplexStream<unknown, CallToolOutput>;
+  const outputs: CallToolOutput[] = [];
+  const ended = new Promise<void>((resolve, reject) => {
+    call.on('data', (o: CallToolOutput) => {
+      outputs.push(o);
+      if (o.msg.case === 'question') call.end();
+    });
+    call.on('end', resolve);
+    call.on('error', reject);
+  });
+  call.write(create(CallToolInputSchema, { msg: { case: 'start', value: { runId, tool: 'ask_user', argumentsJson: JSON.stringify(db), acceptsQuestions: true } } }));
+  await ended;
+  const last = outputs[outputs.length - 1];
+  assert.equal(last.msg.case, 'result');
+  assert.equal(last.msg.case === 'result' && last.msg.value.isError, true);
+  assert.match(last.msg.case === 'result' ? resultText(last.msg.value) : '', /closed its side of the stream/);
+});
+
 test('another tenant cannot ask on this run', async () => {
   await assert.rejects(t.bob.callTool(runId, 'ask_user', db, { onQuestion: () => ({ selected: [1] }) }), /not found/);
 });

@@ -1,7 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { status, type ServiceError } from '@grpc/grpc-js';
-import { AgentKind, Approval, QuestionKind, SurfaceMode, Tier, type Question } from '../../gen/tether/v1/gateway_pb';
+import { create } from '@bufbuild/protobuf';
+import { Metadata, status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import { AgentKind, Approval, CallToolInputSchema, QuestionKind, SurfaceMode, Tier, type CallToolOutput, type Question } from '../../gen/tether/v1/gateway_pb';
 import { resultText, type AnswerInit } from '../../gateway/src/client';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 
@@ -66,6 +67,24 @@ test('PROMPT with no human connected is refused at once, without a card (fail-cl
   assert.match(resultText(r.result), /no human is connected to approve it/);
   assert.equal(r.questions.length, 0);
   assert.equal(await fileOf(runId, 'c.txt'), undefined);
+  await t.alice.deleteRun(runId);
+});
+
+test('a client that disconnects while a PERMISSION card is open: refused, nothing written, nothing left waiting', async () => {
+  const runId = await runWith({ write: Approval.PROMPT });
+  const md = new Metadata();
+  md.set('authorization', 'Bearer token-alice');
+  const call = t.alice.raw.callTool(md) as ClientDuplexStream<unknown, CallToolOutput>;
+  const shown = new Promise<void>((resolve) => call.on('data', (o: CallToolOutput) => o.msg.case === 'question' && resolve()));
+  const gone = new Promise<void>((resolve) => call.on('error', () => resolve()));
+  call.write(create(CallToolInputSchema, { msg: { case: 'start', value: { runId, tool: 'write', argumentsJson: JSON.stringify({ path: 'gone.txt', content: 'x' }), acceptsQuestions: true } } }));
+  await shown;
+  call.cancel();
+  await gone;
+  // A late approval has no card to land on; the write never happened.
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(await fileOf(runId, 'gone.txt'), undefined);
+  assert.equal(t.gateway.runs.get('alice', runId).runner!.busy, false);
   await t.alice.deleteRun(runId);
 });
 

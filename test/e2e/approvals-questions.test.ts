@@ -50,13 +50,19 @@ test('answered: the card is numbered, shown in the target space, and the choice 
 });
 
 test('skipped: a success telling the model to go on under its assumption and not ask again', async () => {
-  const r = await t.alice.callTool(runId, 'ask_user', db, { onQuestion: () => ({ skipped: true }) });
+  const cache = { ...db, question: 'Should the cache be shared between tenants?' };
+  const r = await t.alice.callTool(runId, 'ask_user', cache, { onQuestion: () => ({ skipped: true }) });
   assert.ok(!r.result.isError);
   assert.match(resultText(r.result), /skipped this question\. Go on under the assumption you stated, and do not ask this question again\./);
+  // Asked again anyway: the human is not shown the card a second time.
+  const again = await t.alice.callTool(runId, 'ask_user', cache, { onQuestion: () => ({ selected: [1] }) });
+  assert.ok(!again.result.isError);
+  assert.equal(again.questions.length, 0);
+  assert.match(resultText(again.result), /already asked in this run and skipped/);
 });
 
 test('timed out: an error with the same instruction', async () => {
-  const r = await t.alice.callTool(runId, 'ask_user', db, { onQuestion: () => new Promise(() => undefined) });
+  const r = await t.alice.callTool(runId, 'ask_user', { ...db, question: 'Which region should it deploy to?' }, { onQuestion: () => new Promise(() => undefined) });
   assert.equal(r.result.isError, true);
   assert.match(resultText(r.result), /Nobody answered this question in time\. Go on under the assumption you stated, and do not ask this question again\./);
 });

@@ -85,3 +85,26 @@ test('the tool hands the card to the call and reads the outcome', async () => {
   const refused = await call('ask_user', { question: 'Nothing?', allow_free_text: false }, ctx);
   assert.equal(refused.isError, true);
 });
+
+test('a question skipped or timed out is not shown again in the run; an answered one may be asked again', async () => {
+  const { call } = await runnerFor({ questions: { enabled: true, targetSpace: 'conv-1' } });
+  const outcomes: QuestionOutcome[] = [{ kind: 'skipped' }, { kind: 'timeout' }, { kind: 'answered', selected: [1] }, { kind: 'answered', selected: [2] }];
+  let shown = 0;
+  const ctx = runnerContext({ ask: async () => (shown++, outcomes.shift()!) });
+  const opts = [{ label: 'Postgres' }, { label: 'SQLite' }];
+  assert.ok(!(await call('ask_user', { question: 'Which database?', options: opts }, ctx)).isError);
+  const again = await call('ask_user', { question: '  which   DATABASE ', options: opts }, ctx);
+  assert.ok(!again.isError);
+  assert.match((again.content[0] as { text: string }).text, /already asked in this run and skipped; it was not shown again\. The user skipped/);
+  assert.equal(shown, 1);
+
+  assert.equal((await call('ask_user', { question: 'Which port?', options: opts }, ctx)).isError, true);
+  const timedOut = await call('ask_user', { question: 'Which port?', options: opts }, ctx);
+  assert.equal(timedOut.isError, true);
+  assert.match((timedOut.content[0] as { text: string }).text, /not answered in time/);
+  assert.equal(shown, 2);
+
+  await call('ask_user', { question: 'Which name?', options: opts }, ctx);
+  await call('ask_user', { question: 'Which name?', options: opts }, ctx);
+  assert.equal(shown, 4);
+});

@@ -43,7 +43,34 @@ export function resultOf(card: QuestionCard, outcome: QuestionOutcome): ToolResu
   }
 }
 
-export function askUserTool(): ToolDefinition<AskUserArgs> {
+/**
+ * Questions of this run that went unanswered (skipped or timed out). Asking one of them again
+ * gets the same answer at once, without showing the human the card a second time.
+ */
+export class UnansweredQuestions {
+  private readonly seen = new Map<string, 'skipped' | 'timeout'>();
+
+  private static key(question: string): string {
+    return question.toLowerCase().replace(/\s+/g, ' ').replace(/[\s?.!:]+$/, '').trim();
+  }
+
+  get(question: string): 'skipped' | 'timeout' | undefined {
+    return this.seen.get(UnansweredQuestions.key(question));
+  }
+
+  remember(question: string, outcome: QuestionOutcome): void {
+    if (outcome.kind === 'skipped' || outcome.kind === 'timeout') this.seen.set(UnansweredQuestions.key(question), outcome.kind);
+  }
+}
+
+function repeated(card: QuestionCard, earlier: 'skipped' | 'timeout'): ToolResult {
+  const r = resultOf(card, { kind: earlier });
+  const first = r.content[0] as { type: 'text'; text: string };
+  const note = `This question was already asked in this run and ${earlier === 'skipped' ? 'skipped' : 'not answered in time'}; it was not shown again. `;
+  return { ...r, content: [{ type: 'text', text: note + first.text }], structured: { ...(r.structured as object), repeated: true } };
+}
+
+export function askUserTool(unanswered = new UnansweredQuestions()): ToolDefinition<AskUserArgs> {
   return {
     name: 'ask_user',
     description:
@@ -55,7 +82,11 @@ export function askUserTool(): ToolDefinition<AskUserArgs> {
     parallelSafe: true,
     async run(args, ctx) {
       const card = cardOf(args);
-      return resultOf(card, await ctx.ask(card));
+      const earlier = unanswered.get(card.question);
+      if (earlier) return repeated(card, earlier);
+      const outcome = await ctx.ask(card);
+      unanswered.remember(card.question, outcome);
+      return resultOf(card, outcome);
     },
   };
 }

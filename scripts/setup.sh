@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 state="$root/.tether"
 mkdir -p "$state/cache"
+# One set-up at a time per checkout: concurrent runs would share the staged build contexts.
+exec 9>"$state/setup.lock"
+if ! flock -n 9; then echo "another set-up is running here; waiting for it"; flock 9; fi
 
 NODE_VERSION=22.23.5
 LSP_PACKAGES="typescript-language-server@5.1.2 typescript@5.9.3 pyright@1.1.414"
@@ -152,9 +155,13 @@ if [ "${TETHER_SKIP_GATEWAY_IMAGE:-}" != 1 ]; then
   gateway_tag="$(build_image tether-gateway images/gateway/Dockerfile "$gateway_ctx")"
 fi
 
+# A skipped image keeps the tag a previous set-up wrote.
+previous_gateway="$(sed -n 's/^TETHER_GATEWAY_IMAGE=//p' "$state/images.env" 2>/dev/null || true)"
+gateway_tag="${gateway_tag:-$previous_gateway}"
 {
   echo "TETHER_IMAGE=$runner_tag"
-  [ -n "$gateway_tag" ] && echo "TETHER_GATEWAY_IMAGE=$gateway_tag"
-} >"$state/images.env"
+  if [ -n "$gateway_tag" ]; then echo "TETHER_GATEWAY_IMAGE=$gateway_tag"; fi
+} >"$state/images.env.tmp"
+mv "$state/images.env.tmp" "$state/images.env"
 step "images ready (written to .tether/images.env)"
 cat "$state/images.env"

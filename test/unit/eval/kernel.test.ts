@@ -1,5 +1,6 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import type { ToolResult } from '../../../runner/src/protocol';
 import type { ToolContext } from '../../../runner/src/tool';
@@ -77,4 +78,21 @@ test('the JavaScript kernel echoes, streams console output and keeps globals', a
   const a = await run('javascript', 'const list = [1, 2, 3]\nconsole.log("sum")\nlist.reduce((x, y) => x + y)');
   assert.equal(a.text, 'sum\n6');
   assert.equal((await run('javascript', 'list.length')).text, '3');
+});
+
+test('a missing interpreter is a clear start error, not a hang', async () => {
+  const broken = new KernelManager({ ...DEFAULT_SETTINGS, python: '/nonexistent/python3' }, os.tmpdir());
+  await assert.rejects(broken.kernel('python', false), /could not start the python kernel \(\/nonexistent\/python3\)/);
+});
+
+test('when an interpreter goes, the processes its cells started go with it', async () => {
+  const r = await run('python', 'import subprocess\nchild = subprocess.Popen(["sleep", "300"])\nchild.pid');
+  const pid = Number(r.text);
+  assert.ok(pid > 0, r.text);
+  const gone = await run('python', 'import os\nos._exit(3)');
+  assert.equal(gone.result.isError, true);
+  await new Promise((res) => setTimeout(res, 200));
+  // Gone, or a zombie waiting for an init that reaps slowly: either way no longer running.
+  const state = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] : 'gone';
+  assert.ok(state === 'gone' || state === 'Z', `sleep is still ${state}`);
 });

@@ -1,5 +1,4 @@
 import type { ToolResult } from '../../protocol';
-import type { RunContext } from '../../run';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../tool';
 import { KernelStartError, type Language } from './kernel';
 import type { KernelManager } from './kernelManager';
@@ -54,7 +53,7 @@ export function cellResult(language: Language, cell: CellRun, executionCount: nu
   };
 }
 
-export function evalTool(run: RunContext, kernels: KernelManager, settings: EvalSettings): ToolDefinition<EvalArgs> {
+export function evalTool(kernels: KernelManager, settings: EvalSettings): ToolDefinition<EvalArgs> {
   return {
     name: 'eval',
     description:

@@ -9,6 +9,6 @@ export function registerEval(registry: ToolRegistry, run: RunContext): void {
   if (!run.features.eval) return;
   const settings = run.settingsFor<EvalSettings>('eval', DEFAULT_SETTINGS);
   const kernels = new KernelManager(settings, run.workspace.root);
-  registry.register(evalTool(run, kernels, settings));
+  registry.register(evalTool(kernels, settings));
   run.onStop(() => kernels.stopAll());
 }

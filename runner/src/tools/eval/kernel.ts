@@ -47,6 +47,8 @@ export class Kernel {
       env: launch.env,
       // stdin closed; stdout/stderr for stray output; fd 3 in, fd 4 out: the wire.
       stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
+      // A process group of its own, so a kill also ends what the cell started (!cmd, subprocesses).
+      detached: true,
     });
     this.toKernel = this.child.stdio[3] as Writable;
     this.toKernel.on('error', () => undefined);
@@ -68,6 +70,7 @@ export class Kernel {
       this.child.on('error', (err) => onReady(new KernelStartError(`could not start the ${language} kernel (${launch.command}): ${err.message}`)));
       this.child.on('exit', (code, signal) => {
         this.exitInfo = { code, signal };
+        this.killGroup(); // whatever the cell started goes with the interpreter
         onReady(new KernelStartError(`the ${language} kernel exited while starting (${signal ?? `code ${code}`})${early.length ? `:\n${early.join('').trim()}` : ''}`));
         this.finishCell?.({ kind: 'exited', code, signal });
         resolve({ code, signal });
@@ -152,7 +155,16 @@ export class Kernel {
   }
 
   kill(): void {
-    if (this.alive) this.child.kill('SIGKILL');
+    if (this.alive) this.killGroup();
+  }
+
+  private killGroup(): void {
+    if (this.child.pid === undefined) return;
+    try {
+      process.kill(-this.child.pid, 'SIGKILL');
+    } catch {
+      if (this.alive) this.child.kill('SIGKILL');
+    }
   }
 
   get executionCount(): number {

@@ -103,17 +103,30 @@ class ToolError extends Error {
   }
 }
 
+/** What `await tool(...)` gives: the result's text (also its string form) and the rest of it. */
+class ToolReply {
+  constructor(
+    readonly text: string,
+    readonly structured: unknown,
+    readonly content: ContentItem[],
+  ) {}
+
+  toString(): string {
+    return this.text;
+  }
+}
+
 const pendingTools = new Map<number, (r: ToolResult) => void>();
 let nextToolId = 0;
 
 /** Calls one of this run's tools; the same approvals and limits apply as to the model's calls. */
-function tool(name: string, args: unknown = {}): Promise<{ text: string; structured: unknown; content: ContentItem[] }> {
+function tool(name: string, args: unknown = {}): Promise<ToolReply> {
   const id = ++nextToolId;
   return new Promise((resolve, reject) => {
     pendingTools.set(id, (result) => {
       const text = result.content.map((c) => (c.type === 'text' ? c.text : '')).filter(Boolean).join('\n');
       if (result.isError) reject(new ToolError(text, result));
-      else resolve({ text, structured: result.structured, content: result.content, toString: () => text } as never);
+      else resolve(new ToolReply(text, result.structured, result.content));
     });
     send({ t: 'tool', id, name, args });
   });

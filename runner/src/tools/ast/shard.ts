@@ -90,6 +90,7 @@ export class Shard {
 
   async run(job: ShardJob): Promise<FileOutcome[]> {
     const template = job.rewrite === undefined ? undefined : new RewriteTemplate(job.rewrite);
+    this.cache.beginPass();
     const out: FileOutcome[] = [];
     let described = 0;
     for (const f of job.files) {

@@ -13,6 +13,8 @@ interface Entry {
   size: number;
   file: CachedFile;
   bytes: number;
+  /** The pass (search) that last used the entry. */
+  pass: number;
 }
 
 /**
@@ -32,12 +34,16 @@ function looksBinary(buf: Buffer): boolean {
 /**
  * Source text and parsed trees per file, so a repeated query does not read or parse again.
  * An entry is valid while the file's mtime and size are unchanged; the write tools also
- * drop entries directly (see `invalidate`). Memory is bounded: least recently used entries
- * are evicted (and their trees freed) once the estimate passes the limit.
+ * drop entries directly (see `invalidate`). Memory is bounded by an estimate. To make room,
+ * entries not used by the current pass (search) are evicted, least recently used first; when
+ * everything cached belongs to the current pass, the newcomer is not cached instead. A search
+ * over more code than fits thus keeps most of its trees for the next time, where plain LRU
+ * would evict each tree just before it is needed again.
  */
 export class TreeCache {
   private readonly entries = new Map<string, Entry>();
   private total = 0;
+  private pass = 0;
   hits = 0;
   misses = 0;
 
@@ -51,9 +57,15 @@ export class TreeCache {
     return this.entries.size;
   }
 
+  /** Starts a new pass: what the previous passes used becomes evictable. */
+  beginPass(): void {
+    this.pass++;
+  }
+
   private touch(e: Entry): void {
     this.entries.delete(e.abs);
     this.entries.set(e.abs, e);
+    e.pass = this.pass;
   }
 
   private drop(e: Entry): void {
@@ -62,17 +74,13 @@ export class TreeCache {
     if (e.file.kind === 'text') e.file.tree?.delete();
   }
 
-  private evictFor(keep: Entry): void {
+  /** Makes room for `extra` more bytes by evicting entries of earlier passes; false if it cannot. */
+  private makeRoom(extra: number): boolean {
     for (const e of this.entries.values()) {
-      if (this.total <= this.limitBytes) return;
-      if (e !== keep) this.drop(e);
+      if (this.total + extra <= this.limitBytes) return true;
+      if (e.pass !== this.pass) this.drop(e);
     }
-  }
-
-  private resize(e: Entry, bytes: number): void {
-    this.total += bytes - e.bytes;
-    e.bytes = bytes;
-    this.evictFor(e);
+    return this.total + extra <= this.limitBytes;
   }
 
   /** The file's text (or that it is binary), read from disk only when it changed. */
@@ -89,9 +97,11 @@ export class TreeCache {
     const file: CachedFile = looksBinary(buf) ? { kind: 'binary' } : { kind: 'text', source: buf.toString('utf8') };
     const again = this.entries.get(abs);
     if (again) this.drop(again);
-    const entry: Entry = { abs, mtimeMs, size, file, bytes: 0 };
-    this.entries.set(abs, entry);
-    this.resize(entry, file.kind === 'text' ? file.source.length * SOURCE_BYTES_PER_CHAR : 64);
+    const bytes = file.kind === 'text' ? file.source.length * SOURCE_BYTES_PER_CHAR : 64;
+    if (this.makeRoom(bytes)) {
+      this.entries.set(abs, { abs, mtimeMs, size, file, bytes, pass: this.pass });
+      this.total += bytes;
+    }
     return file;
   }
 
@@ -106,8 +116,9 @@ export class TreeCache {
     const tree = parser.parse(file.source);
     if (!tree) throw new Error(`the ${language.id} parser gave up on ${abs}`);
     const entry = this.entries.get(abs);
-    if (!entry || entry.file !== file) {
-      // Evicted meanwhile: use the tree once and free it.
+    const bytes = file.source.length * (SOURCE_BYTES_PER_CHAR + (TREE_BYTES_PER_CHAR[language.id] ?? DEFAULT_TREE_BYTES_PER_CHAR));
+    if (!entry || entry.file !== file || !this.makeRoom(bytes - entry.bytes)) {
+      // Not cached (no room, or evicted meanwhile): use the tree once and free it.
       try {
         return use(tree);
       } finally {
@@ -117,9 +128,9 @@ export class TreeCache {
     file.tree?.delete();
     file.tree = tree;
     file.language = language.id;
-    const result = use(tree);
-    this.resize(entry, file.source.length * (SOURCE_BYTES_PER_CHAR + (TREE_BYTES_PER_CHAR[language.id] ?? DEFAULT_TREE_BYTES_PER_CHAR)));
-    return result;
+    this.total += bytes - entry.bytes;
+    entry.bytes = bytes;
+    return use(tree);
   }
 
   invalidate(abs: string): void {

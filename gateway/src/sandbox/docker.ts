@@ -54,7 +54,9 @@ export class DockerProvider implements SandboxProvider {
     await this.watchOom();
     const volume = spec.hostWorkspace ? undefined : `${VOLUME_PREFIX}${spec.runId}`;
     if (volume) {
-      await this.docker.createVolume({ Name: volume, Labels: { [LABELS.managed]: 'true', [LABELS.runId]: spec.runId, [LABELS.tenant]: spec.tenant } });
+      const keep = [LABELS.managed, LABELS.instance, LABELS.runId, LABELS.tenant] as string[];
+      const labels = Object.fromEntries(Object.entries(spec.labels).filter(([k]) => keep.includes(k)));
+      await this.docker.createVolume({ Name: volume, Labels: labels });
     }
     let container: Docker.Container | undefined;
     try {

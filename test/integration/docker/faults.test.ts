@@ -4,7 +4,7 @@ import { status } from '@grpc/grpc-js';
 import { RunState, type Question } from '../../../gen/tether/v1/gateway_pb';
 import { resultText, type TetherClient } from '../../../gateway/src/client';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
-import { containerOf, containersOf, docker, dockerConfig, until } from './support';
+import { containerOf, containersOf, docker, dockerConfig, removeInstance, until } from './support';
 
 // Faults against real containers. A call that is pending inside the runner is an `ask_user`
 // whose card nobody answers: it stays open until the test breaks something.
@@ -19,6 +19,7 @@ before(async () => {
 });
 after(async () => {
   await t?.close();
+  await removeInstance(instance);
 });
 
 async function newRun(client: TetherClient = t.alice, files: Record<string, string> = {}) {

@@ -4,7 +4,7 @@ import type Docker from 'dockerode';
 import { RunState } from '../../../gen/tether/v1/gateway_pb';
 import { resultText } from '../../../gateway/src/client';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
-import { containerOf, dockerConfig, execIn, until } from './support';
+import { containerOf, dockerConfig, execIn, removeInstance, until } from './support';
 
 // Isolation, each property proven from inside a run: the probe is `docker exec` into the
 // run's container as the run's user, the same position a tool's child process is in.
@@ -30,6 +30,7 @@ before(async () => {
 });
 after(async () => {
   await t?.close();
+  await removeInstance(t.config.instance);
 });
 
 test('the container is created hardened', async () => {

@@ -87,3 +87,11 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined | f
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+/** Removes whatever a test's gateway instance left behind (after a failure, say). */
+export async function removeInstance(instance: string): Promise<void> {
+  const filters = JSON.stringify({ label: [`${LABELS.instance}=${instance}`] });
+  for (const c of await docker.listContainers({ all: true, filters })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  const { Volumes } = await docker.listVolumes({ filters });
+  for (const v of Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => undefined);
+}

@@ -1,0 +1,81 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { RunState } from '../../../gen/tether/v1/gateway_pb';
+import { TetherClient, resultText } from '../../../gateway/src/client';
+import { containersOf, docker, gatewayImage, removeInstance, runnerImage, until } from './support';
+
+// The gateway image, started the way a Testcontainers user would: the engine's socket mounted,
+// the gateway on the host network (the engine here has no bridge), driven over gRPC.
+process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
+process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost';
+
+import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+
+let gateway: StartedTestContainer;
+let client: TetherClient;
+const instance = `tc-${process.pid}`;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+before(async () => {
+  const port = await freePort();
+  gateway = await new GenericContainer(gatewayImage())
+    .withNetworkMode('host')
+    .withBindMounts([{ source: '/var/run/docker.sock', target: '/var/run/docker.sock' }])
+    .withEnvironment({
+      TETHER_LISTEN: `127.0.0.1:${port}`,
+      TETHER_TOKENS: 'tc-token=acme',
+      TETHER_IMAGE: runnerImage(),
+      TETHER_INSTANCE: instance,
+    })
+    .withLabels({ 'dev.tether.test': 'gateway-image' })
+    .withWaitStrategy(Wait.forLogMessage(/tether gateway serving/))
+    .withStartupTimeout(30000)
+    .start();
+  client = new TetherClient(`127.0.0.1:${port}`, 'tc-token');
+});
+after(async () => {
+  client?.close();
+  await gateway?.stop({ timeout: 15_000 }).catch(() => undefined);
+  await removeInstance(instance);
+});
+
+test('the gateway image creates a hardened run container per run, and DeleteRun removes it', async () => {
+  const run = await client.createRun({ conversationId: 'tc' });
+  assert.equal(run.state, RunState.READY, run.error);
+  const [c] = await containersOf(run.runId);
+  assert.ok(c, 'a container labelled with the run id appeared');
+  assert.equal(c.Image, runnerImage());
+  assert.equal(c.Labels['dev.tether.tenant'], 'acme');
+  assert.equal(c.Labels['dev.tether.instance'], instance);
+  assert.equal(c.HostConfig.NetworkMode, 'none');
+
+  await client.putFileMap(run.runId, { 'notes/hi.md': '# hello through the gateway image\n' });
+  const out = await client.callTool(run.runId, 'read', { path: 'notes/hi.md' });
+  assert.equal(out.result.isError, false, resultText(out.result));
+  assert.match(resultText(out.result), /hello through the gateway image/);
+
+  await client.deleteRun(run.runId);
+  assert.equal((await containersOf(run.runId)).length, 0, 'the container vanished');
+});
+
+test('stopping the gateway container stops and removes its runs', async () => {
+  const runs = await Promise.all([client.createRun({ conversationId: 'a' }), client.createRun({ conversationId: 'b' })]);
+  for (const r of runs) assert.equal(r.state, RunState.READY, r.error);
+  const boxes = (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat();
+  assert.equal(boxes.length, 2);
+  const volumes = boxes.map((b) => b.Mounts.find((m) => m.Destination === '/workspace')!.Name!);
+  await gateway.stop({ timeout: 15_000 });
+  await until('the run containers to vanish', async () => (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat().length === 0, 10000);
+  for (const v of volumes) await assert.rejects(docker.getVolume(v).inspect(), /no such volume/i, `volume ${v} was removed`);
+});

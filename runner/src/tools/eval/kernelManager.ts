@@ -1,3 +1,4 @@
+import { cpSync, existsSync, readdirSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Kernel, type KernelLaunch, type Language } from './kernel';
@@ -22,16 +23,33 @@ export class KernelManager {
 
   launchOf(language: Language): KernelLaunch {
     const limits = JSON.stringify(this.limits());
+    const mplConfig = process.env.MPLCONFIGDIR ?? path.join(os.tmpdir(), 'tether-matplotlib');
+    if (language === 'python') this.seedMatplotlibCache(mplConfig);
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       MPLBACKEND: 'Agg',
-      MPLCONFIGDIR: process.env.MPLCONFIGDIR ?? path.join(os.tmpdir(), 'tether-matplotlib'),
+      MPLCONFIGDIR: mplConfig,
       PYTHONUNBUFFERED: '1',
       PYTHONIOENCODING: 'utf-8',
     };
     delete env.NODE_OPTIONS;
     if (language === 'python') return { language, command: this.settings.python, args: ['-u', '-c', PYTHON_DRIVER, limits], cwd: this.cwd, env };
     return { language, command: this.settings.node, args: ['--disable-warning=ExperimentalWarning', path.join(__dirname, 'javascript', 'driver.js'), limits], cwd: this.cwd, env };
+  }
+
+  /** Copies the image's prebuilt font cache once, so the first plot of a run skips the font scan. */
+  private seedMatplotlibCache(configDir: string): void {
+    const seed = this.settings.matplotlibCacheSeed;
+    try {
+      if (!seed || !existsSync(seed) || readdirSync(configDir, { withFileTypes: true }).some((e) => e.name.startsWith('fontlist'))) return;
+    } catch {
+      // configDir does not exist yet: seed it.
+    }
+    try {
+      cpSync(seed, configDir, { recursive: true });
+    } catch {
+      // Only a speed-up: matplotlib builds its own cache when this fails.
+    }
   }
 
   /** The language's kernel, started if there is none (or the last one died). */

@@ -62,6 +62,8 @@ export interface EvalSettings {
   tableColumns: number;
   maxRichItems: number;
   imageBytes: number;
+  /** A prebuilt matplotlib font cache (made in the runner image) copied into each kernel's config dir. */
+  matplotlibCacheSeed: string;
 }
 
 export const DEFAULT_SETTINGS: EvalSettings = {
@@ -77,4 +79,5 @@ export const DEFAULT_SETTINGS: EvalSettings = {
   tableColumns: 40,
   maxRichItems: 20,
   imageBytes: 8 * 1024 * 1024,
+  matplotlibCacheSeed: '/opt/tether/matplotlib-cache',
 };

@@ -1,4 +1,4 @@
-import { commitChanges } from '../../fileTransaction';
+import { ConflictError, commitChanges } from '../../fileTransaction';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import { resolveSchema, type ResolveArgs } from './schemas';
@@ -28,7 +28,7 @@ export function resolveTool(run: RunContext, staged: StagedEdits): ToolDefinitio
         );
       } catch (err) {
         // Changed files will never match again; a failed write may be retried.
-        if (err instanceof ToolError && err.message.includes('changed since')) staged.settle(edit, 'rejected');
+        if (err instanceof ConflictError) staged.settle(edit, 'rejected');
         throw err;
       }
       staged.settle(edit, 'accepted');

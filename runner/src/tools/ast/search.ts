@@ -59,13 +59,15 @@ async function selectFiles(workspace: Workspace, req: SearchRequest, fixed: Lang
 export async function searchWorkspace(workspace: Workspace, engine: SearchEngine, req: SearchRequest, maxFileBytes: number, signal?: AbortSignal): Promise<SearchResult> {
   if (typeof req.pattern !== 'string' || req.pattern.trim() === '') throw new ToolError('pattern is empty');
   const fixed = req.language ? languageById(req.language) : undefined;
-  if (fixed) await compilePattern(req.pattern, fixed); // a pattern that does not parse is an error, not an empty result
+  // With a language, a pattern that does not parse is an error even before any file is found.
+  if (fixed) await compilePattern(req.pattern, fixed);
   const { files, tooLarge } = await selectFiles(workspace, req, fixed, maxFileBytes, signal);
 
-  // Compile here once per language found, so files of languages where it fails are left out.
+  // Compile once per language found, so files of languages where it fails are left out.
   const failed: { language: string; error: string }[] = [];
-  const usable = new Set<string>();
+  const usable = new Set<string>(fixed ? [fixed.id] : []);
   for (const id of new Set(files.map((f) => f.language))) {
+    if (usable.has(id)) continue;
     try {
       await compilePattern(req.pattern, languageById(id));
       usable.add(id);

@@ -62,7 +62,7 @@ export function killInRun(t: TestGateway, runId: string, pid: number): void {
   if (t.config.provider === 'docker') {
     const id = execFileSync('docker', ['ps', '-q', '--filter', `label=${LABELS.runId}=${runId}`], { encoding: 'utf8' }).trim().split('\n')[0];
     assert.ok(id, `no container for run ${runId}`);
-    execFileSync('docker', ['exec', id, 'kill', '-9', String(pid)]);
+    execFileSync('docker', ['exec', id, 'sh', '-c', `kill -9 ${pid}`]);
   } else process.kill(pid, 'SIGKILL');
 }
 

@@ -55,6 +55,7 @@ const CAPABILITIES: ClientCapabilities = {
   textDocument: {
     synchronization: { didSave: true, dynamicRegistration: false },
     publishDiagnostics: { versionSupport: true, relatedInformation: false, codeDescriptionSupport: false },
+    diagnostic: { dynamicRegistration: true, relatedDocumentSupport: false },
     hover: { contentFormat: ['markdown', 'plaintext'] },
     definition: { linkSupport: true },
     typeDefinition: { linkSupport: true },
@@ -86,6 +87,7 @@ export class LspClient extends EventEmitter {
   private readonly progress = new Map<string | number, string>();
   private progressEverBegun = false;
   private seq = 0;
+  private readonly registered = new Set<string>();
 
   constructor(readonly options: LaunchOptions) {
     super();
@@ -135,11 +137,17 @@ export class LspClient extends EventEmitter {
     const c = this.connection;
     c.onRequest('workspace/configuration', (params: { items: unknown[] }) => params.items.map(() => null));
     c.onRequest('window/workDoneProgress/create', () => null);
-    c.onRequest('client/registerCapability', () => null);
+    c.onRequest('client/registerCapability', (p: { registrations?: { method: string }[] }) => {
+      for (const r of p.registrations ?? []) this.registered.add(r.method);
+      return null;
+    });
     c.onRequest('client/unregisterCapability', () => null);
     c.onRequest('window/showMessageRequest', () => null);
     c.onRequest('workspace/workspaceFolders', () => [this.workspaceFolder()]);
     c.onRequest('workspace/applyEdit', () => ({ applied: false, failureReason: 'tether applies edits itself' }));
+    // Refresh requests (diagnostics, semantic tokens, inlay hints…) and anything else: an empty
+    // success. Some servers exit when a request of theirs is answered with an error.
+    c.onRequest(() => null);
     c.onNotification('textDocument/publishDiagnostics', (p: PublishDiagnosticsParams) => {
       const entry: PublishedDiagnostics = { version: p.version ?? undefined, diagnostics: p.diagnostics, seq: ++this.seq };
       this.diagnostics.set(p.uri, entry);
@@ -230,6 +238,7 @@ export class LspClient extends EventEmitter {
    * a change. Returns the document version the server now has and whether anything was sent.
    */
   async sync(uri: string, languageId: string, text: string): Promise<{ version: number; changed: boolean }> {
+    if (this.exit) throw new Error(this.describeExit());
     const doc = this.documents.get(uri);
     if (!doc) {
       const d = { version: 1, text, languageId };
@@ -246,10 +255,21 @@ export class LspClient extends EventEmitter {
 
   async save(uri: string): Promise<void> {
     const doc = this.documents.get(uri);
-    if (!doc) return;
+    if (!doc || this.exit) return;
     const save = this.capabilities.textDocumentSync;
     const includeText = typeof save === 'object' && typeof save.save === 'object' && save.save.includeText;
     await this.connection.sendNotification('textDocument/didSave', { textDocument: { uri }, ...(includeText ? { text: doc.text } : {}) });
+  }
+
+  /** Whether the server answers textDocument/diagnostic (pull), statically or by registration. */
+  get pullsDiagnostics(): boolean {
+    return Boolean(this.capabilities.diagnosticProvider) || this.registered.has('textDocument/diagnostic');
+  }
+
+  /** Asks for a document's diagnostics (LSP pull); exact for the version the server has. */
+  async pullDiagnostics(uri: string): Promise<Diagnostic[]> {
+    const r = await this.request<{ kind: 'full' | 'unchanged'; items?: Diagnostic[] }>('textDocument/diagnostic', { textDocument: { uri } });
+    return r?.items ?? [];
   }
 
   openDocument(uri: string): { version: number; text: string } | undefined {
@@ -270,9 +290,9 @@ export class LspClient extends EventEmitter {
    * first match it lingers `settleMs` for a follow-up publish (servers that send syntax and
    * semantic results separately). Resolves undefined at the deadline.
    */
-  waitDiagnostics(uri: string, version: number, afterSeq: number, deadline: number, settleMs: number): Promise<PublishedDiagnostics | undefined> {
+  waitDiagnostics(uri: string, version: number, afterSeq: number, deadline: number, settleMs: number, requireVersion = false): Promise<PublishedDiagnostics | undefined> {
     const matches = (p: PublishedDiagnostics | undefined) =>
-      p !== undefined && p.seq > afterSeq && (p.version === undefined || p.version >= version);
+      p !== undefined && p.seq > afterSeq && (p.version === undefined ? !requireVersion : p.version >= version);
     return new Promise((resolve) => {
       let settleTimer: NodeJS.Timeout | undefined;
       const finish = (value: PublishedDiagnostics | undefined) => {

@@ -1,6 +1,6 @@
 import type { ToolRegistry } from '../../registry';
 import type { RunContext } from '../../run';
-import type { ToolDefinition } from '../../tool';
+import { ToolError, type ToolDefinition } from '../../tool';
 import { runLspAction } from './actions';
 import { DiagnosticsOnWrite } from './diagnosticsOnWrite';
 import { DiagnosticsLedger } from './ledger';
@@ -8,6 +8,16 @@ import { lspCommands } from './probe';
 import { renameSymbol } from './rename';
 import { lspRenameSchema, lspSchema, type LspArgs, type LspRenameArgs } from './schemas';
 import { DEFAULT_LSP_SETTINGS, LspSession } from './session';
+
+/** A server that dies or misbehaves mid-call is the model's to read about, not a runner fault. */
+async function asToolError<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    if (err instanceof ToolError || (typeof (err as NodeJS.ErrnoException)?.code === 'string')) throw err;
+    throw new ToolError(`language server failure: ${(err as Error)?.message ?? String(err)}`);
+  }
+}
 
 /**
  * Registers `lsp` (read) and `lsp_rename` (write) when the run has the language-server
@@ -32,7 +42,7 @@ export function registerLsp(registry: ToolRegistry, run: RunContext): void {
     tier: 'read',
     inputSchema: lspSchema,
     parallelSafe: true,
-    run: (args, ctx) => runLspAction(session, ledger, args, ctx),
+    run: (args, ctx) => asToolError(runLspAction(session, ledger, args, ctx)),
   };
   const lspRename: ToolDefinition<LspRenameArgs> = {
     name: 'lsp_rename',
@@ -40,7 +50,7 @@ export function registerLsp(registry: ToolRegistry, run: RunContext): void {
     tier: 'write',
     inputSchema: lspRenameSchema,
     parallelSafe: false,
-    run: (args, ctx) => renameSymbol(run, session, args, ctx),
+    run: (args, ctx) => asToolError(renameSymbol(run, session, args, ctx)),
   };
   registry.register(lsp);
   registry.register(lspRename);

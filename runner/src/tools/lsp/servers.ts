@@ -12,8 +12,12 @@ export interface ServerSpec {
   args: string[];
   /** Sent as initializationOptions. */
   initializationOptions?: unknown;
-  /** How a file's diagnostics are obtained: awaited pushes (default) or asked for. */
-  diagnostics?: 'push' | 'tsserver-pull';
+  /**
+   * How a file's diagnostics are obtained: awaited pushes (default), pushes that carry the
+   * document version (unversioned ones, e.g. for a file before it was opened, are ignored),
+   * or asked of tsserver.
+   */
+  diagnostics?: 'push' | 'versioned-push' | 'tsserver-pull';
 }
 
 export const SERVERS: ServerSpec[] = [
@@ -44,6 +48,7 @@ export const SERVERS: ServerSpec[] = [
     extensions: { '.py': 'python', '.pyi': 'python' },
     rootMarkers: ['pyrightconfig.json', 'pyproject.toml', 'setup.py', 'setup.cfg', 'requirements.txt'],
     command: 'pyright-langserver',
+    diagnostics: 'versioned-push',
     args: ['--stdio'],
   },
   {
@@ -52,6 +57,7 @@ export const SERVERS: ServerSpec[] = [
     extensions: { '.c': 'c', '.h': 'c', '.cc': 'cpp', '.cpp': 'cpp', '.cxx': 'cpp', '.hpp': 'cpp', '.hh': 'cpp' },
     rootMarkers: ['compile_commands.json', 'compile_flags.txt', '.clangd', 'CMakeLists.txt', 'Makefile'],
     command: 'clangd',
+    diagnostics: 'versioned-push',
     // The background index would write .cache/clangd into the workspace; without it clangd
     // still indexes every open file and its headers.
     args: ['--background-index=false', '--log=error'],
@@ -62,6 +68,7 @@ export const SERVERS: ServerSpec[] = [
     extensions: { '.go': 'go' },
     rootMarkers: ['go.work', 'go.mod'],
     command: 'gopls',
+    diagnostics: 'versioned-push',
     args: [],
   },
   {

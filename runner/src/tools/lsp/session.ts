@@ -97,15 +97,14 @@ export class LspSession {
 
   /** The diagnostics of exactly the synced version, or undefined if the bound passes first. */
   async diagnosticsOf(f: SyncedFile, timeoutMs: number): Promise<PublishedDiagnostics | undefined> {
-    if (f.handle.spec.diagnostics === 'tsserver-pull') {
+    const client = f.handle.client;
+    const pull = f.handle.spec.diagnostics === 'tsserver-pull' ? () => pullTsserverDiagnostics(client, f.abs) : client.pullsDiagnostics ? () => client.pullDiagnostics(f.uri) : undefined;
+    if (pull) {
       let timer: NodeJS.Timeout | undefined;
-      const pulled = await Promise.race([
-        pullTsserverDiagnostics(f.handle.client, f.abs),
-        new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs))),
-      ]).finally(() => clearTimeout(timer));
-      return pulled && { version: f.version, diagnostics: pulled, seq: f.handle.client.diagnosticsSeq };
+      const pulled = await Promise.race([pull(), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs)))]).finally(() => clearTimeout(timer));
+      return pulled && { version: f.version, diagnostics: pulled, seq: client.diagnosticsSeq };
     }
-    return f.handle.client.waitDiagnostics(f.uri, f.version, f.changed ? f.seqBefore : 0, Date.now() + timeoutMs, this.settings.diagnosticsSettleMs);
+    return f.handle.client.waitDiagnostics(f.uri, f.version, f.changed ? f.seqBefore : 0, Date.now() + timeoutMs, this.settings.diagnosticsSettleMs, f.handle.spec.diagnostics === 'versioned-push');
   }
 
   /** An LSP request with the configured bound and the call's cancellation. */

@@ -31,8 +31,8 @@ export class ToolRegistry {
     const tool = this.tools.get(name);
     if (!tool) return fail(`unknown tool: ${name}`);
     try {
-      // A cancelled call ends now, even if the tool does not watch its signal: the client is
-      // never left waiting on work whose result nobody will read.
+      // A cancelled call ends within a short grace even if the tool does not watch its signal:
+      // the client is never left waiting; a tool that does watch reports its own ending.
       return await Promise.race([tool.run(args, ctx), aborted(ctx.signal)]);
     } catch (err) {
       if (err instanceof ToolError) return fail(err.message, err.structured);
@@ -45,9 +45,15 @@ export class ToolRegistry {
   }
 }
 
+/** How long a cancelled tool may take to report its own ending before the call is cut. */
+const CANCEL_GRACE_MS = 2000;
+
 function aborted(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {
-    const fire = () => reject(new ToolError(`cancelled: ${String(signal.reason ?? 'the call was cancelled')}`));
+    const fire = () => {
+      const timer = setTimeout(() => reject(new ToolError(`cancelled: ${String(signal.reason ?? 'the call was cancelled')}`)), CANCEL_GRACE_MS);
+      timer.unref();
+    };
     if (signal.aborted) fire();
     else signal.addEventListener('abort', fire, { once: true });
   });

@@ -51,7 +51,7 @@ test('PROMPT denied: a refusal the model can read, with the human\'s reason, and
   const runId = await runWith({ write: Approval.PROMPT });
   const r = await t.alice.callTool(runId, 'write', { path: 'b.txt', content: 'x' }, { onQuestion: () => ({ approved: false, freeText: 'not on Fridays' }) });
   assert.equal(r.result.isError, true);
-  assert.match(resultText(r.result), /refused: write was not approved \(the human denied it: not on Fridays\)/);
+  assert.match(resultText(r.result), /refused: write was not approved \(the human did not approve it and wrote: not on Fridays\)/);
   assert.equal(r.questions.length, 1);
   assert.equal(await fileOf(runId, 'b.txt'), undefined);
   const skipped = await t.alice.callTool(runId, 'write', { path: 'b.txt', content: 'x' }, { onQuestion: () => ({ skipped: true }) });

@@ -231,8 +231,13 @@ describe('gateway end to end through the process provider', () => {
       .catch((e) => e as grpc.ServiceError);
     assert.equal((err as grpc.ServiceError).code, grpc.status.UNAVAILABLE, String(err));
     assert.ok(Date.now() - started < 5000);
-    const failed = await t.alice.getRun(victim.runId);
+    let failed = await t.alice.getRun(victim.runId);
     assert.equal(failed.state, RunState.FAILED);
+    // The sandbox's own exit reason follows the connection's loss within moments.
+    for (let i = 0; i < 20 && !/SIGKILL/.test(failed.error); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      failed = await t.alice.getRun(victim.runId);
+    }
     assert.match(failed.error, /SIGKILL/);
     await assert.rejects(t.alice.callTool(victim.runId, 'read', { path: 'x' }), (e) => code(e) === grpc.status.FAILED_PRECONDITION);
     assert.equal((await t.alice.callTool(run.runId, 'read', { path: 'src/hello.py' })).result.isError, false);

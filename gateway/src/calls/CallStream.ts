@@ -168,7 +168,9 @@ export class CallStream {
     if ('timeout' in a) return { kind: 'denied', reason: 'nobody answered the approval prompt in time' };
     if ('closed' in a) return { kind: 'denied', reason: a.closed };
     const approved = a.approved || (!a.skipped && a.selected.length === 1 && a.selected[0] === 1);
-    return approved ? { kind: 'approved' } : { kind: 'denied', reason: a.freeText.trim() ? `the human denied it: ${a.freeText.trim()}` : 'the human denied it' };
+    if (approved) return { kind: 'approved' };
+    const said = a.freeText.trim();
+    return { kind: 'denied', reason: said ? `the human did not approve it and wrote: ${said}` : a.skipped ? 'the human skipped the approval' : 'the human denied it' };
   }
 
   /** Forwards a tool the gateway does not own to the client, and waits for its result. */

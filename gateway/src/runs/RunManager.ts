@@ -145,9 +145,21 @@ export class RunManager {
     run.sandbox = sandbox;
     const runner = new RunnerClient(sandbox);
     run.runner = runner;
+    // The connection often notices a dead runner before the sandbox's exit is reported: the
+    // run is FAILED from that moment, and the exit's reason (OOM, signal) replaces the
+    // provisional one when it arrives.
+    let provisional = false;
+    runner.onGone((err) => {
+      if (run.state !== 'READY' && run.state !== 'STARTING') return;
+      this.markFailed(run, `the runner stopped answering: ${err.message}`);
+      provisional = true;
+    });
     void sandbox.exited.then((exit) => {
-      if (run.state === 'STOPPED') return;
-      this.markFailed(run, exit.oomKilled ? 'the run ran out of memory and its sandbox was killed (OOM)' : `the run's sandbox ended: ${exit.reason}`);
+      const reason = exit.oomKilled ? 'the run ran out of memory and its sandbox was killed (OOM)' : `the run's sandbox ended: ${exit.reason}`;
+      if (run.state === 'FAILED' && provisional) {
+        run.error = reason;
+        provisional = false;
+      } else if (run.state !== 'STOPPED') this.markFailed(run, reason);
     });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {

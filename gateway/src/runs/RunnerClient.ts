@@ -38,6 +38,7 @@ export class RunnerClient {
   private readonly calls = new Map<string, { hooks: CallHooks; reject: (e: Error) => void }>();
   private gone: Error | undefined;
   private readonly eventListeners: ((e: RunEventParams) => void)[] = [];
+  private readonly goneListeners: ((err: Error) => void)[] = [];
   lastActivity = Date.now();
 
   constructor(readonly sandbox: Sandbox) {
@@ -67,6 +68,13 @@ export class RunnerClient {
     for (const c of this.calls.values()) c.reject(err);
     this.calls.clear();
     this.connection.dispose();
+    this.goneListeners.forEach((l) => l(err));
+  }
+
+  /** Called once, when the runner can no longer be reached. */
+  onGone(listener: (err: Error) => void): void {
+    if (this.gone) listener(this.gone);
+    else this.goneListeners.push(listener);
   }
 
   get failure(): Error | undefined {

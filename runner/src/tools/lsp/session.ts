@@ -5,6 +5,7 @@ import type { Workspace } from '../../workspace';
 import type { PublishedDiagnostics } from './client';
 import { LocationFormatter, toUri } from './format';
 import { pullTsserverDiagnostics } from './tsserverDiagnostics';
+import { SERVERS, type ServerSpec } from './servers';
 import { ServerSupervisor, type Placement, type ServerHandle, type SupervisorSettings } from './supervisor';
 
 export interface LspSettings extends SupervisorSettings {
@@ -48,8 +49,8 @@ export class LspSession {
   readonly supervisor: ServerSupervisor;
   readonly format: LocationFormatter;
 
-  constructor(readonly workspace: Workspace, readonly settings: LspSettings) {
-    this.supervisor = new ServerSupervisor(workspace.root, settings);
+  constructor(readonly workspace: Workspace, readonly settings: LspSettings, servers: ServerSpec[] = SERVERS) {
+    this.supervisor = new ServerSupervisor(workspace.root, settings, servers);
     this.format = new LocationFormatter(workspace.root);
   }
 

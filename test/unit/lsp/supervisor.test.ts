@@ -1,0 +1,108 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Workspace } from '../../../runner/src/workspace';
+import { DiagnosticsOnWrite } from '../../../runner/src/tools/lsp/diagnosticsOnWrite';
+import { DiagnosticsLedger } from '../../../runner/src/tools/lsp/ledger';
+import { DEFAULT_LSP_SETTINGS, LspSession, type LspSettings } from '../../../runner/src/tools/lsp/session';
+import type { ServerSpec } from '../../../runner/src/tools/lsp/servers';
+import type { Placement } from '../../../runner/src/tools/lsp/supervisor';
+
+const FAKE: ServerSpec = {
+  id: 'fake',
+  languages: 'Fake',
+  extensions: { '.fake': 'fake' },
+  rootMarkers: ['fake.json'],
+  command: path.basename(process.execPath),
+  args: [path.join(__dirname, 'fakeServer.js')],
+  diagnostics: 'versioned-push',
+};
+
+function session(settings: Partial<LspSettings>, env: Record<string, string> = {}) {
+  const root = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'lsp-fake-')));
+  writeFileSync(path.join(root, 'fake.json'), '{}');
+  writeFileSync(path.join(root, 'a.fake'), 'fine\n');
+  // The supervisor hands its own environment to servers it starts.
+  for (const k of ['FAKE_PROGRESS_MS', 'FAKE_PUBLISH']) delete process.env[k];
+  Object.assign(process.env, env, { PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH}` });
+  const s = new LspSession(new Workspace(root), { ...DEFAULT_LSP_SETTINGS, progressGraceMs: 50, ...settings }, [FAKE]);
+  return { s, root, file: path.join(root, 'a.fake') };
+}
+
+async function placed(s: LspSession, file: string): Promise<Extract<Placement, { ok: true }>> {
+  const p = await s.supervisor.place(file);
+  assert.ok(p.ok, JSON.stringify(p));
+  return p;
+}
+
+test('readiness waits for indexing progress to end', async () => {
+  const { s, file } = session({ readyTimeoutMs: 5000 }, { FAKE_PROGRESS_MS: '300' });
+  const t0 = Date.now();
+  const h = await s.supervisor.ensure(await placed(s, file));
+  assert.ok(Date.now() - t0 >= 280, 'returned before the progress ended');
+  assert.equal(h.readyNote, undefined);
+  await s.supervisor.stopAll();
+});
+
+test('the readiness bound is kept, and said', async () => {
+  const { s, file } = session({ readyTimeoutMs: 400 }, { FAKE_PROGRESS_MS: '5000' });
+  const t0 = Date.now();
+  const h = await s.supervisor.ensure(await placed(s, file));
+  assert.ok(Date.now() - t0 < 2000);
+  assert.match(h.readyNote ?? '', /fake was still busy \(indexing\) after 400 ms; answers may be incomplete/);
+  await s.supervisor.stopAll();
+});
+
+test('a crashed server is restarted on the next call and the crash is kept for status', async () => {
+  const { s, file } = session({});
+  const first = await s.supervisor.ensure(await placed(s, file));
+  const pid = first.client.pid!;
+  process.kill(pid, 'SIGKILL');
+  await new Promise<void>((r) => first.client.once('exit', () => r()));
+  const second = await s.supervisor.ensure(await placed(s, file));
+  assert.notEqual(second.client.pid, pid);
+  const [st] = await s.supervisor.status();
+  assert.equal(st.running.length, 1);
+  assert.equal(st.crashes[0].count, 1);
+  assert.equal(st.crashes[0].last.signal, 'SIGKILL');
+  await s.supervisor.stopAll();
+  const [after] = await s.supervisor.status();
+  assert.equal(after.crashes[0].count, 1, 'an orderly stop is not a crash');
+});
+
+test('an idle server is stopped after the configured time, without counting as a crash', async () => {
+  const { s, file } = session({ idleStopMs: 200 });
+  const h = await s.supervisor.ensure(await placed(s, file));
+  await new Promise<void>((r) => h.client.once('exit', () => r()));
+  const [st] = await s.supervisor.status();
+  assert.deepEqual([st.running.length, st.crashes.length], [0, 0]);
+});
+
+test('diagnostics on write: new ones once; a server that never publishes costs only the bound', async () => {
+  const { s, file } = session({ writeDiagnosticsTimeoutMs: 2000 });
+  const wrap = new DiagnosticsOnWrite(s, new DiagnosticsLedger());
+  writeFileSync(file, 'fine\nBAD\n');
+  const [first] = await wrap.afterWrite([file]);
+  assert.match(first.type === 'text' ? first.text : '', /new diagnostics in a\.fake \(fake\):\na\.fake:2:1: error \[bad\] BAD is not allowed/);
+  writeFileSync(file, 'fine\n\n\nBAD\n');
+  assert.deepEqual(await wrap.afterWrite([file]), []);
+  await s.supervisor.stopAll();
+
+  const hung = session({ writeDiagnosticsTimeoutMs: 300 }, { FAKE_PUBLISH: 'never' });
+  const hungWrap = new DiagnosticsOnWrite(hung.s, new DiagnosticsLedger());
+  await hung.s.supervisor.ensure(await placed(hung.s, hung.file));
+  writeFileSync(hung.file, 'BAD\n');
+  const t0 = Date.now();
+  const [note] = await hungWrap.afterWrite([hung.file]);
+  assert.ok(Date.now() - t0 < 1500);
+  assert.match(note.type === 'text' ? note.text : '', /diagnostics not checked for a\.fake: fake sent none within 300 ms \(the write is done\)/);
+  await hung.s.supervisor.stopAll();
+});
+
+test('a file no server handles is simply written', async () => {
+  const { s, root } = session({});
+  writeFileSync(path.join(root, 'notes.txt'), 'x');
+  assert.deepEqual(await new DiagnosticsOnWrite(s, new DiagnosticsLedger()).afterWrite([path.join(root, 'notes.txt')]), []);
+});

@@ -40,6 +40,8 @@ export interface LaunchOptions {
   root: string;
   env: NodeJS.ProcessEnv;
   initializationOptions?: unknown;
+  /** Answers to workspace/configuration, by section. */
+  settings?: Record<string, unknown>;
 }
 
 const CAPABILITIES: ClientCapabilities = {
@@ -135,7 +137,9 @@ export class LspClient extends EventEmitter {
 
   private registerHandlers(): void {
     const c = this.connection;
-    c.onRequest('workspace/configuration', (params: { items: unknown[] }) => params.items.map(() => null));
+    c.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) =>
+      params.items.map((i) => (i.section !== undefined ? this.options.settings?.[i.section] : undefined) ?? null),
+    );
     c.onRequest('window/workDoneProgress/create', () => null);
     c.onRequest('client/registerCapability', (p: { registrations?: { method: string }[] }) => {
       for (const r of p.registrations ?? []) this.registered.add(r.method);

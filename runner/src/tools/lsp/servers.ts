@@ -12,6 +12,8 @@ export interface ServerSpec {
   args: string[];
   /** Sent as initializationOptions. */
   initializationOptions?: unknown;
+  /** Answers to the server's workspace/configuration requests, by section. */
+  settings?: Record<string, unknown>;
   /**
    * How a file's diagnostics are obtained: awaited pushes (default), pushes that carry the
    * document version (unversioned ones, e.g. for a file before it was opened, are ignored),
@@ -70,6 +72,8 @@ export const SERVERS: ServerSpec[] = [
     command: 'gopls',
     diagnostics: 'versioned-push',
     args: [],
+    // gopls holds diagnostics back 250 ms to batch keystrokes; a tool write is one deliberate save.
+    settings: { gopls: { diagnosticsDelay: '0s' } },
   },
   {
     id: 'rust-analyzer',

@@ -127,6 +127,11 @@ describe('python', () => {
     assert.match(time.text, /Wall time: [\d.]+ \S+s\n\n45$/);
     const timeit = await cell('%%timeit -n 5 -r 2\nsum(range(10))');
     assert.match(timeit.text, /per loop \(mean ± std\. dev\. of 2 runs, 5 loops each\)/);
+    if (docker) {
+      // The image has no IPython: the reflexive import still works, and Markdown shows as its text.
+      const shim = await cell('from IPython.display import display, Markdown\ndisplay(Markdown("**bold**"))');
+      assert.equal(shim.text, '**bold**');
+    }
     const unknown = await cell('%load_ext autoreload');
     assert.equal(unknown.result.isError, true);
     assert.match(unknown.text, /%load_ext is not supported here/);
@@ -284,6 +289,8 @@ describe('javascript', () => {
     assert.equal(err.result.isError, true);
     assert.match(err.text, /TypeError: bad\n\s+at boom cell line 1:\d+\n\s+at cell line 2:1/);
     assert.equal((await js('m')).text, '20');
+    const imported = await js('import { join } from "node:path"\njoin("a", "b")');
+    assert.equal(imported.text, "'a/b'");
   });
 
   test('await tool() in flight together; display() of records is a table', async () => {

@@ -50,3 +50,10 @@ test('a syntax error names the line and column', () => {
     (e: unknown) => e instanceof CellSyntaxError && e.line === 2 && /Unexpected token/.test(e.message),
   );
 });
+
+test('static imports become dynamic ones, so a cell may import like a module', async () => {
+  const p = prepareCell('import path, { join as j, sep } from "node:path"\nimport * as os from "node:os"\nj("a", "b") + sep + typeof path.join + typeof os.cpus');
+  assert.equal(p.async, true);
+  assert.match(p.source, /\(\{ default: path, join: j, sep \} = await import\("node:path"\)\);\n\(os = await import\("node:os"\)\);/);
+  assert.throws(() => prepareCell('export const x = 1'), (e: unknown) => e instanceof CellSyntaxError && /use require\(\) or await import\(\)/.test(e.message));
+});

@@ -82,13 +82,60 @@ function apply(code: string, edits: Edit[]): string {
   return out;
 }
 
-export function prepareCell(code: string): PreparedCell {
+function parseScript(code: string): AnyNode {
+  return parse(code, { ecmaVersion: 'latest', sourceType: 'script', allowAwaitOutsideFunction: true, locations: true }) as AnyNode;
+}
+
+/**
+ * Static `import` statements, typed by reflex, become dynamic imports a script can run:
+ * `import x, { a as b } from "m"` → `const { default: x, a: b } = await import("m")`.
+ */
+function importsToDynamic(code: string): string | undefined {
   let program: AnyNode;
   try {
-    program = parse(code, { ecmaVersion: 'latest', sourceType: 'script', allowAwaitOutsideFunction: true, locations: true }) as AnyNode;
+    program = parse(code, { ecmaVersion: 'latest', sourceType: 'module', allowAwaitOutsideFunction: true }) as AnyNode;
+  } catch {
+    return undefined;
+  }
+  const edits: Edit[] = [];
+  for (const stmt of program.body as AnyNode[]) {
+    if (stmt.type === 'ExportNamedDeclaration' || stmt.type === 'ExportDefaultDeclaration' || stmt.type === 'ExportAllDeclaration') return undefined;
+    if (stmt.type !== 'ImportDeclaration') continue;
+    const from = `await import(${code.slice(stmt.source.start, stmt.source.end)})`;
+    const names: string[] = [];
+    let namespace: string | undefined;
+    for (const spec of stmt.specifiers as AnyNode[]) {
+      if (spec.type === 'ImportNamespaceSpecifier') namespace = spec.local.name;
+      else if (spec.type === 'ImportDefaultSpecifier') names.push(`default: ${spec.local.name}`);
+      else {
+        const imported = spec.imported.type === 'Identifier' ? spec.imported.name : JSON.stringify(spec.imported.value);
+        names.push(imported === spec.local.name ? imported : `${imported}: ${spec.local.name}`);
+      }
+    }
+    const parts: string[] = [];
+    if (namespace) parts.push(`const ${namespace} = ${from};`);
+    if (names.length) parts.push(`const { ${names.join(', ')} } = ${namespace ?? from};`);
+    if (!parts.length) parts.push(`${from};`);
+    edits.push({ start: stmt.start, end: stmt.end, text: parts.join(' ') });
+  }
+  return edits.length ? apply(code, edits) : undefined;
+}
+
+export function prepareCell(source: string): PreparedCell {
+  let code = source;
+  let program: AnyNode;
+  try {
+    program = parseScript(code);
   } catch (err) {
-    const e = err as Error & { loc?: { line: number; column: number } };
-    throw new CellSyntaxError(e.message, e.loc?.line ?? 1, e.loc?.column ?? 0);
+    const rewritten = importsToDynamic(code);
+    if (rewritten !== undefined) {
+      code = rewritten;
+      program = parseScript(code);
+    } else {
+      const e = err as Error & { loc?: { line: number; column: number } };
+      const hint = /'import' and 'export'/.test(e.message) ? ' (a cell is a script: use require() or await import())' : '';
+      throw new CellSyntaxError(e.message + hint, e.loc?.line ?? 1, e.loc?.column ?? 0);
+    }
   }
   const body: AnyNode[] = program.body;
   const last = body[body.length - 1];

@@ -213,6 +213,14 @@ def render(obj):
         item = png_of_figure(fig)
         close_figure(fig)
         return item
+    repr_markdown = getattr(obj, '_repr_markdown_', None)
+    if callable(repr_markdown) and not isinstance(obj, type):
+        try:
+            text = repr_markdown()
+            if isinstance(text, str):
+                return {'type': 'text', 'text': clip(text, LIMITS['reprChars'])}
+        except Exception:
+            pass
     repr_png = getattr(obj, '_repr_png_', None)
     if callable(repr_png) and not isinstance(obj, type):
         try:
@@ -549,6 +557,46 @@ class TetherNamespace(Magics):
         return None
 
 
+class Image:
+    """IPython.display.Image, for PNG data or a PNG file."""
+
+    def __init__(self, data=None, filename=None, **_):
+        if filename is None and isinstance(data, str):
+            filename, data = data, None
+        if filename is not None:
+            with open(filename, 'rb') as f:
+                data = f.read()
+        self.data = data
+
+    def _repr_png_(self):
+        return self.data
+
+
+class TextDisplay:
+    """IPython.display.Markdown / HTML / Pretty: shown as their text."""
+
+    def __init__(self, data=None, **_):
+        self.data = '' if data is None else str(data)
+
+    def __repr__(self):
+        return self.data
+
+
+def install_ipython_shim():
+    """'from IPython.display import display' works without IPython installed."""
+    try:
+        import IPython  # noqa: F401
+        return
+    except ImportError:
+        pass
+    shim = types.ModuleType('IPython')
+    disp = types.ModuleType('IPython.display')
+    disp.display, disp.Image = display, Image
+    disp.Markdown = disp.HTML = disp.Pretty = disp.Code = TextDisplay
+    shim.display = disp
+    sys.modules['IPython'], sys.modules['IPython.display'] = shim, disp
+
+
 # ---- running a cell ------------------------------------------------------------------------
 
 user_module = types.ModuleType('__main__')
@@ -594,7 +642,7 @@ def format_error(e):
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename not in DRIVER_FILES]
     if len(frames) > 12:
         frames = frames[:4] + [None] + frames[-6:]
-    lines = ['Traceback (most recent call last):']
+    lines = ['Traceback (most recent call last):'] if frames else []
     for f in frames:
         if f is None:
             lines.append('  …')
@@ -647,6 +695,7 @@ def main():
     signal.signal(signal.SIGINT, on_sigint)
     warnings.filterwarnings('ignore', message='.*non-interactive.*')
     sys.stdout, sys.stderr = stdout, stderr
+    install_ipython_shim()
     threading.Thread(target=read_commands, daemon=True).start()
     threading.Thread(target=flush_periodically, daemon=True).start()
     send({'t': 'ready', 'language': 'python', 'version': sys.version.split()[0], 'pid': os.getpid()})

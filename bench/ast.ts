@@ -5,8 +5,9 @@
  * sources under node_modules, copied to a temp dir once (so .gitignore rules of this repo
  * do not apply and both tools see the same files).
  *
- *   node dist/bench/ast.js            # all corpora
+ *   node dist/bench/ast.js            # all corpora, default settings (cache 512 MB)
  *   AST_BENCH_WORKERS=0 node ...      # ours without worker threads
+ *   AST_BENCH_CACHE_MB=1024 node ...  # a larger tree cache (results go to ast-cache1024.json)
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
@@ -77,14 +78,21 @@ function astGrep(c: Corpus, pattern: string): { ms: number; peakMB: number; matc
 }
 
 /** Our side, in a fresh process per pattern so the first query is really first. */
-function ours(c: Corpus, pattern: string, workers: number): { firstMs: number; repeatedMs: ReturnType<typeof summary>; peakMB: number; matches: number } {
-  const out = execFileSync(process.execPath, [__filename, '--child', c.dir, c.language, pattern, String(workers)], { encoding: 'utf8', maxBuffer: 1 << 26 });
+function ours(c: Corpus, pattern: string, workers: number, cacheMB: number): { firstMs: number; repeatedMs: ReturnType<typeof summary>; peakMB: number; matches: number } {
+  const out = execFileSync(process.execPath, [__filename, '--child', c.dir, c.language, pattern, String(workers), String(cacheMB)], { encoding: 'utf8', maxBuffer: 1 << 26 });
   return JSON.parse(out.trim().split('\n').pop()!);
 }
 
-async function child(dir: string, language: string, pattern: string, workers: number): Promise<void> {
-  const { runnerFor } = await import('../test/helpers/runner');
-  const { call } = await runnerFor({ ast: true }, { ast: { workers } }, dir);
+async function child(dir: string, language: string, pattern: string, workers: number, cacheMB: number): Promise<void> {
+  const { RunContext } = await import('../runner/src/run');
+  const { ToolRegistry } = await import('../runner/src/registry');
+  const { registerAst } = await import('../runner/src/tools/ast');
+  const { runnerContext, NO_FEATURES } = await import('../test/helpers/runner');
+  // Only the ast family, as a runner with feature `ast` has it.
+  const run = new RunContext({ runId: 'bench', conversationId: 'bench', workspace: dir, features: { ...NO_FEATURES, ast: true }, settings: { ast: { workers, cacheMB } } });
+  const registry = new ToolRegistry();
+  registerAst(registry, run);
+  const call = (tool: string, args: unknown) => registry.call(tool, args, runnerContext());
   const query = async () => {
     const t = process.hrtime.bigint();
     const r = await call('ast_grep', { pattern, language, max_results: 50 });
@@ -101,14 +109,15 @@ async function child(dir: string, language: string, pattern: string, workers: nu
 
 async function main(): Promise<void> {
   const workers = Number(process.env.AST_BENCH_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())));
-  const results: Record<string, unknown> = { workers, repeats: REPEATS, note: 'ast-grep is run twice per pattern; its second run is the baseline for our repeated query' };
+  const cacheMB = Number(process.env.AST_BENCH_CACHE_MB ?? 512);
+  const results: Record<string, unknown> = { workers, cacheMB, repeats: REPEATS, note: 'ast-grep is run twice per pattern; its second run is the baseline for our repeated query' };
   for (const c of corpora()) {
     const size = countFiles(c.dir, c.language === 'python' ? '.py' : '.ts');
     const rows = [];
     for (const pattern of c.patterns) {
       const theirsFirst = astGrep(c, pattern);
       const theirsAgain = astGrep(c, pattern);
-      const mine = ours(c, pattern, workers);
+      const mine = ours(c, pattern, workers, cacheMB);
       rows.push({
         pattern,
         astGrep: { firstMs: Math.round(theirsFirst.ms), secondMs: Math.round(theirsAgain.ms), peakMB: Math.max(theirsFirst.peakMB, theirsAgain.peakMB), matches: theirsFirst.matches },
@@ -121,11 +130,11 @@ async function main(): Promise<void> {
     results[c.name] = { files: size.files, megabytes: +(size.bytes / 2 ** 20).toFixed(1), rows };
   }
   results.loadAverage = os.loadavg();
-  writeResult('ast', results);
+  writeResult(cacheMB === 512 ? 'ast' : `ast-cache${cacheMB}`, results);
 }
 
 if (process.argv[2] === '--child') {
-  child(process.argv[3], process.argv[4], process.argv[5], Number(process.argv[6])).catch((err) => {
+  child(process.argv[3], process.argv[4], process.argv[5], Number(process.argv[6]), Number(process.argv[7])).catch((err) => {
     console.error(err);
     process.exit(1);
   });

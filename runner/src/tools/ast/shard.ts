@@ -4,7 +4,9 @@ import { languageById } from './languages';
 import { findAll, type Captures, type Match } from './matcher';
 import { compilePattern, type CompiledPattern } from './pattern';
 import { applyReplacements, RewriteTemplate, type Replacement } from './rewrite';
-import { TreeCache } from './treeCache';
+import { TreeCache, type CachedFile } from './treeCache';
+
+const READ_AHEAD = 32;
 
 /** One file of a job, as the walker saw it. */
 export interface JobFile {
@@ -93,18 +95,22 @@ export class Shard {
     this.cache.beginPass();
     const out: FileOutcome[] = [];
     let described = 0;
-    for (const f of job.files) {
+    // Reads run ahead of parsing: one file at a time would wait on the disk most of the time.
+    const loads: Promise<CachedFile | undefined>[] = [];
+    const loadAhead = (upTo: number) => {
+      for (let i = loads.length; i < Math.min(upTo, job.files.length); i++) {
+        const f = job.files[i];
+        loads.push(this.cache.load(f.abs, f.mtimeMs, f.size).catch(() => undefined)); // vanished since the walk: skip
+      }
+    };
+    for (const [i, f] of job.files.entries()) {
+      loadAhead(i + READ_AHEAD);
       const compiled = await this.compiled(job.pattern, f.language).catch((err: unknown) => {
         if (err instanceof ToolError) return undefined;
         throw err;
       });
-      if (!compiled) continue;
-      let file;
-      try {
-        file = await this.cache.load(f.abs, f.mtimeMs, f.size);
-      } catch {
-        continue; // vanished or unreadable since the walk: nothing to search
-      }
+      const file = await loads[i];
+      if (!compiled || !file) continue;
       if (file.kind === 'binary') {
         out.push({ abs: f.abs, binary: true, total: 0, matches: [] });
         continue;

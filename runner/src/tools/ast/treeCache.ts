@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import type { Tree } from 'web-tree-sitter';
 import { parserFor, type LanguageSpec } from './languages';
 
@@ -93,7 +93,10 @@ export class TreeCache {
     }
     this.misses++;
     if (known) this.drop(known);
-    const buf = await fs.readFile(abs);
+    // Synchronous on purpose: the cache runs on search workers, where nothing else waits, and
+    // one blocking read of a file in the page cache is far cheaper than fs.promises' four
+    // thread-pool round trips (open, stat, read, close).
+    const buf = readFileSync(abs);
     const file: CachedFile = looksBinary(buf) ? { kind: 'binary' } : { kind: 'text', source: buf.toString('utf8') };
     const again = this.entries.get(abs);
     if (again) this.drop(again);

@@ -15,7 +15,7 @@ import type {
 import type { ToolResult } from '../../protocol';
 import { ToolError, ok, type ToolContext } from '../../tool';
 import { runProjectCheckers } from './checker';
-import { capped } from './format';
+import { capped, foldRepeats } from './format';
 import type { DiagnosticsLedger } from './ledger';
 import { locateSymbol } from './position';
 import { DOCUMENT_SYMBOLS_CAP, REFERENCES_CAP, WORKSPACE_SYMBOLS_CAP, type LspArgs, type NavigationAction } from './schemas';
@@ -101,7 +101,7 @@ async function navigate(session: LspSession, action: NavigationAction, args: Lsp
   const noun = action === 'references' ? 'references' : action === 'definition' ? 'definition(s)' : action === 'type_definition' ? 'type definition(s)' : 'implementation(s)';
   if (lines.length === 0) return ok(header(synced, `no ${noun} found for ${where}`));
   const cut = capped(lines, REFERENCES_CAP, noun);
-  return ok(header(synced, `${cut.note} for ${where}:\n${cut.lines.join('\n')}`), { locations: cut.lines, total: lines.length });
+  return ok(header(synced, `${cut.note} for ${where}:\n${foldRepeats(cut.lines).join('\n')}`), { locations: cut.lines, total: lines.length });
 }
 
 async function symbols(session: LspSession, args: LspArgs, ctx: ToolContext): Promise<ToolResult> {

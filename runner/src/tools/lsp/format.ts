@@ -88,6 +88,17 @@ export class LocationFormatter {
   }
 }
 
+/** Folds identical consecutive lines (two uses on one source line) into one, counted. */
+export function foldRepeats(lines: string[]): string[] {
+  const out: { text: string; n: number }[] = [];
+  for (const l of lines) {
+    const last = out[out.length - 1];
+    if (last && last.text === l) last.n++;
+    else out.push({ text: l, n: 1 });
+  }
+  return out.map((o) => (o.n > 1 ? `${o.text}  (${o.n} on this line)` : o.text));
+}
+
 /** Cuts a list at `cap` and says so: "showing 50 of 312". */
 export function capped(lines: string[], cap: number, noun: string): { lines: string[]; note: string } {
   if (lines.length <= cap) return { lines, note: `${lines.length} ${noun}` };

@@ -7,7 +7,7 @@
  * in this script's globals, which cells never see.
  */
 export const PYTHON_DRIVER = String.raw`
-import ast, base64, builtins, importlib, io, json, linecache, os, queue, re, shlex, signal, site
+import ast, base64, builtins, importlib, importlib.abc, importlib.util, io, json, linecache, os, queue, re, shlex, signal, site
 import subprocess, sys, threading, time, timeit as _timeit, traceback, types, warnings
 
 LIMITS = json.loads(sys.argv[1])
@@ -582,19 +582,28 @@ class TextDisplay:
         return self.data
 
 
-def install_ipython_shim():
-    """'from IPython.display import display' works without IPython installed."""
-    try:
-        import IPython  # noqa: F401
-        return
-    except ImportError:
-        pass
-    shim = types.ModuleType('IPython')
-    disp = types.ModuleType('IPython.display')
-    disp.display, disp.Image = display, Image
-    disp.Markdown = disp.HTML = disp.Pretty = disp.Code = TextDisplay
-    shim.display = disp
-    sys.modules['IPython'], sys.modules['IPython.display'] = shim, disp
+class IPythonStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves 'IPython' and 'IPython.display' when no real IPython is installed (it is last on
+    sys.meta_path), so 'from IPython.display import display' works; get_ipython() is None, as
+    outside a notebook, so libraries probing for a notebook behave as in plain Python."""
+
+    NAMES = ('IPython', 'IPython.display')
+
+    def find_spec(self, name, path, target=None):
+        if name in self.NAMES:
+            return importlib.util.spec_from_loader(name, self, is_package=name == 'IPython')
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if module.__name__ == 'IPython':
+            module.get_ipython = lambda: None
+            module.display = display
+        else:
+            module.display, module.Image = display, Image
+            module.Markdown = module.HTML = module.Pretty = module.Code = TextDisplay
 
 
 # ---- running a cell ------------------------------------------------------------------------
@@ -695,7 +704,7 @@ def main():
     signal.signal(signal.SIGINT, on_sigint)
     warnings.filterwarnings('ignore', message='.*non-interactive.*')
     sys.stdout, sys.stderr = stdout, stderr
-    install_ipython_shim()
+    sys.meta_path.append(IPythonStandIn())
     threading.Thread(target=read_commands, daemon=True).start()
     threading.Thread(target=flush_periodically, daemon=True).start()
     send({'t': 'ready', 'language': 'python', 'version': sys.version.split()[0], 'pid': os.getpid()})

@@ -77,8 +77,16 @@ function cellText(v: unknown): string {
   return clip(typeof v === 'string' ? v : util.inspect(v, { depth: 1, breakLength: Infinity }), limits.cellChars);
 }
 
-/** An array of plain objects is a table (as console.table shows it); anything else its inspection. */
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+/**
+ * PNG bytes are an image; an array of plain objects is a table (as console.table shows it);
+ * anything else its inspection.
+ */
 function render(value: unknown): ContentItem {
+  if (value instanceof Uint8Array && value.byteLength >= 8 && Buffer.from(value.buffer, value.byteOffset, 8).equals(PNG_SIGNATURE)) {
+    return { type: 'image', mime: 'image/png', data: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
+  }
   if (isRecordArray(value)) {
     const columns = [...new Set(value.slice(0, limits.tableRows).flatMap((r) => Object.keys(r)))].slice(0, limits.tableColumns);
     const rows = value.slice(0, limits.tableRows).map((r, i) => [String(i), ...columns.map((c) => (c in r ? cellText(r[c]) : ''))]);

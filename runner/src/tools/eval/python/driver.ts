@@ -204,6 +204,21 @@ def figure_of(obj):
 
 
 def render(obj):
+    try:
+        return render_rich(obj)
+    except Exception as e:
+        # A rich form that fails to render must not fail the cell: fall back to the repr.
+        return {'type': 'text', 'text': clip(safe_repr(obj), LIMITS['reprChars']) + '\n(could not render it richly: ' + repr(e) + ')'}
+
+
+def safe_repr(obj):
+    try:
+        return repr(obj)
+    except Exception as e:
+        return '<' + type(obj).__name__ + ' object; repr() failed: ' + repr(e) + '>'
+
+
+def render_rich(obj):
     pd = sys.modules.get('pandas')
     if pd is not None and isinstance(obj, (pd.DataFrame, pd.Series)):
         return table_of(obj)
@@ -510,6 +525,12 @@ LINE_MAGICS = {
 
 def rewrite(code, filename):
     """Turns the IPython idioms people type by reflex into plain Python, line for line."""
+    try:
+        # Valid Python has no idioms to rewrite: a line like "!x" inside a string stays as it is.
+        ast.parse(code)
+        return code
+    except SyntaxError:
+        pass
     lines = code.split('\n')
     first = next((i for i, l in enumerate(lines) if l.strip()), None)
     if first is not None:

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import type {
   CodeAction,
   Command,
@@ -33,7 +33,7 @@ export async function locate(session: LspSession, args: { file?: string; line?: 
   if (!args.symbol) throw new ToolError(`${action} needs symbol: a substring of line ${args.line} naming what you mean (columns are never guessed)`);
   const abs = await session.resolveFile(args.file);
   const placement = await session.placeOrFail(abs);
-  const text = await readFile(abs, 'utf8');
+  const text = readFileSync(abs, 'utf8');
   const { position, range } = locateSymbol(text, args.line, args.symbol, args.occurrence);
   const synced = await session.sync(abs, placement, text);
   return { synced, position, range };

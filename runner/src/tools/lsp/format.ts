@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Diagnostic, DocumentSymbol, Location, LocationLink, SymbolInformation } from 'vscode-languageserver-protocol';
@@ -22,6 +22,14 @@ export function symbolKindName(k: number): string {
   return SYMBOL_KIND[k] || 'symbol';
 }
 
+function readSourceSync(abs: string): string[] | undefined {
+  try {
+    return splitLines(readFileSync(abs, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
 /** Formats paths for a model: workspace-relative inside the workspace, absolute outside it. */
 export class LocationFormatter {
   constructor(private readonly workspaceRoot: string) {}
@@ -35,7 +43,9 @@ export class LocationFormatter {
   async sourceLine(abs: string, line0: number, cache = new Map<string, Promise<string[] | undefined>>()): Promise<string> {
     let lines = cache.get(abs);
     if (!lines) {
-      lines = fs.readFile(abs, 'utf8').then(splitLines, () => undefined);
+      // Small source files, read once per answer: a synchronous read skips a thread-pool round
+      // trip per file, which is most of what formatting a location list costs.
+      lines = Promise.resolve(readSourceSync(abs));
       cache.set(abs, lines);
     }
     const text = (await lines)?.[line0]?.trim() ?? '';

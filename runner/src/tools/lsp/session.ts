@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, statSync } from 'node:fs';
 import type { Diagnostic } from 'vscode-languageserver-protocol';
 import { ToolError } from '../../tool';
 import type { Workspace } from '../../workspace';
@@ -57,7 +57,7 @@ export class LspSession {
   /** Resolves a model-given path inside the workspace and checks it is a readable file. */
   async resolveFile(file: string): Promise<string> {
     const abs = await this.workspace.resolve(file);
-    const st = await fs.stat(abs).catch(() => undefined);
+    const st = statSync(abs, { throwIfNoEntry: false });
     if (!st) throw new ToolError(`file not found: ${file}`);
     if (!st.isFile()) throw new ToolError(`${file} is not a file`);
     return abs;

@@ -71,9 +71,16 @@ export class Kernel {
       this.child.on('exit', (code, signal) => {
         this.exitInfo = { code, signal };
         this.killGroup(); // whatever the cell started goes with the interpreter
-        onReady(new KernelStartError(`the ${language} kernel exited while starting (${signal ?? `code ${code}`})${early.length ? `:\n${early.join('').trim()}` : ''}`));
-        this.finishCell?.({ kind: 'exited', code, signal });
-        resolve({ code, signal });
+        // The cell ends once its last output is read ('close'), or soon after if a process that
+        // escaped the group still holds the pipes open.
+        const end = () => {
+          clearTimeout(fallback);
+          onReady(new KernelStartError(`the ${language} kernel exited while starting (${signal ?? `code ${code}`})${early.length ? `:\n${early.join('').trim()}` : ''}`));
+          this.finishCell?.({ kind: 'exited', code, signal });
+          resolve({ code, signal });
+        };
+        const fallback = setTimeout(end, 500);
+        this.child.once('close', end);
       });
     });
   }

@@ -106,6 +106,7 @@ class CellStream(io.TextIOBase):
     def write(self, s):
         if not isinstance(s, str):
             raise TypeError('write() argument must be str, not ' + type(s).__name__)
+        written = len(s)
         with self._lock:
             room = LIMITS['streamChars'] - self._sent
             if room > 0:
@@ -118,7 +119,7 @@ class CellStream(io.TextIOBase):
             if s:
                 self._omitted += len(s)
                 self._tail = (self._tail + s[-LIMITS['tailChars']:])[-LIMITS['tailChars']:]
-        return len(s)
+        return written
 
     def flush(self):
         with self._lock:

@@ -183,6 +183,17 @@ describe('python', () => {
     assert.match(invalid.text, /ToolError: invalid arguments for read/);
   });
 
+  test('a cell may run a cell of the other language through the bridge, never of its own (it would wait forever)', async () => {
+    const r = await cell(
+      'args = {"description": "a nested cell for the test suite"}\n' +
+        'js = tool("eval", {**args, "language": "javascript", "code": "40 + 2"})\n' +
+        'try:\n    tool("eval", {**args, "code": "1"})\nexcept ToolError as e:\n    same = str(e)\n' +
+        'str(js), same',
+    );
+    assert.ok(!r.result.isError, r.text);
+    assert.match(r.text, /^\('42', 'eval refused: the Python interpreter is busy running the cell that is waiting on this call/);
+  });
+
   test('a tool only the client has: forwarded when it accepts bridge calls, unknown otherwise', async () => {
     const code = 'tool("client_lookup", {"q": "owls"})';
     const accepted = await cell(code, {}, {

@@ -53,6 +53,17 @@ export function cellResult(language: Language, cell: CellRun, executionCount: nu
   };
 }
 
+/**
+ * A cell may call eval through the bridge for a language whose interpreter is idle; one whose
+ * interpreter is running a cell (its own, or the cell waiting on this one) would wait forever.
+ */
+function nestedEvalRefusal(kernels: KernelManager, name: string, args: unknown): string | undefined {
+  if (name !== 'eval') return undefined;
+  const language = ((args as { language?: unknown } | null)?.language ?? 'python') as Language;
+  if (!kernels.busy(language)) return undefined;
+  return `eval refused: the ${NAMES[language] ?? language} interpreter is busy running the cell that is waiting on this call; a cell cannot run another cell in the same interpreter`;
+}
+
 export function evalTool(kernels: KernelManager, settings: EvalSettings): ToolDefinition<EvalArgs> {
   return {
     name: 'eval',
@@ -83,6 +94,7 @@ export function evalTool(kernels: KernelManager, settings: EvalSettings): ToolDe
           graceMs: settings.interruptGraceSeconds * 1000,
           progressChars: settings.streamChars,
           output: { headChars: settings.outputHeadChars, tailChars: settings.outputTailChars, maxItems: settings.maxRichItems, imageChars: Math.ceil((settings.imageBytes * 4) / 3) },
+          refuseBridged: (name, bridged) => nestedEvalRefusal(kernels, name, bridged),
         });
         return cellResult(language, cell, kernel.executionCount, Date.now() - started);
       });

@@ -10,6 +10,7 @@ import type { KernelLimits } from './wire';
 export class KernelManager {
   private readonly kernels = new Map<Language, Promise<Kernel>>();
   private readonly queues = new Map<Language, Promise<unknown>>();
+  private readonly running = new Set<Language>();
 
   constructor(
     private readonly settings: EvalSettings,
@@ -72,9 +73,22 @@ export class KernelManager {
   /** Runs fn alone for its language: cells of one interpreter never overlap. */
   exclusive<T>(language: Language, fn: () => Promise<T>): Promise<T> {
     const before = this.queues.get(language) ?? Promise.resolve();
-    const run = before.then(fn, fn);
+    const turn = async () => {
+      this.running.add(language);
+      try {
+        return await fn();
+      } finally {
+        this.running.delete(language);
+      }
+    };
+    const run = before.then(turn, turn);
     this.queues.set(language, run.catch(() => undefined));
     return run;
+  }
+
+  /** Whether a cell of this language is running now. */
+  busy(language: Language): boolean {
+    return this.running.has(language);
   }
 
   async stopAll(): Promise<void> {

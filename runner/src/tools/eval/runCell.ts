@@ -26,6 +26,8 @@ export interface CellOptions {
   /** Characters of printed text streamed as progress. */
   progressChars: number;
   output: OutputLimits;
+  /** A reason to answer a bridged call at once with an error instead of making it. */
+  refuseBridged?: (name: string, args: unknown) => string | undefined;
 }
 
 /**
@@ -81,6 +83,8 @@ export async function runCell(kernel: Kernel, code: string, ctx: ToolContext, op
         progress(text);
       },
       async tool(name, args) {
+        const refusal = opts.refuseBridged?.(name, args);
+        if (refusal) return { content: [{ type: 'text', text: refusal }], isError: true };
         timer.pause();
         try {
           return await ctx.callTool(name, args);

@@ -258,6 +258,12 @@ describe('python', () => {
     assert.equal((await cell('survivor, interrupted')).text, "('kept', True)");
   });
 
+  test('a passed deadline interrupts the cell too', async () => {
+    await assert.rejects(cell('import time\ntime.sleep(60)', {}, { deadlineMs: 800 }), (e: ServiceError) => e.code === status.DEADLINE_EXCEEDED);
+    // Queued behind the sleeping cell, this answers only because the deadline interrupted it.
+    assert.equal((await cell('"awake"')).text, "'awake'");
+  });
+
   test('os._exit(1) resets the interpreter cleanly', async () => {
     await cell('doomed = 1');
     const r = await cell('import os\nos._exit(1)');

@@ -1,5 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { SurfaceMode } from '../../../gen/tether/v1/gateway_pb';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { fixture, killInRun, lspRun, pidOf, type LspRun } from './helpers';
 
@@ -13,6 +14,15 @@ before(async () => {
 after(async () => {
   if (r) await t.alice.deleteRun(r.runId).catch(() => undefined);
   await t?.close();
+});
+
+test('lsp is read tier, lsp_rename write tier; a run without the feature has neither', async () => {
+  const plan = (await t.alice.listTools(r.runId, { mode: SurfaceMode.PLAN })).map((x) => x.name);
+  assert.ok(plan.includes('lsp') && !plan.includes('lsp_rename'), plan.join(', '));
+  assert.ok((await t.alice.listTools(r.runId)).some((x) => x.name === 'lsp_rename'));
+  const plain = await t.alice.createRun({});
+  assert.ok(!(await t.alice.listTools(plain.runId)).some((x) => x.name.startsWith('lsp')));
+  await t.alice.deleteRun(plain.runId);
 });
 
 test('status: which servers can run for which root, and which half is missing for the others', async () => {

@@ -117,9 +117,8 @@ async function symbols(session: LspSession, args: LspArgs, ctx: ToolContext): Pr
   if (!args.query) throw new ToolError('symbols needs query (workspace search) or file (that file\'s outline)');
   // Workspace search goes to every server that runs or can run for a root of this workspace.
   const results: string[] = [];
-  const notes: string[] = [];
-  const handles = await session.supervisor.handlesForWorkspace();
-  if (handles.length === 0) throw new ToolError('no language server can run in this workspace; see lsp status');
+  const { handles, failures: notes } = await session.supervisor.handlesForWorkspace();
+  if (handles.length === 0) throw new ToolError(`no language server can run in this workspace; see lsp status${notes.length ? `\n${notes.join('\n')}` : ''}`);
   for (const h of handles) {
     try {
       const raw = await session.request<SymbolInformation[] | null>(h, 'workspace/symbol', { query: args.query }, ctx.signal);

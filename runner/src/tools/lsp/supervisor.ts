@@ -191,16 +191,21 @@ export class ServerSupervisor {
   }
 
   /** Ready servers for every root of the workspace whose binary resolves (for workspace-wide queries). */
-  async handlesForWorkspace(): Promise<ServerHandle[]> {
+  async handlesForWorkspace(): Promise<{ handles: ServerHandle[]; failures: string[] }> {
     const handles: ServerHandle[] = [];
+    const failures: string[] = [];
     for (const spec of this.servers) {
       for (const root of await this.roots.allRoots(spec)) {
         const binary = await resolveBinary(spec.command, root, this.workspaceRoot);
         if (!binary) continue;
-        handles.push(await this.ensure({ ok: true, spec, root, binary, languageId: Object.values(spec.extensions)[0] }));
+        try {
+          handles.push(await this.ensure({ ok: true, spec, root, binary, languageId: Object.values(spec.extensions)[0] }));
+        } catch (err) {
+          failures.push((err as Error).message);
+        }
       }
     }
-    return handles;
+    return { handles, failures };
   }
 
   describeRoot(root: string): string {

@@ -410,18 +410,17 @@ class Magics:
             print('CPU times: total ' + human_time(cpu) + '\nWall time: ' + human_time(wall))
 
     def timeit(self, args, body):
-        argv = shlex.split(args)
+        argv = iter(shlex.split(args))
         number, repeat, rest = 0, 7, []
-        i = 0
-        while i < len(argv):
-            a = argv[i]
-            if a.startswith('-n'):
-                number = int(a[2:] or argv[i + 1]); i += 0 if a[2:] else 1
-            elif a.startswith('-r'):
-                repeat = int(a[2:] or argv[i + 1]); i += 0 if a[2:] else 1
+        for a in argv:
+            if a[:2] in ('-n', '-r'):
+                value = int(a[2:] or next(argv, '0'))
+                if a[:2] == '-n':
+                    number = value
+                else:
+                    repeat = max(1, value)
             else:
                 rest.append(a)
-            i += 1
         stmt, setup = (body, ' '.join(rest) or 'pass') if body is not None else (' '.join(rest), 'pass')
         if not stmt.strip():
             raise MagicError('%timeit needs a statement')

@@ -54,12 +54,19 @@ async function main(): Promise<void> {
     const figure = await samples(RENDER_SAMPLES, () => cell(t, run.runId, FIGURE));
     await t.alice.deleteRun(run.runId);
 
-    const jupyterOut = execFileSync(HOST_PYTHON, [path.resolve(__dirname, '../../bench/eval_jupyter.py'), String(SAMPLES)], {
-      encoding: 'utf8',
-      env: { ...process.env, PATH: `/usr/bin:/bin:${process.env.PATH}`, PYDEVD_DISABLE_FILE_VALIDATION: '1' },
-      stdio: ['ignore', 'pipe', 'ignore'],
-      maxBuffer: 16 * 1024 * 1024,
-    });
+    let jupyterOut: string;
+    try {
+      jupyterOut = execFileSync(HOST_PYTHON, [path.resolve(__dirname, '../../bench/eval_jupyter.py'), String(SAMPLES)], {
+        encoding: 'utf8',
+        // The kernel spec runs "python3": Debian's, which has ipykernel, must come first on PATH.
+        env: { ...process.env, PATH: `/usr/bin:/bin:${process.env.PATH}`, PYDEVD_DISABLE_FILE_VALIDATION: '1' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        maxBuffer: 16 * 1024 * 1024,
+      });
+    } catch (err) {
+      const stderr = String((err as { stderr?: string }).stderr ?? '').trim().split('\n').slice(-3).join('\n');
+      throw new Error(`the Jupyter baseline failed (needs apt-get install python3-ipykernel python3-jupyter-client python3-pandas python3-matplotlib):\n${stderr}`);
+    }
     const jupyter = JSON.parse(jupyterOut) as Record<'trivial' | 'dataframe100k' | 'figure', number[]>;
 
     writeResult(`eval-${PROVIDER}`, {

@@ -3,13 +3,20 @@
  * and restart, idle stop, a server that never publishes). Behaviour comes from the environment:
  *   FAKE_PROGRESS_MS  after `initialized`, hold a work-done progress open this long
  *   FAKE_PUBLISH      "never" to send no diagnostics; otherwise one error per line containing "BAD"
+ * A rename replaces the first four characters of a.fake and b.fake with the new name.
  */
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
 
 const c = createMessageConnection(new StreamMessageReader(process.stdin), new StreamMessageWriter(process.stdout));
 const progressMs = Number(process.env.FAKE_PROGRESS_MS ?? 0);
 
-c.onRequest('initialize', () => ({ capabilities: { textDocumentSync: 1, hoverProvider: true } }));
+c.onRequest('initialize', () => ({ capabilities: { textDocumentSync: 1, hoverProvider: true, renameProvider: true } }));
+// Renames the first word of a.fake and b.fake beside the requesting document.
+c.onRequest('textDocument/rename', (p: { textDocument: { uri: string }; newName: string }) => {
+  const dir = p.textDocument.uri.slice(0, p.textDocument.uri.lastIndexOf('/') + 1);
+  const edit = [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 4 } }, newText: p.newName }];
+  return { changes: { [`${dir}a.fake`]: edit, [`${dir}b.fake`]: edit } };
+});
 c.onNotification('initialized', async () => {
   if (progressMs <= 0) return;
   await c.sendRequest('window/workDoneProgress/create', { token: 'index' });

@@ -9,6 +9,8 @@ import type {
   LocationLink,
   MarkedString,
   MarkupContent,
+  Position,
+  Range,
   ServerCapabilities,
   SymbolInformation,
 } from 'vscode-languageserver-protocol';
@@ -24,7 +26,7 @@ import { formatStatus } from './statusReport';
 
 const HOVER_MAX_CHARS = 4000;
 
-type Located = { synced: SyncedFile; position: { line: number; character: number }; range: { start: { line: number; character: number }; end: { line: number; character: number } } };
+type Located = { synced: SyncedFile; position: Position; range: Range };
 
 /** Resolves file + line + symbol to a synced document and a UTF-16 position on it. */
 export async function locate(session: LspSession, args: { file?: string; line?: number; symbol?: string; occurrence?: number }, action: string): Promise<Located> {

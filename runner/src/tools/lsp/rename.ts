@@ -7,7 +7,6 @@ import { ToolError, type ToolContext } from '../../tool';
 import { locate } from './actions';
 import { fromUri, toUri } from './format';
 import { checkIdentifier } from './identifiers';
-import { splitLines } from './position';
 import type { LspRenameArgs } from './schemas';
 import type { LspSession } from './session';
 
@@ -107,7 +106,7 @@ export async function renameSymbol(run: RunContext, session: LspSession, args: L
   const extra = await run.afterWrite(changes.map((c) => c.path), ctx);
   const total = counts.reduce((n, c) => n + c.edits, 0);
   counts.sort((a, b) => (a.file < b.file ? -1 : 1));
-  const lines = splitLines(counts.map((c) => `${c.file}: ${c.edits} edit(s)`).join('\n'));
+  const lines = counts.map((c) => `${c.file}: ${c.edits} edit(s)`);
   return {
     content: [{ type: 'text', text: `renamed ${JSON.stringify(args.symbol)} to ${JSON.stringify(args.new_name)}: ${total} edit(s) in ${counts.length} file(s)\n${lines.join('\n')}` }, ...extra],
     structured: { files: counts, edits: total },

@@ -647,8 +647,10 @@ def run_code(code):
     return eval(code, user_ns)
 
 
-def run_source(src, filename, echo_last, want_value):
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+def run_source(src, filename, echo_last, want_value, shown=None):
+    # Tracebacks quote the cell as written (idioms are rewritten line for line, so lines match).
+    text = src if shown is None else shown
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     tree = ast.parse(src, filename, 'exec')
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and (want_value or not src.rstrip().endswith(';')):
@@ -691,7 +693,7 @@ def run_cell(cell, code):
     status = 'ok'
     try:
         try:
-            run_source(rewrite(code, filename), filename, echo_last=True, want_value=False)
+            run_source(rewrite(code, filename), filename, echo_last=True, want_value=False, shown=code)
         finally:
             try:
                 flush_streams()

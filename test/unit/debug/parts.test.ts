@@ -41,6 +41,7 @@ test('output buffer: keeps the newest text under the cap, counts what it dropped
     { category: 'stdout', text: 'c\ndef' },
     { category: 'stderr', text: 'ghijk' },
   ]);
+  assert.equal(b.render(), 'c\ndef\n--- stderr ---\nghijk');
   b.push('stdout', 'x'.repeat(25));
   assert.equal(b.tail(100), 'x'.repeat(10));
   assert.equal(b.read().totalChars, 37);

@@ -75,7 +75,8 @@ const debugpy: AdapterSpec = {
   markers: ['pyproject.toml', 'setup.py', 'requirements.txt'],
   handles: 'a .py file',
   handshake: 'launch-then-configure',
-  attachVia: 'adapter',
+  // `python -m debugpy --listen` starts its own adapter on that port: attach talks to it directly.
+  attachVia: 'direct',
   evaluateContext: 'repl',
   async findBinary(projectRoot, workspaceRoot) {
     const local = await localPython(projectRoot, workspaceRoot);

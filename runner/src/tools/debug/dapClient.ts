@@ -20,6 +20,7 @@ export interface DapRequests {
   scopes: [DebugProtocol.ScopesArguments, DebugProtocol.ScopesResponse];
   variables: [DebugProtocol.VariablesArguments, DebugProtocol.VariablesResponse];
   evaluate: [DebugProtocol.EvaluateArguments, DebugProtocol.EvaluateResponse];
+  exceptionInfo: [DebugProtocol.ExceptionInfoArguments, DebugProtocol.ExceptionInfoResponse];
   disconnect: [DebugProtocol.DisconnectArguments, DebugProtocol.DisconnectResponse];
   terminate: [DebugProtocol.TerminateArguments, DebugProtocol.TerminateResponse];
 }

@@ -125,10 +125,15 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
     }
 
     case 'output': {
-      const { chunks, droppedChars, totalChars } = sup.output.read();
-      const text = chunks.map((c) => c.text).join('');
+      const { droppedChars, totalChars } = sup.output.read();
+      const text = sup.output.render();
       const head = droppedChars ? `(the first ${droppedChars} of ${totalChars} characters were dropped)\n` : '';
-      return ok(text || droppedChars ? head + text : '(the program has printed nothing)', { chunks, droppedChars, totalChars });
+      return ok(text || droppedChars ? head + text : '(the program has printed nothing)', {
+        stdout: sup.output.stream('stdout'),
+        stderr: sup.output.stream('stderr'),
+        droppedChars,
+        totalChars,
+      });
     }
 
     case 'terminate': {

@@ -48,9 +48,22 @@ export class OutputBuffer {
     return { chunks: this.chunks.map((c) => ({ ...c })), droppedChars: this.dropped, totalChars: this.size + this.dropped };
   }
 
-  /** The last `max` characters across both streams, for results that end with a glimpse of output. */
+  /** One stream's retained text: the two streams arrive on separate pipes, so only each alone has a reliable order. */
+  stream(category: OutputChunk['category']): string {
+    return this.chunks.filter((c) => c.category === category).map((c) => c.text).join('');
+  }
+
+  /** The retained output for a reader: stdout, then stderr under its own heading when there is any. */
+  render(): string {
+    const out = this.stream('stdout');
+    const err = this.stream('stderr');
+    if (!err) return out;
+    return `${out ? `${out}${out.endsWith('\n') ? '' : '\n'}` : ''}--- stderr ---\n${err}`;
+  }
+
+  /** The last `max` characters of the rendered output, for results that end with a glimpse of it. */
   tail(max: number): string {
-    const all = this.chunks.map((c) => c.text).join('');
+    const all = this.render();
     return all.length > max ? all.slice(all.length - max) : all;
   }
 

@@ -137,11 +137,16 @@ export class DebugSession {
   static async open(opts: SessionOptions, boundMs: number, signal: AbortSignal): Promise<{ session: DebugSession; outcome: Outcome }> {
     const session = new DebugSession(opts);
     const { spec, start } = opts;
-    if (start.kind === 'attach' && spec.attachVia === 'direct') {
-      session.conn = await connectDirect(start.port, session.reverse.handler);
-    } else {
-      if (!opts.command) throw new Error(`no command to start ${spec.id}`);
-      session.conn = await startAdapter(opts.command, start.cwd, session.reverse.handler, (category, text) => opts.output.push(category, text));
+    try {
+      if (start.kind === 'attach' && spec.attachVia === 'direct') {
+        session.conn = await connectDirect(start.port, session.reverse.handler);
+      } else {
+        if (!opts.command) throw new Error(`no command to start ${spec.id}`);
+        session.conn = await startAdapter(opts.command, start.cwd, session.reverse.handler, (category, text) => opts.output.push(category, text));
+      }
+    } catch (err) {
+      const hint = start.kind === 'attach' ? ` Is a debuggee listening on port ${start.port} inside the sandbox?` : '';
+      throw new ToolError(`${start.kind} failed: ${(err as Error).message}.${hint}`);
     }
     session.listen();
     try {
@@ -327,6 +332,7 @@ export class DebugSession {
       if (!top) return;
       this.frames.set(top.id, stop.number);
       const file = top.source?.path;
+      if (stop.reason === 'exception' && this.capabilities.supportsExceptionInfoRequest) stop.description = await this.exceptionText(stop);
       stop.location = {
         function: top.name,
         file,
@@ -335,6 +341,17 @@ export class DebugSession {
       };
     } catch {
       // A stop without a readable frame is still a stop; the caller reports what it has.
+    }
+  }
+
+  /** "SystemExit: 7" rather than the bare "7" some adapters put in the stopped event. */
+  private async exceptionText(stop: StopInfo): Promise<string | undefined> {
+    try {
+      const info = (await this.client.request('exceptionInfo', { threadId: stop.threadId! }, this.opts.timeouts.requestMs)).body;
+      const text = info.description && info.description !== info.exceptionId ? `${info.exceptionId}: ${info.description}` : info.exceptionId;
+      return cut(text).text;
+    } catch {
+      return stop.description;
     }
   }
 

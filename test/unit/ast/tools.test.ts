@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import Ajv from 'ajv';
-import { runnerFor } from '../../helpers/runner';
+import { runnerContext, runnerFor } from '../../helpers/runner';
 import type { ToolResult } from '../../../runner/src/protocol';
 import { editSchema, grepSchema, resolveSchema } from '../../../runner/src/tools/ast/schemas';
 
@@ -203,4 +203,18 @@ test('the tree cache serves repeated queries and sees changes (write tools and o
   assert.equal(await count(), 2);
   writeFileSync(path.join(workspace, 'a.py'), 'foo(1)\nfoo(2)\nfoo(3)\n');
   assert.equal(await count(), 3);
+});
+
+test('a cancelled search stops and says so', async () => {
+  const { call, workspace } = await runnerFor({ ast: true });
+  for (let i = 0; i < 400; i++) put(workspace, `many/m${i}.py`, `def f(x):\n    return g(x, ${i})\n`.repeat(50));
+  const ac = new AbortController();
+  const pending = call('ast_grep', { pattern: 'g($A, $B)', language: 'python' }, runnerContext({ signal: ac.signal }));
+  setTimeout(() => ac.abort('stop'), 20);
+  const r = await pending;
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /cancelled/);
+  // The workers are free again afterwards.
+  const again = await call('ast_grep', { pattern: 'g($A, $B)', language: 'python', path: 'many/m1.py' });
+  assert.equal((again.structured as { total: number }).total, 50);
 });

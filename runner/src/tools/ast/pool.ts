@@ -7,7 +7,7 @@ import type { WorkerReply, WorkerRequest } from './worker';
 /** Runs shard jobs: on worker threads, or in this thread when `workers` is 0. */
 export interface SearchEngine {
   /** Each file always goes to the same shard, so its cached tree is found again. */
-  run(job: ShardJob): Promise<FileOutcome[]>;
+  run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]>;
   invalidate(abs: string): void;
   close(): Promise<void>;
 }
@@ -30,8 +30,8 @@ export class InProcessEngine implements SearchEngine {
   constructor(cacheBytes: number) {
     this.shard = new Shard(cacheBytes);
   }
-  run(job: ShardJob): Promise<FileOutcome[]> {
-    return this.shard.run(job);
+  run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
+    return this.shard.run(job, () => !!signal?.aborted);
   }
   invalidate(abs: string): void {
     this.shard.invalidate(abs);
@@ -70,16 +70,19 @@ class ShardWorker {
     return w;
   }
 
-  run(job: ShardJob): Promise<FileOutcome[]> {
+  run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
     const w = this.start();
     const id = this.next++;
-    return new Promise((resolve, reject) => {
+    const cancel = () => w.postMessage({ id, kind: 'cancel' } satisfies WorkerRequest);
+    signal?.addEventListener('abort', cancel, { once: true });
+    return new Promise<FileOutcome[]>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       w.ref(); // busy: keep the process alive until the answer comes
       w.postMessage({ id, kind: 'run', job } satisfies WorkerRequest);
     }).finally(() => {
+      signal?.removeEventListener('abort', cancel);
       if (this.waiting.size === 0) this.worker?.unref();
-    }) as Promise<FileOutcome[]>;
+    });
   }
 
   send(msg: WorkerRequest): void {
@@ -103,10 +106,10 @@ export class WorkerPoolEngine implements SearchEngine {
     this.workers = Array.from({ length: count }, () => new ShardWorker(Math.floor(cacheBytes / count)));
   }
 
-  async run(job: ShardJob): Promise<FileOutcome[]> {
+  async run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
     const split: ShardJob['files'][] = this.workers.map(() => []);
     for (const f of job.files) split[shardOf(f.abs, this.workers.length)].push(f);
-    const parts = await Promise.all(split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }) : Promise.resolve([]))));
+    const parts = await Promise.all(split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }, signal) : Promise.resolve([]))));
     return merge(job.files, parts);
   }
 

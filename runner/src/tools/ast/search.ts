@@ -80,7 +80,7 @@ export async function searchWorkspace(workspace: Workspace, engine: SearchEngine
     throw new ToolError(failed.length === 1 ? failed[0].error : `the pattern parses in none of the languages found here: ${failed.map((f) => `${f.language}: ${f.error}`).join('; ')}`);
   }
   signal?.throwIfAborted();
-  const outcomes = await engine.run({ pattern: req.pattern, rewrite: req.rewrite, files: files.filter((f) => usable.has(f.language)), limit: req.limit });
+  const outcomes = await engine.run({ pattern: req.pattern, rewrite: req.rewrite, files: files.filter((f) => usable.has(f.language)), limit: req.limit }, signal);
   const stats: SearchStats = {
     filesSearched: outcomes.filter((o) => !o.binary).length,
     filesPrefiltered: outcomes.filter((o) => o.prefiltered).length,

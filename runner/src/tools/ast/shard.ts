@@ -7,6 +7,8 @@ import { applyReplacements, RewriteTemplate, type Replacement } from './rewrite'
 import { TreeCache, type CachedFile } from './treeCache';
 
 const READ_AHEAD = 32;
+/** Files between turns of the event loop, so a cancel message is seen. */
+const YIELD_EVERY = 16;
 
 /** One file of a job, as the walker saw it. */
 export interface JobFile {
@@ -90,7 +92,8 @@ export class Shard {
     return p;
   }
 
-  async run(job: ShardJob): Promise<FileOutcome[]> {
+  /** Runs a job; `cancelled` is polled between files (the event loop gets a turn every few files). */
+  async run(job: ShardJob, cancelled: () => boolean = () => false): Promise<FileOutcome[]> {
     const template = job.rewrite === undefined ? undefined : new RewriteTemplate(job.rewrite);
     this.cache.beginPass();
     const out: FileOutcome[] = [];
@@ -104,6 +107,8 @@ export class Shard {
       }
     };
     for (const [i, f] of job.files.entries()) {
+      if (i % YIELD_EVERY === YIELD_EVERY - 1) await new Promise((r) => setImmediate(r));
+      if (cancelled()) throw new ToolError('cancelled: the search was stopped');
       loadAhead(i + READ_AHEAD);
       const compiled = await this.compiled(job.pattern, f.language).catch((err: unknown) => {
         if (err instanceof ToolError) return undefined;

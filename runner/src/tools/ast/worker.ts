@@ -2,15 +2,21 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { Shard, type ShardJob } from './shard';
 
 /** A search worker: owns one shard (its own parsers and tree cache) and answers jobs. */
-export type WorkerRequest = { id: number; kind: 'run'; job: ShardJob } | { kind: 'invalidate'; abs: string } | { kind: 'clear' };
+export type WorkerRequest = { id: number; kind: 'run'; job: ShardJob } | { id: number; kind: 'cancel' } | { kind: 'invalidate'; abs: string } | { kind: 'clear' };
 export type WorkerReply = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string; tool: boolean };
 
 const shard = new Shard((workerData as { cacheBytes: number }).cacheBytes);
+const cancelled = new Set<number>();
 
 parentPort!.on('message', (msg: WorkerRequest) => {
   if (msg.kind === 'invalidate') return shard.invalidate(msg.abs);
   if (msg.kind === 'clear') return shard.clear();
-  shard.run(msg.job).then(
+  if (msg.kind === 'cancel') return void cancelled.add(msg.id);
+  const id = msg.id;
+  shard
+    .run(msg.job, () => cancelled.has(id))
+    .finally(() => cancelled.delete(id))
+    .then(
     (result) => parentPort!.postMessage({ id: msg.id, ok: true, result } satisfies WorkerReply),
     (err: Error) => parentPort!.postMessage({ id: msg.id, ok: false, error: err.message, tool: err.name === 'ToolError' } satisfies WorkerReply),
   );

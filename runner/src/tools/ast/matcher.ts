@@ -126,6 +126,7 @@ class Matcher {
     for (;;) {
       // 1. A `$$$` run: take code until the next pattern node matches.
       if (g >= goals.length) return true;
+      let matchedAhead = false;
       if (isEllipsis(goals[g])) {
         const ellipsis = goals[g++];
         const run: Node[] = [];
@@ -145,6 +146,7 @@ class Matcher {
         for (;;) {
           if (this.node(goals[g], codes[c]) === Step.Matched) {
             if (!this.bindRun(ellipsis, run, skippedTrivia)) return false;
+            matchedAhead = true;
             break;
           }
           run.push(codes[c++]);
@@ -152,7 +154,7 @@ class Matcher {
         }
       }
       // 2. One pattern node, stepping over skippable code before it.
-      for (;;) {
+      while (!matchedAhead) {
         if (c >= codes.length) {
           // Code ran out: only `$$$` runs (which may be empty) can be left in the pattern.
           while (g < goals.length && isEllipsis(goals[g])) g++;

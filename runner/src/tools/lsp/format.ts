@@ -64,7 +64,7 @@ export class LocationFormatter {
       if (seen.has(k)) continue;
       seen.add(k);
       const where = `${this.display(abs)}:${l.range.start.line + 1}`;
-      out.push({ key: `${this.display(abs)}\u0000${String(l.range.start.line).padStart(9, '0')}`, text: `${where}: ${await this.sourceLine(abs, l.range.start.line, cache)}` });
+      out.push({ key: `${this.display(abs)}\u0000${String(l.range.start.line).padStart(9, '0')}`, text: `${where}${await this.sourceLine(abs, l.range.start.line, cache).then((src) => (src ? `: ${src}` : ''))}` });
     }
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map((o) => o.text);
   }

@@ -34,7 +34,11 @@ export const CASES: DiffCase[] = [
   { lang: 'python', pattern: 'print($A)', rewrite: 'if debug:\n    print($A)' },
   { lang: 'python', pattern: 'print($A, $A)', none: true },
   { lang: 'python', pattern: 'if $C:\n    $$$T\nelse:\n    $$$E', rewrite: 'if not ($C):\n    $$$E\nelse:\n    $$$T' },
+  { lang: 'python', pattern: '$F($$$, 10)' },
+  { lang: 'python', pattern: '$A' },
   // TypeScript
+  { lang: 'typescript', pattern: 'console.log($$$, $LAST)' },
+  { lang: 'typescript', pattern: '[$A, $$$REST]' },
   { lang: 'typescript', pattern: 'console.log($$$A)', rewrite: 'logger.debug($$$A)' },
   { lang: 'typescript', pattern: 'console.log($A)' },
   { lang: 'typescript', pattern: 'console.log($A, $B)' },
@@ -54,6 +58,7 @@ export const CASES: DiffCase[] = [
   { lang: 'typescript', pattern: 'sum($A, $A)', none: true },
   { lang: 'typescript', pattern: 'for (const $X of $L) { $$$B }' },
   // Rust
+  { lang: 'rust', pattern: 'println!($$$A)' },
   { lang: 'rust', pattern: '$A.unwrap()', rewrite: '$A.expect("checked")' },
   { lang: 'rust', pattern: 'Some($X)' },
   { lang: 'rust', pattern: '$X == $X' },
@@ -69,6 +74,8 @@ export const CASES: DiffCase[] = [
   { lang: 'rust', pattern: 'Config { $$$F }' },
   { lang: 'rust', pattern: 'first(&[$A, $A])' },
   // C
+  { lang: 'c', pattern: '$T $N = $F($$$);' },
+  { lang: 'c', pattern: '$A' },
   { lang: 'c', pattern: 'free($P);' },
   { lang: 'c', pattern: 'if ($P != NULL) free($P);' },
   { lang: 'c', pattern: 'printf($$$A);', rewrite: 'fprintf(stderr, $$$A);' },
@@ -83,6 +90,7 @@ export const CASES: DiffCase[] = [
   { lang: 'c', pattern: 'nope()', none: true },
   { lang: 'c', pattern: 'add($A, $B)', rewrite: '($A + $B)' },
   // Go
+  { lang: 'go', pattern: 'return $$$R' },
   { lang: 'go', pattern: 'fmt.Printf($F, $I)', rewrite: 'log.Printf($F, $I)' },
   { lang: 'go', pattern: '$R := NewStore()' },
   { lang: 'go', pattern: 'if $E != nil { $$$B }' },

@@ -98,7 +98,7 @@ class Matcher {
     }
   }
 
-  private metavar(mv: MetaVar, code: Node): boolean {
+  metavar(mv: MetaVar, code: Node): boolean {
     switch (mv.kind) {
       case 'single':
         return (!mv.namedOnly || code.isNamed) && this.caps.bindSingle(mv.name, code);
@@ -199,7 +199,11 @@ function found(pattern: CompiledPattern, node: Node, captures: Captures): Match 
 /** Whether the pattern matches at this very node (not below it). */
 export function matchAt(pattern: CompiledPattern, node: Node): Captures | undefined {
   const caps = new Captures();
-  return new Matcher(caps).node(pattern.root, node) === Step.Matched ? caps : undefined;
+  const matcher = new Matcher(caps);
+  // A pattern that is only a metavariable matches comments too: they are skipped only as
+  // trivia between the nodes of a larger pattern (as in ast-grep).
+  if (pattern.root.kind === 'metavar') return matcher.metavar(pattern.root.metavar, node) ? caps : undefined;
+  return matcher.node(pattern.root, node) === Step.Matched ? caps : undefined;
 }
 
 /**

@@ -44,7 +44,7 @@ test('ast_grep finds the guard that disposes what it checked (Dart)', async () =
 test('ast_edit stages, resolve accept writes every file', async () => {
   const r = await call('ast_edit', { pattern: 'dispose($X)', rewrite: '$X.dispose()', language: 'dart' });
   assert.equal(r.isError, false, r.text);
-  assert.match(r.text, /^\(proposed\) 6 replacement\(s\) in 2 file\(s\)/);
+  assert.match(r.text, /^\(proposed\) 6 replacements in 2 files/);
   const ok = await call('resolve', { edit_id: r.structured.edit_id, action: 'accept' });
   assert.equal(ok.isError, false, ok.text);
   const after = await call('ast_grep', { pattern: '$X.dispose()', language: 'dart', path: 'lib/a.dart' });

@@ -40,7 +40,7 @@ test('dart: dispose($X) → $X.dispose() staged across four files, written on ac
   for (let i = 1; i <= 4; i++) put(workspace, `lib/w${i}.dart`, DART_WIDGET);
   const r = await call('ast_edit', { pattern: 'dispose($X)', rewrite: '$X.dispose()', language: 'dart' });
   assert.ok(!r.isError, textOf(r));
-  assert.match(textOf(r), /^\(proposed\) 12 replacement\(s\) in 4 file\(s\)/);
+  assert.match(textOf(r), /^\(proposed\) 12 replacements in 4 files/);
   assert.match(textOf(r), /call resolve with edit_id "edit_1"/);
   assert.match(textOf(r), /- dispose\(other\)\n\+ other\.dispose\(\)/);
   assert.equal(read(workspace, 'lib/w1.dart'), DART_WIDGET, 'nothing is written before resolve');
@@ -58,7 +58,7 @@ async function fourFileEdit(settings: Record<string, unknown> = {}) {
   for (let i = 1; i <= 4; i++) put(h.workspace, `src/m${i}.py`, `def f${i}(x):\n    print(x)\n    return old_api(x, ${i})\n`);
   const r = await h.call('ast_edit', { pattern: 'old_api($A, $B)', rewrite: 'new_api($B, $A)', language: 'python' });
   assert.ok(!r.isError, textOf(r));
-  assert.match(textOf(r), /\(proposed\) 4 replacement\(s\) in 4 file\(s\)/);
+  assert.match(textOf(r), /\(proposed\) 4 replacements in 4 files/);
   const before = [1, 2, 3, 4].map((i) => read(h.workspace, `src/m${i}.py`));
   return { ...h, before, id: (r.structured as { edit_id: string }).edit_id };
 }
@@ -164,7 +164,7 @@ test('max_results cuts the list and the total is still reported', async () => {
   assert.equal(s.total, 30);
   assert.equal(s.shown, 5);
   assert.deepEqual(s.matches.map((m) => m.captures.N), ['0', '1', '2', '3', '4']);
-  assert.match(textOf(r), /^30 match\(es\) in 1 file\(s\), showing the first 5/);
+  assert.match(textOf(r), /^30 matches in 1 file, showing the first 5/);
 });
 
 test('directory search: each file in its own language; .gitignore, binary and large files', async () => {

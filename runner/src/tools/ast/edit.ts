@@ -1,3 +1,4 @@
+import { count } from './words';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import type { SearchEngine } from './pool';
@@ -10,7 +11,7 @@ import type { StagedEdits, StagedFile } from './staging';
 const PREVIEW_LINES = 80;
 
 function previewOf(rel: string, reps: Replacement[]): string[] {
-  const lines = [`--- ${rel} (${reps.length} replacement(s))`];
+  const lines = [`--- ${rel} (${count(reps.length, 'replacement')})`];
   for (const r of reps) {
     lines.push(`@@ line ${r.line}`);
     for (const l of cut(r.before, 600).split('\n')) lines.push(`- ${l}`);
@@ -42,16 +43,16 @@ export function editTool(run: RunContext, engine: SearchEngine, staged: StagedEd
         return { content: [{ type: 'text', text: `no replacements: the pattern matched nothing that the rewrite changes (${describeStats(stats)})` }], structured: { replacements: 0, files: 0, stats } };
       }
       const edit = staged.stage(files);
-      const count = files.reduce((n, f) => n + f.replacements, 0);
+      const total = files.reduce((n, f) => n + f.replacements, 0);
       const shown = preview.length > PREVIEW_LINES ? [...preview.slice(0, PREVIEW_LINES), `… ${preview.length - PREVIEW_LINES} more preview line(s)`] : preview;
       const text = [
-        `(proposed) ${count} replacement(s) in ${files.length} file(s) — nothing written yet`,
+        `(proposed) ${count(total, 'replacement')} in ${count(files.length, 'file')} — nothing written yet`,
         ...shown,
-        `call resolve with edit_id "${edit.id}" and action "accept" to write all ${files.length} file(s) (or none, if any changed meanwhile), or "discard"`,
+        `call resolve with edit_id "${edit.id}" and action "accept" to write ${files.length === 1 ? 'the file' : `all ${files.length} files`} (or none, if any changed meanwhile), or "discard"`,
       ].join('\n');
       return {
         content: [{ type: 'text', text }],
-        structured: { edit_id: edit.id, replacements: count, files: files.map((f) => ({ path: f.rel, replacements: f.replacements })), stats },
+        structured: { edit_id: edit.id, replacements: total, files: files.map((f) => ({ path: f.rel, replacements: f.replacements })), stats },
       };
     },
   };

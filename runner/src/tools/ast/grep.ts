@@ -1,3 +1,4 @@
+import { count } from './words';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import type { SearchEngine } from './pool';
@@ -47,7 +48,7 @@ export function grepTool(run: RunContext, engine: SearchEngine, settings: AstSet
       const head =
         total === 0
           ? `no matches (${describeStats(stats)})`
-          : `${total} match(es) in ${files.length} file(s)${total > found.length ? `, showing the first ${found.length}` : ''} (${describeStats(stats)})`;
+          : `${count(total, 'match', 'matches')} in ${count(files.length, 'file')}${total > found.length ? `, showing the first ${found.length}` : ''} (${describeStats(stats)})`;
       return {
         content: [{ type: 'text', text: [head, ...found.map(render)].join('\n') }],
         structured: { total, shown: found.length, files: files.length, matches: found, stats },

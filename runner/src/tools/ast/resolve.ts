@@ -1,3 +1,4 @@
+import { count } from './words';
 import { ConflictError, commitChanges } from '../../fileTransaction';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
@@ -18,7 +19,7 @@ export function resolveTool(run: RunContext, staged: StagedEdits): ToolDefinitio
       if (args.action === 'discard') {
         const n = edit.files.length;
         staged.settle(edit, 'discarded');
-        return { content: [{ type: 'text', text: `discarded ${edit.id} (${n} file(s) untouched)` }], structured: { edit_id: edit.id, state: 'discarded' } };
+        return { content: [{ type: 'text', text: `discarded ${edit.id} (${count(n, 'file')} untouched)` }], structured: { edit_id: edit.id, state: 'discarded' } };
       }
       const files = edit.files;
       try {
@@ -33,10 +34,10 @@ export function resolveTool(run: RunContext, staged: StagedEdits): ToolDefinitio
       }
       staged.settle(edit, 'accepted');
       const extra = await run.afterWrite(files.map((f) => f.abs), ctx);
-      const count = files.reduce((n, f) => n + f.replacements, 0);
+      const total = files.reduce((n, f) => n + f.replacements, 0);
       return {
-        content: [{ type: 'text', text: `accepted ${edit.id}: wrote ${count} replacement(s) in ${files.length} file(s): ${files.map((f) => f.rel).join(', ')}` }, ...extra],
-        structured: { edit_id: edit.id, state: 'accepted', files: files.map((f) => f.rel), replacements: count },
+        content: [{ type: 'text', text: `accepted ${edit.id}: wrote ${count(total, 'replacement')} in ${count(files.length, 'file')}: ${files.map((f) => f.rel).join(', ')}` }, ...extra],
+        structured: { edit_id: edit.id, state: 'accepted', files: files.map((f) => f.rel), replacements: total },
       };
     },
   };

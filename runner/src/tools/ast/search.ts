@@ -1,3 +1,4 @@
+import { count } from './words';
 import { promises as fs } from 'node:fs';
 import type { Workspace } from '../../workspace';
 import { ToolError } from '../../tool';
@@ -93,7 +94,7 @@ export async function searchWorkspace(workspace: Workspace, engine: SearchEngine
 }
 
 export function describeStats(s: SearchStats): string {
-  const parts = [`${s.filesSearched} file(s) searched`];
+  const parts = [`${count(s.filesSearched, 'file')} searched`];
   if (s.languages.length > 0) parts[0] += ` (${s.languages.join(', ')})`;
   if (s.skippedBinary) parts.push(`${s.skippedBinary} binary skipped`);
   if (s.skippedLarge) parts.push(`${s.skippedLarge} too large skipped`);

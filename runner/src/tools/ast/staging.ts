@@ -1,3 +1,4 @@
+import { count } from './words';
 import { ToolError } from '../../tool';
 
 export interface StagedFile {
@@ -54,7 +55,7 @@ export class StagedEdits {
     }
     if (this.expired(e)) {
       e.files = [];
-      throw new ToolError(`${id} expired (staged edits live ${Math.round(this.ttlMs / 60000)} minute(s)); run ast_edit again`);
+      throw new ToolError(`${id} expired (staged edits live ${count(Math.round(this.ttlMs / 60000), 'minute')}); run ast_edit again`);
     }
     if (e.state !== 'pending') throw new ToolError(`${id} was already resolved (${e.state}); run ast_edit again for a new change`);
     return e;

@@ -96,3 +96,10 @@ test('when an interpreter goes, the processes its cells started go with it', asy
   const state = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] : 'gone';
   assert.ok(state === 'gone' || state === 'Z', `sleep is still ${state}`);
 });
+
+test('idioms are rewritten only in cells that need it, and tracebacks quote the cell as written', async () => {
+  const valid = await run('python', 's = """\n!not a command\n%not a magic\n"""\ns.split()');
+  assert.equal(valid.text, "['!not', 'a', 'command', '%not', 'a', 'magic']");
+  const failing = await run('python', 'value = 1\n%cd /no/such/dir');
+  assert.match(failing.text, /cell line 2, in <module>\n    %cd \/no\/such\/dir\nFileNotFoundError/);
+});

@@ -42,6 +42,8 @@ export interface LaunchOptions {
   initializationOptions?: unknown;
   /** Answers to workspace/configuration, by section. */
   settings?: Record<string, unknown>;
+  /** Extra fields of every didChange (server extensions). */
+  didChangeExtras?: Record<string, unknown>;
 }
 
 const CAPABILITIES: ClientCapabilities = {
@@ -253,7 +255,7 @@ export class LspClient extends EventEmitter {
     if (doc.text === text) return { version: doc.version, changed: false };
     doc.version += 1;
     doc.text = text;
-    await this.connection.sendNotification('textDocument/didChange', { textDocument: { uri, version: doc.version }, contentChanges: [{ text }] });
+    await this.connection.sendNotification('textDocument/didChange', { textDocument: { uri, version: doc.version }, contentChanges: [{ text }], ...this.options.didChangeExtras });
     return { version: doc.version, changed: true };
   }
 

@@ -14,6 +14,8 @@ export interface ServerSpec {
   initializationOptions?: unknown;
   /** Answers to the server's workspace/configuration requests, by section. */
   settings?: Record<string, unknown>;
+  /** Extra fields of every didChange (server extensions). */
+  didChangeExtras?: Record<string, unknown>;
   /**
    * How a file's diagnostics are obtained: awaited pushes (default), pushes that carry the
    * document version (unversioned ones, e.g. for a file before it was opened, are ignored),
@@ -63,6 +65,8 @@ export const SERVERS: ServerSpec[] = [
     // The background index would write .cache/clangd into the workspace; without it clangd
     // still indexes every open file and its headers.
     args: ['--background-index=false', '--log=error'],
+    // clangd's extension: diagnostics for this version now, instead of after its debounce.
+    didChangeExtras: { wantDiagnostics: true },
   },
   {
     id: 'gopls',

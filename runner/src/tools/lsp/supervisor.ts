@@ -125,7 +125,7 @@ export class ServerSupervisor {
 
   private async start(p: Extract<Placement, { ok: true }>, slot: Slot): Promise<ServerHandle> {
     slot.stopping = false;
-    const client = new LspClient({ command: p.binary, args: p.spec.args, root: p.root, env: serverEnv(), initializationOptions: p.spec.initializationOptions, settings: p.spec.settings });
+    const client = new LspClient({ command: p.binary, args: p.spec.args, root: p.root, env: serverEnv(), initializationOptions: p.spec.initializationOptions, settings: p.spec.settings, didChangeExtras: p.spec.didChangeExtras });
     client.on('exit', (exit: ServerExit) => {
       if (slot.stopping) return;
       slot.lastCrash = exit;

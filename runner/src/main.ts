@@ -41,7 +41,7 @@ connection.onRequest(Methods.initialize, async (params: InitializeParams): Promi
   }
   run = new RunContext(params);
   run.emitEvent = (kind, payload) => void connection.sendNotification(Methods.runEvent, { kind, payload } satisfies RunEventParams);
-  registry = new ToolRegistry();
+  registry = new ToolRegistry(run.workspace.root);
   await registerTools(registry, run);
   logger.info({ runId: run.runId, tools: registry.list().map((t) => t.name) }, 'runner initialized');
   return { version: VERSION, tools: registry.list() };

@@ -8,6 +8,14 @@ import { ToolError, fail, type ToolContext, type ToolDefinition } from './tool';
 export class ToolRegistry {
   private readonly tools = new Map<string, ToolDefinition>();
 
+  /** `workspaceRoot`: filesystem messages show paths relative to it, not the host's layout. */
+  constructor(private readonly workspaceRoot?: string) {}
+
+  private scrub(message: string): string {
+    const root = this.workspaceRoot;
+    return root ? message.split(`${root}/`).join('').split(`'${root}'`).join("'.'") : message;
+  }
+
   register(tool: ToolDefinition): void {
     if (this.tools.has(tool.name)) throw new Error(`tool ${tool.name} registered twice`);
     this.tools.set(tool.name, tool);
@@ -39,7 +47,7 @@ export class ToolRegistry {
       if (ctx.signal.aborted) return fail(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`);
       const e = err as NodeJS.ErrnoException;
       // Filesystem errors are the model's to act on (missing file, is a directory...).
-      if (typeof e?.code === 'string' && typeof e.message === 'string') return fail(e.message);
+      if (typeof e?.code === 'string' && typeof e.message === 'string') return fail(this.scrub(e.message));
       throw err;
     }
   }

@@ -29,7 +29,7 @@ export const NO_FEATURES: RunFeatures = { lsp: false, ast: false, debug: false, 
 /** A runner's registry over a fresh temp workspace, as the runner builds it at initialize. */
 export async function runnerFor(features: Partial<RunFeatures> = {}, settings: Record<string, unknown> = {}, workspace = tempWorkspace()) {
   const run = new RunContext({ runId: 'run-test', conversationId: 'conv-test', workspace, features: { ...NO_FEATURES, ...features }, settings });
-  const registry = new ToolRegistry();
+  const registry = new ToolRegistry(run.workspace.root);
   await registerTools(registry, run);
   return { run, registry, workspace, call: (tool: string, args: unknown, ctx = runnerContext()) => registry.call(tool, args, ctx) };
 }

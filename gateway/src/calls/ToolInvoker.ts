@@ -73,7 +73,8 @@ export class ToolInvoker {
       }
     }
     if (!caller.stream.acceptsBridgeCalls) {
-      return errorResult(`unknown tool: ${tool} (not a tool of this run, and the client does not accept bridged calls)`);
+      // Word for word the answer for a tool above the caller's tier: a capped cell cannot tell them apart.
+      return errorResult(`unknown tool: ${tool}`);
     }
     return caller.stream.bridgeToClient(tool, JSON.stringify(objectArgs));
   }

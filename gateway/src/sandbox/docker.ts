@@ -35,6 +35,7 @@ export class DockerProvider implements SandboxProvider {
   readonly docker: Docker;
   private readonly live = new Map<string, Live>();
   private events?: Readable;
+  private watching?: Promise<void>;
   private closed = false;
 
   constructor(private readonly config: GatewayConfig) {
@@ -177,11 +178,24 @@ export class DockerProvider implements SandboxProvider {
    * An OOM kill inside a run may hit any process in it (a language server, a kernel). The run
    * is then in an unknown state, so it ends as a whole and is reported FAILED with the reason.
    */
-  private async watchOom(): Promise<void> {
-    if (this.events || this.closed) return;
+  private watchOom(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    // Concurrent creates share one subscription.
+    this.watching ??= this.subscribeOom().catch((err) => {
+      this.watching = undefined;
+      throw err;
+    });
+    return this.watching;
+  }
+
+  private async subscribeOom(): Promise<void> {
     const events = (await this.docker.getEvents({
       filters: JSON.stringify({ type: ['container'], event: ['oom'], label: [`${LABELS.managed}=true`] }),
     })) as unknown as Readable;
+    if (this.closed) {
+      events.destroy();
+      return;
+    }
     this.events = events;
     let buf = '';
     events.on('data', (chunk: Buffer) => {
@@ -205,7 +219,9 @@ export class DockerProvider implements SandboxProvider {
       }
     });
     const reset = () => {
-      if (this.events === events) this.events = undefined;
+      if (this.events !== events) return;
+      this.events = undefined;
+      this.watching = undefined;
     };
     events.on('error', reset);
     events.on('close', reset);

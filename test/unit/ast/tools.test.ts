@@ -218,3 +218,26 @@ test('a cancelled search stops and says so', async () => {
   const again = await call('ast_grep', { pattern: 'g($A, $B)', language: 'python', path: 'many/m1.py' });
   assert.equal((again.structured as { total: number }).total, 50);
 });
+
+test('dart: more hand-written expectations (statement lists, independent metavariables, rewrite indentation)', async () => {
+  const { call, workspace } = await runnerFor({ ast: true });
+  put(workspace, 'lib/widget.dart', DART_WIDGET);
+  put(workspace, 'bin/main.dart', 'void main() {\n  if (ready) {\n    start();\n    run(1);\n  }\n  while (busy) {\n    wait();\n  }\n}\n');
+  const grep = async (pattern: string) => {
+    const r = await call('ast_grep', { pattern, language: 'dart' });
+    assert.ok(!r.isError, textOf(r));
+    return (r.structured as { matches: { file: string; start_line: number; captures: Record<string, unknown> }[] }).matches.map((m) => [m.file, m.start_line, m.captures]);
+  };
+  assert.deepEqual(await grep('$A.dispose()'), [['lib/widget.dart', 10, { A: 'main' }], ['lib/widget.dart', 11, { A: 'main' }]]);
+  assert.deepEqual(await grep('if ($X != null) $Y.dispose()'), [
+    ['lib/widget.dart', 10, { X: 'main', Y: 'main' }],
+    ['lib/widget.dart', 11, { X: 'other', Y: 'main' }],
+  ]);
+  assert.deepEqual(await grep('if ($C) { $$$B }'), [['bin/main.dart', 2, { C: 'ready', B: ['start();', 'run(1);'] }]]);
+  assert.deepEqual(await grep('while ($C) { $$$B }'), [['bin/main.dart', 6, { C: 'busy', B: ['wait();'] }]]);
+  const e = await call('ast_edit', { pattern: 'if ($C) { $$$B }', rewrite: 'if (!($C)) return;\n$$$B', path: 'bin' });
+  assert.match(textOf(e), /^\(proposed\) 1 replacement in 1 file/);
+  const ok = await call('resolve', { edit_id: (e.structured as { edit_id: string }).edit_id, action: 'accept' });
+  assert.ok(!ok.isError, textOf(ok));
+  assert.equal(read(workspace, 'bin/main.dart'), 'void main() {\n  if (!(ready)) return;\n  start();\n  run(1);\n  while (busy) {\n    wait();\n  }\n}\n');
+});

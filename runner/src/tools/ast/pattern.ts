@@ -51,13 +51,41 @@ function isSingle(node: Node): boolean {
   return !!second && (second.isMissing || second.type === '');
 }
 
-function convert(node: Node, sigil: string): PatternNode {
-  const metavar = parseMetaVar(node.text, sigil);
+/**
+ * Turns the parsed pattern into a PatternNode tree. `added` holds the offsets of `;` tokens
+ * that were not in the pattern (see `terminateLoneMetavars`): they are left out, and a
+ * statement that is a metavariable plus such a `;` is that metavariable.
+ */
+function convert(node: Node, sigil: string, added: ReadonlySet<number>): PatternNode {
+  let text = node.text;
+  if (text.endsWith(';') && added.has(node.endIndex - 1)) text = text.slice(0, -1).trimEnd();
+  const metavar = parseMetaVar(text, sigil);
   if (metavar) return { kind: 'metavar', metavar };
   if (node.childCount === 0) return { kind: 'leaf', typeId: node.typeId, type: node.type, text: node.text, named: node.isNamed };
   const children: PatternNode[] = [];
-  for (const child of node.children) if (child && !child.isMissing) children.push(convert(child, sigil));
+  for (const child of node.children) {
+    if (!child || child.isMissing || (child.type === ';' && added.has(child.startIndex))) continue;
+    children.push(convert(child, sigil, added));
+  }
   return { kind: 'inner', typeId: node.typeId, type: node.type, children };
+}
+
+/**
+ * `{ $$$BODY }` is how a pattern says "any statements", but grammars that insist on a `;`
+ * after an expression statement (Dart) do not parse a metavariable alone on its line. This
+ * adds the `;` after such metavariables and returns where, so `convert` can leave it out.
+ */
+function terminateLoneMetavars(source: string, sigil: string): { text: string; added: number[] } {
+  const s = sigil.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const lone = new RegExp(`(^|[{;\\n])([ \\t]*)(${s}${s}${s}[A-Z0-9_]*|${s}{1,2}[A-Z_][A-Z0-9_]*)(?=[ \\t]*(?:\\}|\\n|$))`, 'g');
+  const added: number[] = [];
+  let shift = 0;
+  const text = source.replace(lone, (whole: string, before: string, space: string, name: string, at: number) => {
+    added.push(at + shift + whole.length);
+    shift++;
+    return `${before}${space}${name};`;
+  });
+  return { text, added };
 }
 
 /**
@@ -94,6 +122,7 @@ interface Parsed {
 
 function parseIn(parser: Parser, source: string, context: PatternContext | undefined, pattern: string, language: LanguageSpec, strict: boolean): Parsed {
   const prefix = context?.prefix ?? '';
+  // (`source` is the pattern as parsed; `pattern` only serves error positions.)
   const suffix = context?.suffix ?? '';
   const tree = parser.parse(prefix + source + suffix);
   if (!tree) throw new ToolError(`the ${language.id} parser gave up on the pattern`);
@@ -118,7 +147,7 @@ function parseIn(parser: Parser, source: string, context: PatternContext | undef
   return { tree, node, end };
 }
 
-type Attempt = { strict: boolean; context?: PatternContext };
+type Attempt = { strict: boolean; context?: PatternContext; terminate?: boolean };
 
 /**
  * Where to try parsing a pattern, in order. As ast-grep does, the pattern is first parsed on its
@@ -128,9 +157,11 @@ type Attempt = { strict: boolean; context?: PatternContext };
  */
 function parseAttempts(language: LanguageSpec): Attempt[] {
   const contexts = language.contexts ?? [];
-  const inContexts = (strict: boolean) => contexts.map((context) => ({ strict, context }));
-  if (language.contextsFirst) return [...inContexts(true), { strict: true }, ...inContexts(false), { strict: false }];
-  return [{ strict: false }, ...inContexts(true), ...inContexts(false)];
+  const inContexts = (strict: boolean, terminate = false) => contexts.map((context) => ({ strict, context, terminate }));
+  const terminated = [...inContexts(true, true), { strict: true, terminate: true }];
+  // Dart also reads `{ $$$B }` as a set literal when a `;` follows; the terminated form says block.
+  if (language.contextsFirst) return [...terminated, ...inContexts(true), { strict: true }, ...inContexts(false), { strict: false }];
+  return [{ strict: false }, ...inContexts(true), ...inContexts(false), ...terminated];
 }
 
 export async function compilePattern(pattern: string, language: LanguageSpec): Promise<CompiledPattern> {
@@ -140,8 +171,13 @@ export async function compilePattern(pattern: string, language: LanguageSpec): P
   const parser = await parserFor(language);
   let firstError: string | undefined;
   const attempts = parseAttempts(language);
-  for (const { strict, context } of attempts) {
-    const parsed = parseIn(parser, source, context, pattern.trim(), language, strict);
+  const terminated = terminateLoneMetavars(source, language.expando);
+  for (const { strict, context, terminate } of attempts) {
+    if (terminate && terminated.added.length === 0) continue;
+    const text = terminate ? terminated.text : source;
+    const parsed = parseIn(parser, text, context, pattern.trim(), language, strict);
+    const prefixLength = context?.prefix.length ?? 0;
+    const added = new Set(terminate ? terminated.added.map((at) => at + prefixLength) : []);
     try {
       if (!parsed.node) {
         firstError ??= parsed.problem;
@@ -149,7 +185,7 @@ export async function compilePattern(pattern: string, language: LanguageSpec): P
       }
       let node = parsed.node;
       while (isSingle(node)) node = node.child(0)!;
-      const root = convert(node, language.expando);
+      const root = convert(node, language.expando, added);
       const literals = new Set<string>();
       collectLiterals(root, literals);
       return { language, root, literals: [...literals], overhang: node.endIndex > parsed.end };

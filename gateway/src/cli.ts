@@ -3,6 +3,7 @@ import { AgentKind, RunState, SurfaceMode, Tier } from '../../gen/tether/v1/gate
 import { TetherClient, resultText } from './client';
 import { loadConfig } from './config';
 import { startGateway } from './server';
+import { diagnose, formatReport, type Check } from './doctor';
 
 const program = new Command();
 program.name('tether').description('A gRPC gateway of tools bound to the live resources of one agent run.');
@@ -52,6 +53,27 @@ program
     };
     process.on('SIGINT', () => void stop('SIGINT'));
     process.on('SIGTERM', () => void stop('SIGTERM'));
+  });
+
+program
+  .command('doctor')
+  .description('check the engine, the runtime and the runner image, and say what to do if something is missing')
+  .option('--config <file>', 'JSON config file (or TETHER_CONFIG)')
+  .option('--json', 'print the checks as JSON')
+  .action(async (o: { config?: string; json?: boolean }) => {
+    const notes: Check[] = [];
+    let config;
+    try {
+      config = loadConfig({ file: o.config });
+    } catch (err) {
+      const msg = (err as Error).message;
+      if (!msg.startsWith('no tokens configured')) fail(err);
+      notes.push({ name: 'tokens', status: 'warn', detail: 'none configured: `tether serve` refuses to start without them', fix: 'set TETHER_TOKENS=token=tenant or "tokens" in the config file' });
+      config = loadConfig({ file: o.config, overrides: { tokens: { doctor: 'doctor' } } });
+    }
+    const checks = await diagnose(config, { notes });
+    console.log(o.json ? JSON.stringify(checks, null, 2) : formatReport(checks));
+    if (checks.some((c) => c.status === 'fail')) process.exitCode = 1;
   });
 
 const run = program.command('run').description('manage runs');

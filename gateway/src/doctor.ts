@@ -1,0 +1,89 @@
+import Docker from 'dockerode';
+import type { GatewayConfig } from './config';
+import { resolveImage } from './sandbox/image';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+
+export interface Check {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to do about it, when something is wrong. */
+  fix?: string;
+}
+
+const SETUP = 'run `bash scripts/setup.sh` (it installs and starts an engine where none runs and builds the images)';
+
+/** Checks what a gateway needs before it can create runs, and says what to do when it can't. */
+export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } = {}): Promise<Check[]> {
+  const checks: Check[] = [...(opts.notes ?? [])];
+  if (config.provider === 'process') {
+    checks.push({
+      name: 'provider',
+      status: 'warn',
+      detail: 'process: tools run as local child processes WITHOUT any isolation',
+      fix: 'use the docker provider (the default) for anything but development',
+    });
+    return checks;
+  }
+  checks.push({ name: 'provider', status: 'ok', detail: 'docker' });
+
+  const docker = new Docker({ socketPath: config.docker.socketPath });
+  let info: { DefaultRuntime?: string; Runtimes?: Record<string, unknown>; ServerVersion?: string; CgroupVersion?: string };
+  try {
+    await docker.ping();
+    info = await docker.info();
+  } catch (err) {
+    checks.push({
+      name: 'engine',
+      status: 'fail',
+      detail: `no Docker engine answers on ${config.docker.socketPath}: ${(err as Error).message}`,
+      fix: `${SETUP}; or point docker.socketPath / DOCKER_SOCKET at a running engine`,
+    });
+    return checks;
+  }
+  checks.push({ name: 'engine', status: 'ok', detail: `Docker ${info.ServerVersion ?? '?'} on ${config.docker.socketPath} (cgroup v${info.CgroupVersion ?? '?'})` });
+
+  const runtimes = Object.keys(info.Runtimes ?? {});
+  const runtime = config.docker.runtime || info.DefaultRuntime || 'runc';
+  if (config.docker.runtime && !runtimes.includes(config.docker.runtime)) {
+    checks.push({
+      name: 'runtime',
+      status: 'fail',
+      detail: `runtime ${config.docker.runtime} is not registered with the engine (it has: ${runtimes.join(', ') || 'none'})`,
+      fix: `register it in /etc/docker/daemon.json ("runtimes": {"${config.docker.runtime}": {"path": ..., "runtimeArgs": [...]}}) and restart dockerd, or clear docker.runtime`,
+    });
+  } else {
+    checks.push({ name: 'runtime', status: 'ok', detail: `${runtime}${config.docker.runtime ? '' : ' (the engine default)'}` });
+  }
+  if (config.docker.runtimeArgs.length) {
+    checks.push({
+      name: 'runtime args',
+      status: 'warn',
+      detail: `docker.runtimeArgs (${config.docker.runtimeArgs.join(' ')}) cannot be set per container`,
+      fix: 'put them under the runtime in /etc/docker/daemon.json',
+    });
+  }
+
+  const image = resolveImage(config);
+  if (!image) {
+    checks.push({ name: 'image', status: 'fail', detail: 'no runner image configured', fix: `${SETUP}; or set TETHER_IMAGE / docker.image` });
+    return checks;
+  }
+  try {
+    const img = await docker.getImage(image).inspect();
+    const size = (img.Size / 1e9).toFixed(2);
+    checks.push({ name: 'image', status: 'ok', detail: `${image} (${size} GB, user ${img.Config.User || 'root'})` });
+  } catch {
+    checks.push({ name: 'image', status: 'fail', detail: `runner image ${image} does not exist in this engine`, fix: SETUP });
+  }
+  return checks;
+}
+
+export function formatReport(checks: Check[]): string {
+  const mark: Record<CheckStatus, string> = { ok: 'ok  ', warn: 'warn', fail: 'FAIL' };
+  const lines = checks.map((c) => `${mark[c.status]}  ${c.name.padEnd(13)} ${c.detail}${c.fix ? `\n      ${' '.repeat(13)} → ${c.fix}` : ''}`);
+  const failed = checks.filter((c) => c.status === 'fail').length;
+  lines.push(failed ? `\n${failed} problem(s): the gateway cannot create runs until they are fixed.` : '\nready: the gateway can create runs.');
+  return lines.join('\n');
+}

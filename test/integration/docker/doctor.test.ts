@@ -1,0 +1,49 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { defaultConfig } from '../../../gateway/src/config';
+import { diagnose } from '../../../gateway/src/doctor';
+import { runnerImage } from './support';
+
+const run = promisify(execFile);
+const bin = path.resolve(__dirname, '../../../../bin/tether');
+const config = (docker: Partial<ReturnType<typeof defaultConfig>['docker']>) => ({ ...defaultConfig(), docker: { ...defaultConfig().docker, ...docker } });
+const byName = (checks: Awaited<ReturnType<typeof diagnose>>) => Object.fromEntries(checks.map((c) => [c.name, c]));
+
+test('doctor: a reachable engine, its default runtime and the built image are all ok', async () => {
+  const c = byName(await diagnose(config({ image: runnerImage() })));
+  assert.equal(c.engine.status, 'ok', c.engine.detail);
+  assert.equal(c.runtime.status, 'ok');
+  assert.match(c.runtime.detail, /runc/);
+  assert.equal(c.image.status, 'ok');
+  assert.match(c.image.detail, /user 1000:1000/);
+});
+
+test('doctor: a missing image and an unregistered runtime fail, each with what to do', async () => {
+  const c = byName(await diagnose(config({ image: 'tether-runner:does-not-exist', runtime: 'no-such-runtime' })));
+  assert.equal(c.image.status, 'fail');
+  assert.match(c.image.fix ?? '', /scripts\/setup\.sh/);
+  assert.equal(c.runtime.status, 'fail');
+  assert.match(c.runtime.fix ?? '', /daemon\.json/);
+});
+
+test('doctor: no engine on the socket fails with the fix; the CLI exits non-zero', async () => {
+  const c = byName(await diagnose(config({ socketPath: '/nonexistent/docker.sock' })));
+  assert.equal(c.engine.status, 'fail');
+  assert.match(c.engine.fix ?? '', /setup\.sh/);
+  const res = await run(process.execPath, [bin, 'doctor'], { env: { ...process.env, DOCKER_SOCKET: '/nonexistent/docker.sock' } }).then(
+    () => ({ code: 0, out: '' }),
+    (e) => ({ code: e.code as number, out: String(e.stdout) }),
+  );
+  assert.equal(res.code, 1);
+  assert.match(res.out, /FAIL\s+engine/);
+});
+
+test('doctor: the CLI reports ready against this machine', async () => {
+  const { stdout } = await run(process.execPath, [bin, 'doctor'], { env: { ...process.env, TETHER_IMAGE: runnerImage(), TETHER_TOKENS: 'a=b' } });
+  assert.match(stdout, /ok\s+engine/);
+  assert.match(stdout, /ok\s+image/);
+  assert.match(stdout, /ready: the gateway can create runs/);
+});

@@ -1,4 +1,3 @@
-import { count } from './words';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import type { SearchEngine } from './pool';
@@ -7,6 +6,7 @@ import { editSchema, type AstSettings, type EditArgs } from './schemas';
 import { describeStats, searchWorkspace } from './search';
 import { cut } from './shard';
 import type { StagedEdits, StagedFile } from './staging';
+import { count } from './words';
 
 const PREVIEW_LINES = 80;
 

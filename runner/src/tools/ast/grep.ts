@@ -1,9 +1,9 @@
-import { count } from './words';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import type { SearchEngine } from './pool';
 import { DEFAULT_MAX_RESULTS, MAX_MAX_RESULTS, grepSchema, type AstSettings, type GrepArgs } from './schemas';
 import { describeStats, searchWorkspace } from './search';
+import { count } from './words';
 
 export interface FoundMatch {
   file: string;

@@ -1,9 +1,9 @@
-import { count } from './words';
 import { ConflictError, commitChanges } from '../../fileTransaction';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import { resolveSchema, type ResolveArgs } from './schemas';
 import type { StagedEdits } from './staging';
+import { count } from './words';
 
 export function resolveTool(run: RunContext, staged: StagedEdits): ToolDefinition<ResolveArgs> {
   return {

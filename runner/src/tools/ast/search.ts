@@ -1,4 +1,3 @@
-import { count } from './words';
 import { promises as fs } from 'node:fs';
 import type { Workspace } from '../../workspace';
 import { ToolError } from '../../tool';
@@ -7,6 +6,7 @@ import { compilePattern } from './pattern';
 import type { SearchEngine } from './pool';
 import type { FileOutcome, JobFile } from './shard';
 import { walkFiles } from './walker';
+import { count } from './words';
 
 export interface SearchRequest {
   pattern: string;

@@ -1,5 +1,5 @@
-import { count } from './words';
 import { ToolError } from '../../tool';
+import { count } from './words';
 
 export interface StagedFile {
   abs: string;

@@ -278,6 +278,15 @@ export class LspClient extends EventEmitter {
     return r?.items ?? [];
   }
 
+  /** Tells the server files changed on disk (config files, files it has not opened, deletions). */
+  async filesChanged(changes: { uri: string; deleted: boolean }[]): Promise<void> {
+    if (this.exit || changes.length === 0) return;
+    for (const c of changes) {
+      if (c.deleted && this.documents.delete(c.uri)) await this.connection.sendNotification('textDocument/didClose', { textDocument: { uri: c.uri } });
+    }
+    await this.connection.sendNotification('workspace/didChangeWatchedFiles', { changes: changes.map((c) => ({ uri: c.uri, type: c.deleted ? 3 : 2 })) });
+  }
+
   openDocument(uri: string): { version: number; text: string } | undefined {
     return this.documents.get(uri);
   }

@@ -1,6 +1,8 @@
-import { promises as fs } from 'node:fs';
+import { existsSync, promises as fs } from 'node:fs';
+import * as path from 'node:path';
 import type { ContentItem } from '../../protocol';
 import type { WriteObserver } from '../../run';
+import { toUri } from './format';
 import type { DiagnosticsLedger } from './ledger';
 import { errorsAndWarnings, type LspSession } from './session';
 
@@ -24,9 +26,23 @@ export class DiagnosticsOnWrite implements WriteObserver {
 
   async afterWrite(absPaths: string[]): Promise<ContentItem[]> {
     this.session.supervisor.forgetPlacements();
+    await this.announce(absPaths);
     const deadline = Date.now() + this.session.settings.writeDiagnosticsTimeoutMs;
     const results = await Promise.all(absPaths.map((p) => this.check(p, deadline).catch((err: Error) => `diagnostics not checked for ${this.session.format.display(p)}: ${err.message}`)));
     return results.filter((t): t is string => Boolean(t)).map((text) => ({ type: 'text', text }));
+  }
+
+  /**
+   * Every running server whose root holds a written path hears of it as a watched-file change:
+   * a new go.mod or tsconfig.json, a file it never opened, a deletion (which also closes it).
+   */
+  private async announce(absPaths: string[]): Promise<void> {
+    const changes = absPaths.map((p) => ({ path: p, uri: toUri(p), deleted: !existsSync(p) }));
+    for (const c of changes) if (c.deleted) this.ledger.admit(c.path, []);
+    for (const h of this.session.supervisor.running()) {
+      const mine = changes.filter((c) => c.path.startsWith(h.root + path.sep));
+      await h.client.filesChanged(mine).catch(() => undefined);
+    }
   }
 
   private async check(abs: string, deadline: number): Promise<string | undefined> {

@@ -171,6 +171,11 @@ export class ServerSupervisor {
     slot.idleTimer.unref();
   }
 
+  /** Servers running now. */
+  running(): ServerHandle[] {
+    return [...this.slots.values()].flatMap((s) => (s.handle?.client.alive ? [s.handle] : []));
+  }
+
   /** Stops the running server(s) of a root (or every running server) so the next call starts fresh. */
   async reload(root?: string): Promise<ServerHandle[]> {
     const stopped: ServerHandle[] = [];

@@ -38,7 +38,9 @@ export interface DebugRun {
   exec(argv: string[]): Promise<string>;
   /** Starts a command in the run's sandbox, in the workspace, and leaves it running. */
   spawnDetached(argv: string[]): void;
-  /** Kills a process of the run's sandbox by pid. */
+  /** Whether a process of the run's sandbox is alive (a zombie is not). */
+  alive(pid: number): Promise<boolean>;
+  /** Kills a process of the run's sandbox by pid; throws when there is no such process. */
   kill(pid: number): void;
 }
 
@@ -86,8 +88,19 @@ export async function debugRun(t: TestGateway, conversationId: string, files: Re
       if (docker) execFileSync('docker', ['exec', '-d', '-w', '/workspace', container(), ...argv]);
       else spawn(argv[0], argv.slice(1), { cwd: hostWorkspace, detached: true, stdio: 'ignore' }).unref();
     },
+    async alive(pid) {
+      const script = `s=$(cat /proc/${Number(pid)}/stat 2>/dev/null) || exit 1; case "$s" in *") Z "*) exit 1;; esac`;
+      try {
+        if (docker) await run('docker', ['exec', container(), 'sh', '-c', script]);
+        else await run('sh', ['-c', script]);
+        return true;
+      } catch {
+        return false;
+      }
+    },
     kill(pid) {
-      if (docker) execFileSync('docker', ['exec', container(), 'kill', '-9', String(pid)]);
+      // The image has no kill binary: the shell's builtin does it.
+      if (docker) execFileSync('docker', ['exec', container(), 'sh', '-c', `kill -9 ${Number(pid)}`]);
       else process.kill(pid, 'SIGKILL');
     },
   };

@@ -178,7 +178,24 @@ test('attach to a debugpy-started process listening on a port inside the sandbox
   await d.ok({ op: 'breakpoints', file: 'spin.py', lines: [] });
   const ended = await d.ok({ op: 'terminate' });
   assert.match(ended.text, /left running/);
-  d.kill(pid);
+  d.kill(pid); // throws if detaching had ended the program
+
+});
+
+test('an adapter killed mid-session: a clear error, its program gone with it, the next launch works', async () => {
+  await d.ok({ op: 'breakpoints', file: 'app.py', lines: [12] });
+  await d.ok({ op: 'launch', program: 'app.py' });
+  const debuggee = Number((await d.ok({ op: 'evaluate', expression: '__import__("os").getpid()' })).structured.value);
+  const adapterPid = (await d.ok({ op: 'status' })).structured.adapterPid;
+  assert.ok(adapterPid > 0);
+  d.kill(adapterPid);
+  const after = await d.fails({ op: 'stack' });
+  assert.match(after.text, /debug adapter was killed by SIGKILL/);
+  assert.equal((await d.ok({ op: 'status' })).structured.session, null);
+  assert.equal(await d.alive(debuggee), false, 'the debuggee went with its adapter');
+  assert.equal((await d.ok({ op: 'launch', program: 'app.py' })).structured.line, 12);
+  await d.ok({ op: 'terminate' });
+  await d.ok({ op: 'breakpoints', file: 'app.py', lines: [] });
 });
 
 test('a project-local .venv is the interpreter the program runs on', async () => {

@@ -9,6 +9,7 @@ import { ADAPTERS, adapterForProgram } from '../../../runner/src/tools/debug/ada
 import { adapterForFile, whyUnavailable } from '../../../runner/src/tools/debug/availability';
 import { debugSchema } from '../../../runner/src/tools/debug/schemas';
 import { DebugSupervisor, DEFAULT_DEBUG_SETTINGS, formatSeconds } from '../../../runner/src/tools/debug/supervisor';
+import { allowsExec } from '../../../runner/src/tools/debug/scratch';
 import { Workspace } from '../../../runner/src/workspace';
 import { RunContext } from '../../../runner/src/run';
 import { ToolRegistry } from '../../../runner/src/registry';
@@ -191,4 +192,22 @@ test('durations read as a person would say them', () => {
   assert.equal(formatSeconds(1800), '30 minutes');
   assert.equal(formatSeconds(1799), '29m59s');
   assert.equal(formatSeconds(3), '3 seconds');
+});
+
+test('scratch space: a noexec mount is recognised from the mount table, the longest mount point deciding', async () => {
+  const dir = tempWorkspace();
+  const table = path.join(dir, 'mountinfo');
+  writeFileSync(
+    table,
+    [
+      '80 79 0:46 / / ro,relatime - overlay overlay rw',
+      '102 83 0:48 / /tmp rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw',
+      '103 83 0:49 / /tmp/exec\\040ok rw,nosuid,relatime - tmpfs tmpfs rw',
+      '104 83 8:1 / /workspace rw,relatime - ext4 /dev/sda1 rw',
+    ].join('\n'),
+  );
+  assert.equal(await allowsExec('/tmp/tether-debug-x', table), false);
+  assert.equal(await allowsExec('/tmp/exec ok/bin', table), true);
+  assert.equal(await allowsExec('/workspace/go', table), true);
+  assert.equal(await allowsExec('/tmpfoo', table), true);
 });

@@ -141,8 +141,10 @@ const lldb: AdapterSpec = {
     args,
     cwd,
     stopOnEntry: false,
-    // Turning ASLR off needs personality(2), which container seccomp profiles refuse.
+    // Turning ASLR off needs personality(2), which container seccomp profiles refuse; the
+    // launch flag alone is not enough, lldb's target setting turns it back on.
     disableASLR: false,
+    initCommands: ['settings set target.disable-aslr false'],
   }),
   attachArguments: (port) => ({ 'gdb-remote-port': port, 'gdb-remote-hostname': '127.0.0.1' }),
 };

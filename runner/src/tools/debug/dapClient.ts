@@ -73,10 +73,15 @@ export class DapClient {
   private closedReason: string | undefined;
   private readonly closeListeners = new Set<(reason: string) => void>();
 
+  /**
+   * `why`, when given, explains the end of the input stream (an adapter process's exit status
+   * says more than "closed its connection"); it is waited for briefly.
+   */
   constructor(
     input: Readable,
     private readonly output: Writable,
     private readonly reverse: ReverseRequestHandler,
+    why?: Promise<string>,
   ) {
     input.on('data', (chunk: Buffer) => {
       let messages: DebugProtocol.ProtocolMessage[];
@@ -88,7 +93,15 @@ export class DapClient {
       }
       for (const m of messages) this.dispatch(m);
     });
-    input.on('end', () => this.close('the debug adapter closed its connection'));
+    input.on('end', () => {
+      const plain = 'the debug adapter closed its connection';
+      if (!why) return this.close(plain);
+      const timer = setTimeout(() => this.close(plain), 1000);
+      void why.then((reason) => {
+        clearTimeout(timer);
+        this.close(reason);
+      });
+    });
     input.on('error', (err) => this.close(`the debug adapter connection failed: ${err.message}`));
     output.on('error', (err) => this.close(`writing to the debug adapter failed: ${err.message}`));
   }

@@ -203,8 +203,10 @@ export class DebugSession {
   private markEnded(reason: string): void {
     if (this.state === 'ended') return;
     this.state = 'ended';
-    this.endReason = reason;
-    this.notify({ kind: 'ended', reason, exitCode: this.exitCode });
+    // A reason given beforehand (the TTL, a terminate) is the true one; the adapter's own
+    // "terminated" that follows the disconnect is only its consequence.
+    this.endReason ??= reason;
+    this.notify({ kind: 'ended', reason: this.endReason, exitCode: this.exitCode });
   }
 
   private notify(o: Outcome): void {

@@ -1,12 +1,12 @@
 import { promises as fs } from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { ToolError } from '../../tool';
 import type { Workspace } from '../../workspace';
 import { adapterForProgram, ADAPTERS, describeTried, type AdapterId } from './adapters';
 import { adapterForFile, whyUnavailable, workspaceAdapters, type Availability } from './availability';
 import { OutputBuffer } from './outputBuffer';
-import { DebugSession, type BreakpointResult, type Outcome, type SourceView, type Start } from './session';
+import { makeScratchDir } from './scratch';
+import { DebugSession, PROGRAM_ENDED, type BreakpointResult, type Outcome, type SourceView, type Start } from './session';
 import { MAX_VALUE_CHARS } from './schemas';
 
 export interface DebugSettings {
@@ -166,7 +166,7 @@ export class DebugSupervisor {
     if (!id) throw new ToolError(`no debug adapter fits ${program}: tried ${describeTried()}. Name one with the adapter argument if the program is one of these in disguise`);
     const availability = await adapterForFile(id, this.workspace.root, isDir ? abs : path.dirname(abs));
     if (!availability.available) throw new ToolError(`the ${id} adapter cannot run for ${program}: ${whyUnavailable(availability)}`);
-    const scratchDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tether-debug-'));
+    const scratchDir = await makeScratchDir(availability.root!.dir);
     const start: Start = { kind: 'launch', program: abs, args, cwd: availability.root!.dir, scratchDir };
     try {
       return await this.open(id, availability, start, boundMs, signal);
@@ -241,7 +241,8 @@ export class DebugSupervisor {
     if (this.session !== session) return;
     this.session = undefined;
     clearTimeout(this.ttlTimer);
-    this.endedNote = `the last session, ${session.id}, ended: ${session.endReason}${session.exitCode !== undefined ? ` (exit code ${session.exitCode})` : ''}`;
+    const code = session.endReason === PROGRAM_ENDED && session.exitCode !== undefined ? ` (exit code ${session.exitCode})` : '';
+    this.endedNote = `the last session, ${session.id}, ended: ${session.endReason}${code}`;
   }
 
   /** Ends the live session on request. */

@@ -32,12 +32,13 @@ class Tail {
 }
 
 function killGroup(proc: ChildProcess): void {
-  if (proc.pid === undefined || proc.exitCode !== null || proc.signalCode !== null) return;
+  if (proc.pid === undefined) return;
   try {
-    // The adapter runs in its own process group: the debuggee and helpers it spawned go too.
+    // The adapter runs in its own process group: the debuggee and helpers it spawned go too,
+    // even when the adapter itself is already gone (killed, crashed) and left them behind.
     process.kill(-proc.pid, 'SIGKILL');
   } catch {
-    proc.kill('SIGKILL');
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
   }
 }
 
@@ -62,9 +63,10 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
 
   if (cmd.transport === 'stdio') {
     proc.stderr!.on('data', (d: Buffer) => tail.add(d.toString()));
-    const client = new DapClient(proc.stdout!, proc.stdin!, reverse);
-    void exited.then((reason) => client.close(withTail(reason, tail.value)));
-    return { client, pid: proc.pid, ended: exited.then((r) => withTail(r, tail.value)), stderrTail: () => tail.value, kill: () => killGroup(proc) };
+    const ended = exited.then((r) => withTail(r, tail.value));
+    const client = new DapClient(proc.stdout!, proc.stdin!, reverse, ended);
+    void ended.then((reason) => client.close(reason));
+    return { client, pid: proc.pid, ended, stderrTail: () => tail.value, kill: () => killGroup(proc) };
   }
 
   // `listen`: the adapter announces its port on stdout; what follows there is the debuggee's.

@@ -1,0 +1,92 @@
+import { after, afterEach, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestGateway, type TestGateway } from '../../helpers/gateway';
+import { debugRun, fixture, type DebugRun } from './helpers';
+
+/**
+ * lldb-dap on a C program compiled here with -g, and delve on a Go module, in the runner
+ * image. One run holds both projects, each under its own root marker.
+ */
+let t: TestGateway;
+let d: DebugRun;
+
+before(async () => {
+  t = await startTestGateway();
+  d = await debugRun(t, 'conv-native', { ...fixture('c', 'c'), ...fixture('go', 'go') });
+  await d.exec(['gcc', '-g', '-O0', '-o', 'c/prog', 'c/prog.c']);
+});
+
+afterEach(async () => {
+  await d?.call({ op: 'terminate' });
+});
+
+after(async () => {
+  if (d) await t.alice.deleteRun(d.runId).catch(() => undefined);
+  await t?.close();
+});
+
+const values = (vars: { name: string; value: string }[]) => Object.fromEntries(vars.map((v) => [v.name, v.value]));
+
+test('C with lldb-dap: breakpoint, stack, variables with a struct, step in, evaluate, run to exit', async () => {
+  const rows = (await d.ok({ op: 'adapters' })).structured.adapters;
+  const lldb = rows.find((a: { id: string }) => a.id === 'lldb');
+  assert.equal(lldb.available, true);
+  assert.equal(lldb.root, 'c');
+
+  await d.ok({ op: 'breakpoints', file: 'c/prog.c', lines: [17] });
+  const r = await d.ok({ op: 'launch', program: 'c/prog' });
+  assert.match(r.text, /session dbg-\d+ \(lldb\) launched c\/prog/);
+  assert.equal(r.structured.reason, 'breakpoint');
+  assert.equal(r.structured.file, 'c/prog.c');
+  assert.equal(r.structured.line, 17);
+  assert.match(r.structured.sourceLine, /total \+= scale\(origin, i\);/);
+
+  const frames = (await d.ok({ op: 'stack' })).structured.frames;
+  assert.equal(frames[0].name, 'main');
+  assert.equal(frames[0].file, 'c/prog.c');
+  const locals = (await d.ok({ op: 'scopes', frame_id: frames[0].id })).structured.scopes.find((s: { name: string }) => s.name === 'Locals');
+  const vars = (await d.ok({ op: 'variables', reference: locals.reference })).structured.variables;
+  assert.deepEqual({ total: values(vars).total, i: values(vars).i }, { total: '0', i: '1' });
+  const origin = vars.find((v: { name: string }) => v.name === 'origin');
+  assert.ok(origin.reference > 0, 'a struct has children');
+  assert.deepEqual(values((await d.ok({ op: 'variables', reference: origin.reference })).structured.variables), { x: '3', y: '4' });
+
+  const inScale = await d.ok({ op: 'step_in' });
+  assert.equal(inScale.structured.function, 'scale');
+  assert.equal(inScale.structured.line, 9);
+  assert.match((await d.ok({ op: 'evaluate', expression: 'p.x * k + 1' })).structured.value, /\b4\b/);
+  assert.match((await d.fails({ op: 'evaluate', expression: 'no_such_name' })).text, /no_such_name/);
+
+  await d.ok({ op: 'breakpoints', file: 'c/prog.c', lines: [] });
+  const ended = await d.ok({ op: 'continue' });
+  assert.equal(ended.structured.state, 'ended');
+  assert.equal(ended.structured.exitCode, 0);
+  assert.match((await d.ok({ op: 'output' })).structured.stdout, /i=3 total=42\n/);
+});
+
+test('Go with delve: breakpoint, stack, variables (struct and slice), evaluate, run to exit', async () => {
+  await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [19] });
+  const r = await d.ok({ op: 'launch', program: 'go', wait_seconds: 60 });
+  assert.match(r.text, /\(delve\) launched go/);
+  assert.equal(r.structured.reason, 'breakpoint');
+  assert.equal(r.structured.file, 'go/main.go');
+  assert.equal(r.structured.line, 19);
+
+  const frames = (await d.ok({ op: 'stack' })).structured.frames;
+  assert.equal(frames[0].name, 'main.main');
+  assert.ok(frames.some((f: { name: string }) => f.name === 'runtime.main'));
+  const locals = (await d.ok({ op: 'scopes', frame_id: frames[0].id })).structured.scopes[0];
+  const vars = (await d.ok({ op: 'variables', reference: locals.reference })).structured.variables;
+  assert.deepEqual({ total: values(vars).total, i: values(vars).i }, { total: '0', i: '1' });
+  const origin = vars.find((v: { name: string }) => v.name === 'origin');
+  assert.deepEqual(values((await d.ok({ op: 'variables', reference: origin.reference })).structured.variables), { X: '3', Y: '4' });
+  const names = vars.find((v: { name: string }) => v.name === 'names');
+  assert.deepEqual(Object.values(values((await d.ok({ op: 'variables', reference: names.reference })).structured.variables)), ['"a"', '"b"', '"c"']);
+  assert.equal((await d.ok({ op: 'evaluate', expression: 'origin.X + i', frame_id: frames[0].id })).structured.value, '4');
+
+  await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [] });
+  const ended = await d.ok({ op: 'continue' });
+  assert.equal(ended.structured.state, 'ended');
+  assert.equal(ended.structured.exitCode, 0);
+  assert.match((await d.ok({ op: 'output' })).structured.stdout, /i 3 c total 42\n/);
+});

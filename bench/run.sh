@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every benchmark against the real components (the runner image through the docker
+# provider, unless noted), each next to its baseline measured in the same run, and writes
+# bench/results/*.json with the machine they ran on.
+#   bench/run.sh            all of them
+#   bench/run.sh lsp eval   only these
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+# shellcheck disable=SC1091
+set -a; source .tether/images.env; set +a
+export TETHER_LOG_LEVEL=warn TETHER_TEST_PROVIDER=docker
+
+# The eval baseline is a Jupyter kernel on the host (Debian's packages, for /usr/bin/python3).
+need=()
+/usr/bin/python3 -c 'import ipykernel, jupyter_client' >/dev/null 2>&1 || need+=(python3-ipykernel python3-jupyter-client)
+/usr/bin/python3 -c 'import pandas, matplotlib' >/dev/null 2>&1 || need+=(python3-pandas python3-matplotlib)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "==> installing benchmark baselines: ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+all=(call-latency containers lsp ast debug eval cards-and-workers)
+chosen=("${@:-${all[@]}}")
+for b in "${chosen[@]}"; do
+  echo "==> bench $b"
+  case "$b" in
+    call-latency) node dist/bench/call-latency.js 10000 process ;;
+    containers) node dist/bench/containers.js ;;
+    lsp) node dist/bench/lsp.js 40 docker ;;
+    ast) node dist/bench/ast.js ;;
+    debug) node dist/bench/debug.js 5 30 docker ;;
+    eval) node dist/bench/eval.js 200 docker ;;
+    cards-and-workers) node dist/bench/cards-and-workers.js 500 docker ;;
+    *) echo "unknown benchmark $b (one of: ${all[*]})" >&2; exit 2 ;;
+  esac
+done
+echo "==> results in bench/results/"

@@ -80,6 +80,19 @@ test('an idle server is stopped after the configured time, without counting as a
   assert.deepEqual([st.running.length, st.crashes.length], [0, 0]);
 });
 
+test('a call right after an idle stop starts a new server; the old one exiting is not a crash', async () => {
+  const { s, file } = session({ idleStopMs: 100 });
+  const old = await s.supervisor.ensure(await placed(s, file));
+  while (s.supervisor.running().length > 0) await new Promise((r) => setTimeout(r, 10));
+  const exited = new Promise<void>((r) => (old.client.alive ? old.client.once('exit', () => r()) : r()));
+  const fresh = await s.supervisor.ensure(await placed(s, file));
+  await exited;
+  assert.notEqual(fresh.client.pid, old.client.pid);
+  const [st] = await s.supervisor.status();
+  assert.deepEqual([st.running.length, st.crashes.length], [1, 0]);
+  await s.supervisor.stopAll();
+});
+
 test('diagnostics on write: new ones once; a server that never publishes costs only the bound', async () => {
   const { s, file } = session({ writeDiagnosticsTimeoutMs: 2000 });
   const wrap = new DiagnosticsOnWrite(s, new DiagnosticsLedger());

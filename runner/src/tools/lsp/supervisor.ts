@@ -36,7 +36,6 @@ interface Slot {
   handle?: ServerHandle;
   lastCrash?: ServerExit;
   crashes: number;
-  stopping: boolean;
   idleTimer?: NodeJS.Timeout;
 }
 
@@ -59,6 +58,8 @@ function serverEnv(): NodeJS.ProcessEnv {
 export class ServerSupervisor {
   readonly roots: RootDetector;
   private readonly slots = new Map<string, Slot>();
+  /** Clients tether stopped itself (idle, reload, failed start): their exit is not a crash. */
+  private readonly stoppedOnPurpose = new WeakSet<LspClient>();
 
   constructor(readonly workspaceRoot: string, private readonly settings: SupervisorSettings, readonly servers: ServerSpec[] = SERVERS) {
     this.roots = new RootDetector(workspaceRoot);
@@ -103,7 +104,7 @@ export class ServerSupervisor {
     const k = key(p.spec, p.root);
     let slot = this.slots.get(k);
     if (!slot) {
-      slot = { crashes: 0, stopping: false };
+      slot = { crashes: 0 };
       this.slots.set(k, slot);
     }
     if (slot.handle?.client.alive) {
@@ -124,10 +125,9 @@ export class ServerSupervisor {
   }
 
   private async start(p: Extract<Placement, { ok: true }>, slot: Slot): Promise<ServerHandle> {
-    slot.stopping = false;
     const client = new LspClient({ command: p.binary, args: p.spec.args, root: p.root, env: serverEnv(), initializationOptions: p.spec.initializationOptions, settings: p.spec.settings, didChangeExtras: p.spec.didChangeExtras });
     client.on('exit', (exit: ServerExit) => {
-      if (slot.stopping) return;
+      if (this.stoppedOnPurpose.has(client)) return;
       slot.lastCrash = exit;
       slot.crashes += 1;
       clearTimeout(slot.idleTimer);
@@ -142,7 +142,7 @@ export class ServerSupervisor {
         }),
       ]);
     } catch (err) {
-      slot.stopping = true;
+      this.stoppedOnPurpose.add(client);
       client.process.kill('SIGKILL');
       const why = client.exit ? client.describeExit() : (err as Error).message;
       throw new ToolError(`${p.spec.id} for ${this.describeRoot(p.root)} failed to start: ${why}`);
@@ -164,11 +164,15 @@ export class ServerSupervisor {
     slot.idleTimer = setTimeout(() => {
       const h = slot.handle;
       if (!h) return;
-      slot.stopping = true;
       slot.handle = undefined;
-      void h.client.stop();
+      void this.stopOnPurpose(h.client);
     }, this.settings.idleStopMs);
     slot.idleTimer.unref();
+  }
+
+  private stopOnPurpose(client: LspClient): Promise<void> {
+    this.stoppedOnPurpose.add(client);
+    return client.stop();
   }
 
   /** Servers running now. */
@@ -182,10 +186,9 @@ export class ServerSupervisor {
     for (const slot of this.slots.values()) {
       const h = slot.handle;
       if (!h || (root !== undefined && h.root !== root)) continue;
-      slot.stopping = true;
       slot.handle = undefined;
       clearTimeout(slot.idleTimer);
-      await h.client.stop();
+      await this.stopOnPurpose(h.client);
       stopped.push(h);
     }
     return stopped;

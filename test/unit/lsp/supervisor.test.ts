@@ -81,7 +81,7 @@ test('an idle server is stopped after the configured time, without counting as a
 });
 
 test('a call right after an idle stop starts a new server; the old one exiting is not a crash', async () => {
-  const { s, file } = session({ idleStopMs: 100 });
+  const { s, file } = session({ idleStopMs: 300 });
   const old = await s.supervisor.ensure(await placed(s, file));
   while (s.supervisor.running().length > 0) await new Promise((r) => setTimeout(r, 10));
   const exited = new Promise<void>((r) => (old.client.alive ? old.client.once('exit', () => r()) : r()));

@@ -12,7 +12,12 @@ let d: DebugRun;
 
 before(async () => {
   t = await startTestGateway();
-  d = await debugRun(t, 'conv-native', { ...fixture('c', 'c'), ...fixture('go', 'go') });
+  d = await debugRun(t, 'conv-native', {
+    ...fixture('c', 'c'),
+    ...fixture('go', 'go'),
+    'gobad/go.mod': 'module example.com/bad\n\ngo 1.19\n',
+    'gobad/main.go': 'package main\n\nfunc main() {\n\tprintln(undefinedThing)\n}\n',
+  });
   await d.exec(['gcc', '-g', '-O0', '-o', 'c/prog', 'c/prog.c']);
 });
 
@@ -89,4 +94,14 @@ test('Go with delve: breakpoint, stack, variables (struct and slice), evaluate, 
   assert.equal(ended.structured.state, 'ended');
   assert.equal(ended.structured.exitCode, 0);
   assert.match((await d.ok({ op: 'output' })).structured.stdout, /i 3 c total 42\n/);
+});
+
+test('a Go program that does not build: the compiler\'s words in the error, no session left, the next launch works', async () => {
+  const r = await d.fails({ op: 'launch', program: 'gobad' });
+  assert.match(r.text, /Build error/i);
+  assert.match(r.text, /main\.go:4:\d+: undefined: undefinedThing/);
+  assert.equal((await d.ok({ op: 'status' })).structured.session, null);
+  const ok = await d.ok({ op: 'launch', program: 'go', wait_seconds: 60 });
+  assert.equal(ok.structured.state, 'ended');
+  assert.equal(ok.structured.exitCode, 0);
 });

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import Ajv from 'ajv';
 import { OutputBuffer } from '../../../runner/src/tools/debug/outputBuffer';
 import { findMarkerUp, findMarkersDown } from '../../../runner/src/tools/debug/rootMarkers';
-import { ADAPTERS, adapterForProgram } from '../../../runner/src/tools/debug/adapters';
+import { ADAPTERS, adaptersForProgram } from '../../../runner/src/tools/debug/adapters';
 import { adapterForFile, whyUnavailable } from '../../../runner/src/tools/debug/availability';
 import { debugSchema } from '../../../runner/src/tools/debug/schemas';
 import { DebugSupervisor, DEFAULT_DEBUG_SETTINGS, formatSeconds } from '../../../runner/src/tools/debug/supervisor';
@@ -63,19 +63,23 @@ test('root markers: nearest from the program up to the workspace root; a bounded
   assert.deepEqual(await findMarkersDown(ws, ADAPTERS.delve.markers), [], 'node_modules is not searched');
 });
 
-test('the adapter is picked from the program: .py, .go, a Go package folder, an ELF binary; anything else is nobody\'s', async () => {
+test('the adapter is picked from the program: .py or a python shebang, .go, a Go package folder, an ELF binary; anything else is nobody\'s', async () => {
   const ws = tempWorkspace();
   write(path.join(ws, 'a.py'), '');
   write(path.join(ws, 'pkg/main.go'), '');
   write(path.join(ws, 'm.dart'), '');
   write(path.join(ws, 'notes.txt'), 'hello');
+  write(path.join(ws, 'tool'), '#!/usr/bin/env python3\nprint(1)\n', 0o755);
   copyFileSync(process.execPath, path.join(ws, 'bin'));
-  assert.equal(await adapterForProgram(path.join(ws, 'a.py')), 'debugpy');
-  assert.equal(await adapterForProgram(path.join(ws, 'pkg/main.go')), 'delve');
-  assert.equal(await adapterForProgram(path.join(ws, 'pkg')), 'delve');
-  assert.equal(await adapterForProgram(path.join(ws, 'm.dart')), 'dart');
-  assert.equal(await adapterForProgram(path.join(ws, 'bin')), 'lldb');
-  assert.equal(await adapterForProgram(path.join(ws, 'notes.txt')), undefined);
+  assert.deepEqual(await adaptersForProgram(path.join(ws, 'a.py')), ['debugpy']);
+  assert.deepEqual(await adaptersForProgram(path.join(ws, 'tool')), ['debugpy'], 'a python shebang');
+  assert.deepEqual(await adaptersForProgram(path.join(ws, 'pkg/main.go')), ['delve']);
+  assert.deepEqual(await adaptersForProgram(path.join(ws, 'pkg')), ['delve']);
+  assert.deepEqual(await adaptersForProgram(path.join(ws, 'm.dart')), ['dart']);
+  assert.deepEqual(await adaptersForProgram(path.join(ws, 'bin')), ['lldb', 'delve'], 'a native binary: the markers decide');
+  assert.deepEqual(await adaptersForProgram(path.join(ws, 'notes.txt')), []);
+  assert.equal(ADAPTERS.delve.launchArguments({ program: path.join(ws, 'bin'), args: [], cwd: ws, scratchDir: ws, command: {} as never }).mode, 'exec');
+  assert.equal(ADAPTERS.delve.launchArguments({ program: path.join(ws, 'pkg'), args: [], cwd: ws, scratchDir: ws, command: {} as never }).mode, 'debug');
 });
 
 test('debugpy prefers the project-local .venv python over every python3 on PATH', async () => {

@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, statSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { findAllOnPath, findOnPath, isExecutable, pythonCanImport } from './executables';
@@ -156,7 +156,6 @@ function goEnv(): NodeJS.ProcessEnv {
   env.GOPATH ??= path.join(os.tmpdir(), 'tether-go');
   // Nothing may be fetched from a sandbox: fail fast instead of waiting on the network.
   env.GOPROXY ??= 'off';
-  env.GOFLAGS ??= '-mod=mod';
   return env;
 }
 
@@ -175,7 +174,8 @@ const delve: AdapterSpec = {
   },
   launchArguments: ({ program, args, cwd, scratchDir }) => ({
     request: 'launch',
-    mode: 'debug',
+    // Source (a .go file or a package folder) is built first; a built binary is run as it is.
+    mode: program.endsWith('.go') || !path.extname(program) && isDirectorySync(program) ? 'debug' : 'exec',
     program,
     args,
     cwd,
@@ -204,28 +204,42 @@ const dart: AdapterSpec = {
 
 export const ADAPTERS: Record<AdapterId, AdapterSpec> = { dart, debugpy, lldb, delve };
 
+function isDirectorySync(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 const ELF_MAGIC = Buffer.from([0x7f, 0x45, 0x4c, 0x46]);
 
-/** Which adapter debugs this program, judged from the program itself; undefined when none does. */
-export async function adapterForProgram(absProgram: string): Promise<AdapterId | undefined> {
+/**
+ * The adapters that could debug this program, judged from the program itself, best first
+ * (empty when none). A native binary may be C/C++/Rust (lldb) or Go (delve): the root markers
+ * decide between them.
+ */
+export async function adaptersForProgram(absProgram: string): Promise<AdapterId[]> {
   const st = await fs.stat(absProgram);
   if (st.isDirectory()) {
     const entries = await fs.readdir(absProgram);
-    return entries.some((e) => e.endsWith('.go')) ? 'delve' : undefined;
+    return entries.some((e) => e.endsWith('.go')) ? ['delve'] : [];
   }
   switch (path.extname(absProgram)) {
     case '.py':
-      return 'debugpy';
+      return ['debugpy'];
     case '.go':
-      return 'delve';
+      return ['delve'];
     case '.dart':
-      return 'dart';
+      return ['dart'];
   }
   const fh = await fs.open(absProgram, 'r');
   try {
-    const head = Buffer.alloc(4);
-    await fh.read(head, 0, 4, 0);
-    return head.equals(ELF_MAGIC) ? 'lldb' : undefined;
+    const head = Buffer.alloc(128);
+    const { bytesRead } = await fh.read(head, 0, head.length, 0);
+    if (head.subarray(0, 4).equals(ELF_MAGIC)) return ['lldb', 'delve'];
+    const firstLine = head.subarray(0, bytesRead).toString('latin1').split('\n')[0];
+    return firstLine.startsWith('#!') && /python/.test(firstLine) ? ['debugpy'] : [];
   } finally {
     await fh.close();
   }

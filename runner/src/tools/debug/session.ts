@@ -62,6 +62,8 @@ export interface SessionOptions {
 }
 
 export interface BreakpointResult {
+  /** The adapter's id for it, for later `breakpoint` events. */
+  id?: number;
   requestedLine: number;
   verified: boolean;
   line?: number;
@@ -155,8 +157,14 @@ export class DebugSession {
       return { session, outcome: await session.settle(first, boundMs, signal) };
     } catch (err) {
       await session.close();
-      throw session.explain(err, start.kind);
+      throw session.withDetails(session.explain(err, start.kind));
     }
+  }
+
+  /** A failed start often explains itself only in its output (dlv's build errors): add it. */
+  private withDetails(err: Error): Error {
+    const details = [this.opts.output.tail(1500), this.consoleTail.trim().slice(-1000)].filter(Boolean).join('\n');
+    return details ? new ToolError(`${err.message}\n--- output ---\n${details}`) : err;
   }
 
   private listen(): void {
@@ -192,7 +200,7 @@ export class DebugSession {
       case 'breakpoint': {
         const bp = (e as DebugProtocol.BreakpointEvent).body.breakpoint;
         for (const results of this.breakpointStatus.values()) {
-          const hit = results.find((r) => (r as BreakpointResult & { id?: number }).id === bp.id && bp.id !== undefined);
+          const hit = bp.id === undefined ? undefined : results.find((r) => r.id === bp.id);
           if (hit) Object.assign(hit, { verified: bp.verified, line: bp.line ?? hit.line, message: bp.message });
         }
         return;
@@ -296,10 +304,10 @@ export class DebugSession {
   }
 
   async setBreakpoints(file: string, lines: number[]): Promise<BreakpointResult[]> {
-    const res = await this.client.request('setBreakpoints', { source: { path: file }, breakpoints: lines.map((line) => ({ line })), lines }, this.opts.timeouts.requestMs);
-    const results = lines.map((requestedLine, i) => {
+    const res = await this.client.request('setBreakpoints', { source: { path: file }, breakpoints: lines.map((line) => ({ line })) }, this.opts.timeouts.requestMs);
+    const results = lines.map((requestedLine, i): BreakpointResult => {
       const bp = res.body.breakpoints[i];
-      return { requestedLine, verified: !!bp?.verified, line: bp?.line, message: bp?.message, id: bp?.id } as BreakpointResult;
+      return { id: bp?.id, requestedLine, verified: !!bp?.verified, line: bp?.line, message: bp?.message };
     });
     if (lines.length === 0) this.breakpointStatus.delete(file);
     else this.breakpointStatus.set(file, results);

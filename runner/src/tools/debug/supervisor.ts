@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { ToolError } from '../../tool';
 import type { Workspace } from '../../workspace';
-import { adapterForProgram, ADAPTERS, describeTried, type AdapterId } from './adapters';
+import { adaptersForProgram, ADAPTERS, describeTried, type AdapterId } from './adapters';
 import { adapterForFile, whyUnavailable, workspaceAdapters, type Availability } from './availability';
 import { OutputBuffer } from './outputBuffer';
 import { makeScratchDir } from './scratch';
@@ -162,10 +162,15 @@ export class DebugSupervisor {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ToolError(`program not found: ${program} does not exist in the workspace`);
       throw err;
     }
-    const id = adapter ?? (await adapterForProgram(abs));
-    if (!id) throw new ToolError(`no debug adapter fits ${program}: tried ${describeTried()}. Name one with the adapter argument if the program is one of these in disguise`);
-    const availability = await adapterForFile(id, this.workspace.root, isDir ? abs : path.dirname(abs));
-    if (!availability.available) throw new ToolError(`the ${id} adapter cannot run for ${program}: ${whyUnavailable(availability)}`);
+    const candidates = adapter ? [adapter] : await adaptersForProgram(abs);
+    if (candidates.length === 0) throw new ToolError(`no debug adapter fits ${program}: tried ${describeTried()}. Name one with the adapter argument if the program is one of these in disguise`);
+    const dir = isDir ? abs : path.dirname(abs);
+    const checked = await Promise.all(candidates.map((id) => adapterForFile(id, this.workspace.root, dir)));
+    const availability = checked.find((a) => a.available);
+    if (!availability) {
+      throw new ToolError(`no debug adapter can run ${program}: ${checked.map((a) => `${a.id}: ${whyUnavailable(a)}`).join('; ')}`);
+    }
+    const id = availability.id;
     const scratchDir = await makeScratchDir(availability.root!.dir);
     const start: Start = { kind: 'launch', program: abs, args, cwd: availability.root!.dir, scratchDir };
     try {

@@ -7,10 +7,8 @@
  *  - latency of `stack` and `variables` on the stopped program vs bare stackTrace / variables.
  * Usage: node dist/bench/debug.js [launches] [samples] [provider]
  */
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
 import { debugRun, fixture, type DebugRun } from '../test/integration/debug/helpers';
 import { summary, timeIt, writeResult } from './lib';
@@ -18,7 +16,6 @@ import { summary, timeIt, writeResult } from './lib';
 const LAUNCHES = Number(process.argv[2] ?? 5);
 const SAMPLES = Number(process.argv[3] ?? 30);
 const PROVIDER = (process.argv[4] ?? process.env.TETHER_TEST_PROVIDER ?? 'process') as 'process' | 'docker';
-const run = promisify(execFile);
 
 interface Case {
   adapter: string;

@@ -26,11 +26,10 @@ function need<K extends keyof DebugArgs>(args: DebugArgs, key: K): NonNullable<D
 }
 
 function outcomeResult(sup: DebugSupervisor, session: DebugSession, outcome: Outcome, boundMs: number, prefix = ''): ToolResult {
-  const text = formatOutcome(outcome, sup, sup.output.tail(2000), outcome.kind === 'running' ? outcome.waitedMs || boundMs : 0);
-  // A program that ended already took its session with it: the exit code read at close is the final one.
+  // A program that ended took its session with it; the exit code read while closing is the final one.
   const final: Outcome = outcome.kind === 'ended' ? { ...outcome, exitCode: session.exitCode ?? outcome.exitCode } : outcome;
-  const body = outcome.kind === 'ended' ? formatOutcome(final, sup, sup.output.tail(2000), 0) : text;
-  return ok(prefix + body, { session: session.id, adapter: session.adapter, ...outcomeStructured(final, sup) });
+  const waited = final.kind === 'running' ? final.waitedMs || boundMs : 0;
+  return ok(prefix + formatOutcome(final, sup, sup.output.tail(2000), waited), { session: session.id, adapter: session.adapter, ...outcomeStructured(final, sup) });
 }
 
 async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): Promise<ToolResult> {
@@ -150,9 +149,14 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
 
 async function status(sup: DebugSupervisor): Promise<ToolResult> {
   await sup.reapEnded();
-  const bps = [...sup.breakpoints].map(([file, lines]) => ({ file: sup.displayPath(file), lines }));
-  const bpText = bps.length ? `\nbreakpoints: ${bps.map((b) => `${b.file}:${b.lines.join(',')}`).join('; ')}` : '\nno breakpoints set';
   const session = sup.live;
+  // With a session, each line also says whether the adapter verified it.
+  const bps = [...sup.breakpoints].map(([file, lines]) => {
+    const known = session?.breakpointStatus.get(file);
+    return { file: sup.displayPath(file), lines, verified: known ? lines.map((l) => known.find((r) => r.requestedLine === l)?.verified ?? false) : undefined };
+  });
+  const lineText = (b: (typeof bps)[number]) => b.lines.map((l, i) => (b.verified && !b.verified[i] ? `${l} (not verified)` : String(l))).join(',');
+  const bpText = bps.length ? `\nbreakpoints: ${bps.map((b) => `${b.file}:${lineText(b)}`).join('; ')}` : '\nno breakpoints set';
   if (!session) {
     const note = sup.takeEndedNote();
     return ok(`no debug session is running${note ? ` (${note})` : ''}${bpText}`, { session: null, breakpoints: bps, lastEnded: note });

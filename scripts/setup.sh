@@ -119,8 +119,12 @@ stage() {
   done
 }
 # content_hash <ctx>: a hash of names and contents (not timestamps) plus the base image id.
+# The installed node_modules trees are named after the hash of what they were installed from,
+# so their names stand for their contents (hashing 190 MB of modules every time would be slow).
 content_hash() {
-  ( cd "$1" && find . \( -type f -o -type l \) ! -name .done -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; echo "$base_id" ) | sha256sum | cut -c1-16
+  ( cd "$1" && find . \( -type f -o -type l \) ! -name .done ! -path './app/node_modules/*' ! -path './lsp/node_modules/*' -print0 \
+      | LC_ALL=C sort -z | xargs -0 sha256sum
+    echo "$base_id $(basename "$app_dir") $(basename "$lsp_dir")" ) | sha256sum | cut -c1-16
 }
 build_image() { # name dockerfile ctx → prints the tag
   local name="$1" dockerfile="$2" ctx="$3" tag
@@ -141,8 +145,8 @@ step "staging the runner image context"
 runner_ctx="$state/build/ctx-runner"
 stage "$runner_ctx" dist/runner dist/gen
 cp "$node_tgz" "$runner_ctx/node.tgz"
-cp -a "$app_dir" "$runner_ctx/app"
-cp -a "$lsp_dir" "$runner_ctx/lsp"
+cp -al "$app_dir" "$runner_ctx/app"
+cp -al "$lsp_dir" "$runner_ctx/lsp"
 runner_tag="$(build_image tether-runner images/runner/Dockerfile "$runner_ctx")"
 
 gateway_tag=""
@@ -151,7 +155,7 @@ if [ "${TETHER_SKIP_GATEWAY_IMAGE:-}" != 1 ]; then
   gateway_ctx="$state/build/ctx-gateway"
   stage "$gateway_ctx" dist/gateway dist/runner/src/protocol.js dist/gen proto bin
   cp "$node_tgz" "$gateway_ctx/node.tgz"
-  cp -a "$app_dir" "$gateway_ctx/app"
+  cp -al "$app_dir" "$gateway_ctx/app"
   gateway_tag="$(build_image tether-gateway images/gateway/Dockerfile "$gateway_ctx")"
 fi
 

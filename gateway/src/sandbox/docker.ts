@@ -66,8 +66,10 @@ export class DockerProvider implements SandboxProvider {
         throw err;
       });
       // Attach before start: nothing the runner writes can be missed.
-      const sandbox = await this.connect(container.id, spec.runId, 'next-exit');
+      let started!: () => void;
+      const sandbox = await this.connect(container.id, spec.runId, new Promise<void>((r) => (started = r)));
       await container.start();
+      started();
       return sandbox;
     } catch (err) {
       if (container) await this.remove(container.id).catch(() => undefined);
@@ -119,8 +121,8 @@ export class DockerProvider implements SandboxProvider {
     };
   }
 
-  /** Attaches to the container's stdio and watches for its end. */
-  private async connect(id: string, runId: string, waitFor: 'next-exit' | 'not-running'): Promise<Sandbox> {
+  /** Attaches to the container's stdio and, once it has started, watches for its end. */
+  private async connect(id: string, runId: string, started: Promise<void>): Promise<Sandbox> {
     const container = this.docker.getContainer(id);
     const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
     const stdout = new PassThrough();
@@ -138,7 +140,7 @@ export class DockerProvider implements SandboxProvider {
     const abort = new AbortController();
     const entry: Live = { runId, stream, oom: false, abort };
     this.live.set(id, entry);
-    const exited = this.waitExit(container, entry, waitFor);
+    const exited = started.then(() => this.waitExit(container, entry));
     return {
       id,
       runId,
@@ -151,10 +153,10 @@ export class DockerProvider implements SandboxProvider {
     };
   }
 
-  private async waitExit(container: Docker.Container, entry: Live, condition: 'next-exit' | 'not-running'): Promise<SandboxExit> {
+  private async waitExit(container: Docker.Container, entry: Live): Promise<SandboxExit> {
     let exitCode: number | null = null;
     try {
-      const res = await container.wait({ condition, abortSignal: entry.abort.signal });
+      const res = await container.wait({ condition: 'not-running', abortSignal: entry.abort.signal });
       exitCode = typeof res?.StatusCode === 'number' ? res.StatusCode : null;
     } catch (err) {
       if (entry.abort.signal.aborted) return new Promise<SandboxExit>(() => undefined); // the gateway let go of it; never resolves
@@ -253,7 +255,7 @@ export class DockerProvider implements SandboxProvider {
     const info = await this.docker.getContainer(id).inspect();
     if (!info.State.Running) throw new Error(`container ${id} is not running`);
     const runId = info.Config.Labels?.[LABELS.runId] ?? '';
-    return this.connect(id, runId, 'not-running');
+    return this.connect(id, runId, Promise.resolve());
   }
 
   async stop(id: string): Promise<void> {

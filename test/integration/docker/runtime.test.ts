@@ -1,0 +1,43 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RunState } from '../../../gen/tether/v1/gateway_pb';
+import { resultText } from '../../../gateway/src/client';
+import { startTestGateway, type TestGateway } from '../../helpers/gateway';
+import { containerOf, docker, dockerConfig, execIn, removeInstance } from './support';
+
+// The OCI runtime is configurable: a run under gVisor (runsc), when the engine has it
+// registered (see docs/containers.md). Skipped, saying so, where it does not.
+const RUNTIME = process.env.TETHER_TEST_RUNTIME ?? 'runsc';
+let t: TestGateway | undefined;
+let skip: string | false = false;
+
+before(async () => {
+  const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+  if (!Object.keys(info.Runtimes ?? {}).includes(RUNTIME)) {
+    skip = `the engine has no ${RUNTIME} runtime registered`;
+    return;
+  }
+  t = await startTestGateway({ provider: 'docker', docker: { ...dockerConfig(), runtime: RUNTIME } });
+});
+after(async () => {
+  await t?.close();
+  if (t) await removeInstance(t.config.instance);
+});
+
+test(`a run under the ${RUNTIME} runtime answers tools, moves files and stays hardened`, async (ctx) => {
+  if (skip || !t) return ctx.skip(skip || 'no gateway');
+  const run = await t.alice.createRun({ conversationId: 'runtime' });
+  assert.equal(run.state, RunState.READY, run.error);
+  await t.alice.putFileMap(run.runId, { 'src/a.txt': 'under another runtime\n' });
+  const out = await t.alice.callTool(run.runId, 'read', { path: 'src/a.txt' });
+  assert.match(resultText(out.result), /under another runtime/);
+  const w = await t.alice.callTool(run.runId, 'write', { path: 'b.txt', content: 'written inside\n' });
+  assert.equal(w.result.isError, false, resultText(w.result));
+  assert.ok((await t.alice.getFiles(run.runId, 'b.txt')).includes('written inside'));
+  const box = await containerOf(run.runId);
+  assert.equal((await box.inspect()).HostConfig.Runtime, RUNTIME);
+  const probe = await execIn(box, ['bash', '-c', 'id -u; touch /usr/x 2>/dev/null && echo WROTE || echo ro; ls /sys/class/net 2>/dev/null || echo no-sysfs-net; dmesg 2>/dev/null | head -1']);
+  assert.match(probe.stdout, /^1000\nro\n/, probe.stdout + probe.stderr);
+  assert.doesNotMatch(probe.stdout, /eth0/);
+  await t.alice.deleteRun(run.runId);
+});

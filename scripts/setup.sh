@@ -7,6 +7,7 @@
 #   TETHER_BASE_IMAGE   base of both images (default: debian:bookworm-slim if present locally,
 #                       else tether-base:bookworm, debootstrapped offline by images/base/build-base.sh)
 #   TETHER_SKIP_GATEWAY_IMAGE=1   do not build the gateway image
+#   TETHER_WITH_RUNSC=1           install gVisor's runsc and register it with the engine
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -40,6 +41,21 @@ if ! engine_up; then
   fi
 fi
 echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
+
+# Optional: gVisor as a runtime runs may use (docker.runtime / TETHER_RUNTIME=runsc).
+if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
+  step "registering gVisor (runsc) with the engine"
+  command -v runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
+  # Runtime arguments can only be given here, not per container.
+  as_root mkdir -p /etc/docker
+  as_root node -e '
+    const fs = require("fs"); const f = "/etc/docker/daemon.json";
+    const cfg = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8")) : {};
+    cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--platform=ptrace", "--network=none"] } };
+    fs.writeFileSync(f, JSON.stringify(cfg, null, 2) + "\n");'
+  as_root kill -HUP "$(pgrep -xo dockerd)"   # reloads the runtimes without a restart
+  for _ in $(seq 1 20); do docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' && break; sleep 0.5; done
+fi
 
 # ---- 2. the base image ------------------------------------------------------------------
 base="${TETHER_BASE_IMAGE:-}"

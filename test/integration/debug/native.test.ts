@@ -94,6 +94,8 @@ test('Go with delve: breakpoint, stack, variables (struct and slice), evaluate, 
   assert.equal(ended.structured.state, 'ended');
   assert.equal(ended.structured.exitCode, 0);
   assert.match((await d.ok({ op: 'output' })).structured.stdout, /i 3 c total 42\n/);
+  // dlv's binary was built in a scratch folder (in the project, /tmp being noexec): gone now.
+  assert.doesNotMatch(await d.exec(['ls', '-a', 'go']), /tether-debug/);
 });
 
 test('a Go program that does not build: the compiler\'s words in the error, no session left, the next launch works', async () => {

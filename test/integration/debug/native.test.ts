@@ -107,3 +107,40 @@ test('a Go program that does not build: the compiler\'s words in the error, no s
   assert.equal(ok.structured.state, 'ended');
   assert.equal(ok.structured.exitCode, 0);
 });
+
+test('attach to a headless dlv serving a built Go binary inside the sandbox', async () => {
+  await d.exec(['sh', '-c', 'cd go && go build -gcflags="all=-N -l" -o prog .']);
+  const port = 7000 + Math.floor(Math.random() * 1000);
+  d.spawnDetached(['dlv', 'exec', '--headless', '--listen', `127.0.0.1:${port}`, '--accept-multiclient', '--api-version=2', 'go/prog']);
+  await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [19] });
+  let r = await d.call({ op: 'attach', port, adapter: 'delve' });
+  for (let i = 0; i < 40 && r.isError && /ECONNREFUSED/.test(r.text); i++) {
+    await new Promise((res) => setTimeout(res, 250));
+    r = await d.call({ op: 'attach', port, adapter: 'delve' });
+  }
+  assert.equal(r.isError, false, r.text);
+  assert.match(r.text, /\(delve\) attached to port/);
+  assert.equal(r.structured.file, 'go/main.go');
+  assert.equal(r.structured.line, 19);
+  assert.equal((await d.ok({ op: 'evaluate', expression: 'origin.Y * i' })).structured.value, '4');
+  await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [] });
+  assert.match((await d.ok({ op: 'terminate' })).text, /left running/);
+});
+
+test('attach lldb to an lldb-server gdbserver running the C program inside the sandbox', async () => {
+  const port = 8000 + Math.floor(Math.random() * 1000);
+  d.spawnDetached(['lldb-server-19', 'gdbserver', `127.0.0.1:${port}`, 'c/prog']);
+  await d.ok({ op: 'breakpoints', file: 'c/prog.c', lines: [9] });
+  let r = await d.call({ op: 'attach', port, adapter: 'lldb' });
+  for (let i = 0; i < 40 && r.isError && /refused|failed to connect|connection/i.test(r.text); i++) {
+    await new Promise((res) => setTimeout(res, 250));
+    r = await d.call({ op: 'attach', port, adapter: 'lldb' });
+  }
+  assert.equal(r.isError, false, r.text);
+  assert.match(r.text, /\(lldb\) attached to port/);
+  assert.equal(r.structured.function, 'scale');
+  assert.equal(r.structured.line, 9);
+  assert.match((await d.ok({ op: 'evaluate', expression: 'k' })).structured.value, /\b1\b/);
+  await d.ok({ op: 'breakpoints', file: 'c/prog.c', lines: [] });
+  await d.ok({ op: 'terminate' });
+});

@@ -84,16 +84,17 @@ async function idleMemory(t: TestGateway) {
     const [c] = await docker.listContainers({ filters: JSON.stringify({ label: [`${LABELS.runId}=${runId}`] }) });
     perRun.push(await containerMemory(c.Id));
   }
-  const gatewayPerRun = (process.memoryUsage().rss - gatewayBefore) / IDLE;
+  global.gc?.();
+  const gatewayDelta = process.memoryUsage().rss - gatewayBefore;
   for (const runId of runs) await t.alice.deleteRun(runId);
   const meminfo = readFileSync('/proc/meminfo', 'utf8');
   const available = Number(/MemAvailable:\s+(\d+) kB/.exec(meminfo)?.[1] ?? 0) * 1024;
   const s = summary(perRun.map(mib));
-  const each = s.p95 * 2 ** 20 + Math.max(0, gatewayPerRun);
+  const each = s.p95 * 2 ** 20 + Math.max(0, gatewayDelta / IDLE);
   return {
     idleRuns: IDLE,
     containerMiB: s,
-    gatewayRssPerRunMiB: mib(gatewayPerRun),
+    gatewayRssGrowthForAllIdleRunsMiB: mib(gatewayDelta),
     hostMemAvailableGiB: Math.round((available / 2 ** 30) * 10) / 10,
     idleRunsThatFit: Math.floor((available * 0.9) / each),
     runsThatFitAtDefaultLimit: Math.floor((available * 0.9) / (defaultConfig().limits.default.memoryMb * 2 ** 20)),

@@ -129,3 +129,20 @@ test('a gateway restart with runs live: they keep answering with their workspace
   await assert.rejects(t.alice.getRun(failed), (e: { code: number }) => e.code === status.NOT_FOUND);
   await t.alice.deleteRun(runId);
 });
+
+test('an idle run is stopped after the idle timeout and its container removed', async () => {
+  const idle = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: `${instance}-idle`, runs: { idleTimeoutSeconds: 1 } as never });
+  try {
+    const run = await idle.alice.createRun({ conversationId: 'idle' });
+    assert.equal(run.state, RunState.READY, run.error);
+    assert.equal((await containersOf(run.runId)).length, 1);
+    // The sweeper looks every 5 s.
+    await until('the idle run container to vanish', async () => (await containersOf(run.runId)).length === 0, 15000, 250);
+    const after = await idle.alice.getRun(run.runId);
+    assert.equal(after.state, RunState.STOPPED);
+    assert.match(after.error, /idle/);
+  } finally {
+    await idle.close();
+    await removeInstance(`${instance}-idle`);
+  }
+});

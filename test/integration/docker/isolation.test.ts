@@ -123,10 +123,12 @@ test('a memory hog is OOM-killed: its run is FAILED with the reason, the gateway
   const hogBox = await containerOf(hog.runId);
   const r = await execIn(hogBox, ['python3', '-c', 'b = [bytearray(16 << 20) for _ in range(64)]; print("survived")'], { timeoutMs: 20000 });
   assert.doesNotMatch(r.stdout, /survived/);
+  let last = '';
   const failed = await until('the hog run to fail', async () => {
     const run = await t.alice.getRun(hog.runId);
+    last = `${RunState[run.state]} ${run.error}`;
     return run.state === RunState.FAILED ? run : undefined;
-  });
+  }).catch((err: Error) => assert.fail(`${err.message}; the run is ${last}; the hog printed ${JSON.stringify(r)}`));
   assert.match(failed.error, /memory limit|OOM/);
   const call = await t.alice.callTool(hog.runId, 'read', { path: 'x' }).then(() => 'answered', (e) => e.code);
   assert.notEqual(call, 'answered');

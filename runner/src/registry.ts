@@ -1,5 +1,5 @@
 import type { ToolDescriptor, ToolResult } from './protocol';
-import { ToolError, fail, type ToolContext, type ToolDefinition } from './tool';
+import { ToolError, fail, text, type ToolContext, type ToolDefinition } from './tool';
 
 /**
  * The run's tools. A family registers a tool only when the resource behind it is wired for
@@ -41,7 +41,12 @@ export class ToolRegistry {
     try {
       // A cancelled call ends within a short grace even if the tool does not watch its signal:
       // the client is never left waiting; a tool that does watch reports its own ending.
-      return await Promise.race([tool.run(args, ctx), aborted(ctx.signal)]);
+      const result = await Promise.race([tool.run(args, ctx), aborted(ctx.signal)]);
+      if (ctx.signal.aborted && !result.isError) {
+        // Whatever the tool made of the abort, the caller asked to stop: say so first.
+        return { ...result, isError: true, content: [text(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`), ...result.content] };
+      }
+      return result;
     } catch (err) {
       if (err instanceof ToolError) return fail(err.message, err.structured);
       if (ctx.signal.aborted) return fail(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`);

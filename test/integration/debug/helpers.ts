@@ -36,8 +36,10 @@ export interface DebugRun {
   fails(args: Record<string, unknown>): Promise<Reply>;
   /** Runs a command in the run's sandbox, in the workspace, and waits for it. */
   exec(argv: string[]): Promise<string>;
-  /** Starts a command in the run's sandbox, in the workspace, and leaves it running. */
-  spawnDetached(argv: string[]): void;
+  /** Starts a command in the run's sandbox, in the workspace, in a process group of its own; returns the group id. */
+  spawnDetached(argv: string[]): Promise<number>;
+  /** Kills a process group started by spawnDetached. */
+  killGroup(pgid: number): void;
   /** Whether a process of the run's sandbox is alive (a zombie is not). */
   alive(pid: number): Promise<boolean>;
   /** Kills a process of the run's sandbox by pid; throws when there is no such process. */
@@ -84,9 +86,19 @@ export async function debugRun(t: TestGateway, conversationId: string, files: Re
       const { stdout } = docker ? await run('docker', ['exec', '-w', '/workspace', container(), ...argv]) : await run(argv[0], argv.slice(1), { cwd: hostWorkspace });
       return stdout;
     },
-    spawnDetached(argv) {
-      if (docker) execFileSync('docker', ['exec', '-d', '-w', '/workspace', container(), ...argv]);
-      else spawn(argv[0], argv.slice(1), { cwd: hostWorkspace, detached: true, stdio: 'ignore' }).unref();
+    async spawnDetached(argv) {
+      if (!docker) {
+        const child = spawn(argv[0], argv.slice(1), { cwd: hostWorkspace, detached: true, stdio: 'ignore' });
+        child.unref();
+        return child.pid!;
+      }
+      // Backgrounded by a shell without job control, setsid needs no fork: its pid leads the new group.
+      const { stdout } = await run('docker', ['exec', '-w', '/workspace', container(), 'sh', '-c', 'setsid "$@" >/dev/null 2>&1 & echo $!', 'sh', ...argv]);
+      return Number(stdout.trim());
+    },
+    killGroup(pgid) {
+      if (docker) execFileSync('docker', ['exec', container(), 'sh', '-c', `kill -9 -${Number(pgid)}`]);
+      else process.kill(-pgid, 'SIGKILL');
     },
     async alive(pid) {
       const script = `s=$(cat /proc/${Number(pid)}/stat 2>/dev/null) || exit 1; case "$s" in *") Z "*) exit 1;; esac`;

@@ -111,7 +111,7 @@ test('a Go program that does not build: the compiler\'s words in the error, no s
 test('attach to a headless dlv serving a built Go binary inside the sandbox', async () => {
   await d.exec(['sh', '-c', 'cd go && go build -gcflags="all=-N -l" -o prog .']);
   const port = 7000 + Math.floor(Math.random() * 1000);
-  d.spawnDetached(['dlv', 'exec', '--headless', '--listen', `127.0.0.1:${port}`, '--accept-multiclient', '--api-version=2', 'go/prog']);
+  const server = await d.spawnDetached(['dlv', 'exec', '--headless', '--listen', `127.0.0.1:${port}`, '--accept-multiclient', '--api-version=2', 'go/prog']);
   await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [19] });
   let r = await d.call({ op: 'attach', port, adapter: 'delve' });
   for (let i = 0; i < 40 && r.isError && /ECONNREFUSED/.test(r.text); i++) {
@@ -125,14 +125,19 @@ test('attach to a headless dlv serving a built Go binary inside the sandbox', as
   assert.equal((await d.ok({ op: 'evaluate', expression: 'origin.Y * i' })).structured.value, '4');
   await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [] });
   assert.match((await d.ok({ op: 'terminate' })).text, /left running/);
+  d.killGroup(server);
 });
 
-test('attach lldb to an lldb-server gdbserver running the C program inside the sandbox', async () => {
+// lldb-server always launches its program with ASLR off, which needs personality(2): the
+// container's seccomp profile refuses it, so there is no gdb-remote server to attach to there.
+const noGdbServer = (process.env.TETHER_TEST_PROVIDER ?? 'process') === 'docker' ? 'lldb-server cannot start a program under the sandbox seccomp profile' : false;
+
+test('attach lldb to an lldb-server gdbserver running the C program', { skip: noGdbServer }, async () => {
   const port = 8000 + Math.floor(Math.random() * 1000);
-  d.spawnDetached(['lldb-server-19', 'gdbserver', `127.0.0.1:${port}`, 'c/prog']);
+  const server = await d.spawnDetached(['lldb-server-19', 'gdbserver', `127.0.0.1:${port}`, 'c/prog']);
   await d.ok({ op: 'breakpoints', file: 'c/prog.c', lines: [9] });
   let r = await d.call({ op: 'attach', port, adapter: 'lldb' });
-  for (let i = 0; i < 40 && r.isError && /refused|failed to connect|connection/i.test(r.text); i++) {
+  for (let i = 0; i < 10 && r.isError && /failed to connect/i.test(r.text); i++) {
     await new Promise((res) => setTimeout(res, 250));
     r = await d.call({ op: 'attach', port, adapter: 'lldb' });
   }
@@ -143,4 +148,5 @@ test('attach lldb to an lldb-server gdbserver running the C program inside the s
   assert.match((await d.ok({ op: 'evaluate', expression: 'k' })).structured.value, /\b1\b/);
   await d.ok({ op: 'breakpoints', file: 'c/prog.c', lines: [] });
   await d.ok({ op: 'terminate' });
+  d.killGroup(server);
 });

@@ -162,7 +162,7 @@ test('a program that never stops: "still running" at the bound, then pause stops
 
 test('attach to a debugpy-started process listening on a port inside the sandbox', async () => {
   const port = 5678 + Math.floor(Math.random() * 1000);
-  d.spawnDetached([python(t), '-m', 'debugpy', '--listen', `127.0.0.1:${port}`, 'spin.py']);
+  const group = await d.spawnDetached([python(t), '-m', 'debugpy', '--listen', `127.0.0.1:${port}`, 'spin.py']);
   await d.ok({ op: 'breakpoints', file: 'spin.py', lines: [5] });
   let r = await d.call({ op: 'attach', port });
   for (let i = 0; i < 40 && r.isError && /ECONNREFUSED/.test(r.text); i++) {
@@ -178,7 +178,8 @@ test('attach to a debugpy-started process listening on a port inside the sandbox
   await d.ok({ op: 'breakpoints', file: 'spin.py', lines: [] });
   const ended = await d.ok({ op: 'terminate' });
   assert.match(ended.text, /left running/);
-  d.kill(pid); // throws if detaching had ended the program
+  assert.equal(await d.alive(pid), true, 'detaching left the program running');
+  d.killGroup(group);
 
 });
 

@@ -1,5 +1,9 @@
 import Docker from 'dockerode';
+import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { GatewayConfig } from '../config';
 import { logger } from '../log';
 import { resolveImage } from './image';
@@ -230,17 +234,20 @@ export class DockerProvider implements SandboxProvider {
     events.on('end', reset);
   }
 
+  /**
+   * All or nothing: the confined archive is spooled to a temp file first, and only an upload
+   * that passed every check reaches the container.
+   */
   private async putArchive(container: Docker.Container, rel: string, tar: Readable): Promise<void> {
     const { uid, gid } = this.user;
-    const confined = confineTar(tar, { prefix: rel, uid, gid });
-    let refused: Error | undefined;
-    confined.on('error', (err) => (refused ??= err));
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tether-put-'));
+    const spool = path.join(dir, 'archive.tar');
     try {
-      await container.putArchive(confined, { path: WORKSPACE, noOverwriteDirNonDir: 'true' });
-    } catch (err) {
-      throw refused ?? err;
+      await pipeline(confineTar(tar, { prefix: rel, uid, gid }), createWriteStream(spool));
+      await container.putArchive(createReadStream(spool), { path: WORKSPACE, noOverwriteDirNonDir: 'true' });
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
     }
-    if (refused) throw refused;
   }
 
   private async getArchive(container: Docker.Container, rel: string): Promise<Readable> {

@@ -2,7 +2,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import { RunState, type Question } from '../../../gen/tether/v1/gateway_pb';
-import { resultText, type TetherClient } from '../../../gateway/src/client';
+import * as tarStream from 'tar-stream';
+import { resultText, tarOf, type TetherClient } from '../../../gateway/src/client';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, containersOf, docker, dockerConfig, removeInstance, until } from './support';
 
@@ -145,4 +146,38 @@ test('an idle run is stopped after the idle timeout and its container removed', 
     await idle.close();
     await removeInstance(`${instance}-idle`);
   }
+});
+
+test('PutFiles: an archive with one bad entry is refused whole, with the reason; good ones land where asked', async () => {
+  const runId = await newRun(t.alice);
+  const tarWith = async (bad: Record<string, unknown>) => {
+    const pack = tarStream.pack();
+    pack.entry({ name: 'first.txt' }, 'first');
+    pack.entry(bad as unknown as tarStream.Header, '');
+    pack.finalize();
+    const chunks: Buffer[] = [];
+    for await (const c of pack as unknown as AsyncIterable<Buffer>) chunks.push(c);
+    return Buffer.concat(chunks);
+  };
+  for (const [bad, why] of [
+    [{ name: '../escape.txt', size: 0 }, /leaves the workspace/],
+    [{ name: 'link', type: 'symlink', linkname: '/etc' }, /absolute link/],
+    [{ name: 'up', type: 'symlink', linkname: '../../..' }, /leaves the workspace/],
+    [{ name: 'fifo', type: 'fifo' }, /fifo refused/],
+  ] as [Record<string, unknown>, RegExp][]) {
+    await assert.rejects(t.alice.putFiles(runId, await tarWith(bad)), (e: { code: number; details: string }) => e.code === status.INVALID_ARGUMENT && why.test(e.details));
+  }
+  const first = await t.alice.callTool(runId, 'read', { path: 'first.txt' });
+  assert.equal(first.result.isError, true, 'nothing of a refused archive was written');
+
+  await t.alice.putFiles(runId, await tarOf({ 'x.txt': 'in a subdirectory' }), 'deep/er');
+  assert.match(await read(t.alice, runId, 'deep/er/x.txt'), /in a subdirectory/);
+  const sub = await t.alice.getFiles(runId, 'deep');
+  const names: string[] = [];
+  const ex = tarStream.extract();
+  ex.on('entry', (h, s, next) => (names.push(h.name), s.resume(), s.on('end', next)));
+  await new Promise<void>((res) => (ex.on('finish', () => res()), ex.end(sub)));
+  assert.deepEqual(names, ['deep/', 'deep/er/', 'deep/er/x.txt']);
+  await assert.rejects(t.alice.getFiles(runId, 'no/such/path'), (e: { code: number }) => e.code === status.NOT_FOUND);
+  await t.alice.deleteRun(runId);
 });

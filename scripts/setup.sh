@@ -151,7 +151,7 @@ build_image() { # name dockerfile ctx → prints the tag
   else
     step "building $tag" >&2
     local t0=$SECONDS
-    docker build --network host --build-arg "BASE=$base" --label "dev.tether.inputs=${tag#*:}" -t "$tag" "$ctx" >&2 || return 1
+    docker build --network host --force-rm --build-arg "BASE=$base" --label "dev.tether.inputs=${tag#*:}" -t "$tag" "$ctx" >&2 || return 1
     echo "built $tag in $((SECONDS - t0))s" >&2
   fi
   echo "$tag"

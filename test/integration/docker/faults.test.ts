@@ -3,7 +3,10 @@ import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import { RunState, type Question } from '../../../gen/tether/v1/gateway_pb';
 import * as tarStream from 'tar-stream';
-import { resultText, tarOf, type TetherClient } from '../../../gateway/src/client';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import * as path from 'node:path';
+import { TetherClient, resultText, tarOf } from '../../../gateway/src/client';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, containersOf, docker, dockerConfig, removeInstance, until } from './support';
 
@@ -180,4 +183,44 @@ test('PutFiles: an archive with one bad entry is refused whole, with the reason;
   assert.deepEqual(names, ['deep/', 'deep/er/', 'deep/er/x.txt']);
   await assert.rejects(t.alice.getFiles(runId, 'no/such/path'), (e: { code: number }) => e.code === status.NOT_FOUND);
   await t.alice.deleteRun(runId);
+});
+
+test('a gateway killed outright (SIGKILL): the next one re-attaches, and the run answers with its workspace', async () => {
+  const crashInstance = `${instance}-crash`;
+  const port = 20000 + (process.pid % 20000);
+  const serve = () => {
+    const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
+      env: { ...process.env, TETHER_TOKENS: 'crash-token=acme', TETHER_INSTANCE: crashInstance, TETHER_LISTEN: `127.0.0.1:${port}`, TETHER_IMAGE: dockerConfig().image, TETHER_PROVIDER: 'docker' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const ready = new Promise<void>((resolve, reject) => {
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => ((err += d.toString()), /listening on/.test(err) && resolve()));
+      child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${err}`)));
+    });
+    return { child, ready };
+  };
+  const client = new TetherClient(`127.0.0.1:${port}`, 'crash-token');
+  let second: ReturnType<typeof serve> | undefined;
+  try {
+    const first = serve();
+    await first.ready;
+    const run = await client.createRun({ conversationId: 'crash' });
+    assert.equal(run.state, RunState.READY, run.error);
+    await client.putFileMap(run.runId, { 'kept.txt': 'through a crash\n' });
+    first.child.kill('SIGKILL');
+    await once(first.child, 'exit');
+    assert.equal((await containersOf(run.runId, false)).length, 1, 'the run container outlives a crashed gateway');
+
+    second = serve();
+    await second.ready;
+    assert.equal((await client.getRun(run.runId)).state, RunState.READY);
+    assert.match(await read(client, run.runId, 'kept.txt'), /through a crash/);
+    await client.deleteRun(run.runId);
+  } finally {
+    client.close();
+    second?.child.kill('SIGINT');
+    if (second) await once(second.child, 'exit');
+    await removeInstance(crashInstance);
+  }
 });

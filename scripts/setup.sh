@@ -85,10 +85,7 @@ if [ ! -d gen ]; then
   npx buf generate proto
 fi
 step "compiling TypeScript"
-if ! npx tsc -p tsconfig.json; then
-  # tsc still emits; a type error elsewhere must not block a working runner from being built.
-  echo "warning: tsc reported type errors (output was still emitted)" >&2
-fi
+npx tsc -p tsconfig.json
 [ -f dist/runner/src/main.js ] || { echo "dist/runner/src/main.js is missing after the build" >&2; exit 1; }
 
 # ---- 4. npm packages the images carry, installed here (the image builds need no npm registry) --

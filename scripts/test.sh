@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+# gVisor too, so the runtime test runs a run under runsc instead of skipping.
+TETHER_WITH_RUNSC=1 bash scripts/setup.sh
 # shellcheck disable=SC1091
 set -a; source .tether/images.env; set +a
 

@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { AgentKind, RunState, SurfaceMode, Tier } from '../../gen/tether/v1/gateway_pb';
-import { TetherClient, resultText } from './client';
+import { TetherClient } from './client';
+import type { ToolResult } from '../../gen/tether/v1/gateway_pb';
 import { loadConfig } from './config';
 import { startGateway } from './server';
 import { diagnose, formatReport, type Check } from './doctor';
@@ -153,7 +154,7 @@ withConn(program.command('call <runId> <tool> [json]'))
     const c = client(o);
     try {
       const out = await c.callTool(runId, tool, json ?? '{}', { surface: surfaceOf(o), onProgress: (t) => process.stderr.write(t) });
-      console.log(resultText(out.result));
+      console.log(render(out.result));
       if (out.result.structuredJson && process.env.TETHER_SHOW_STRUCTURED) console.log(out.result.structuredJson);
       if (out.result.isError) process.exitCode = 1;
     } catch (err) {
@@ -162,5 +163,30 @@ withConn(program.command('call <runId> <tool> [json]'))
       c.close();
     }
   });
+
+/** A result as a terminal shows it: text as is, tables aligned, images named. */
+function render(r: ToolResult): string {
+  return r.content
+    .map((c) => {
+      switch (c.item.case) {
+        case 'text':
+        case 'json':
+          return c.item.value;
+        case 'image':
+          return `[image ${c.item.value.mime}, ${c.item.value.data.length} bytes]`;
+        case 'table': {
+          const rows = [c.item.value.columns, ...c.item.value.rows.map((row) => row.cells)];
+          const widths = c.item.value.columns.map((_, i) => Math.min(40, Math.max(...rows.map((row) => (row[i] ?? '').length))));
+          const lines = rows.map((row) => row.map((cell, i) => (cell ?? '').slice(0, 40).padEnd(widths[i])).join('  ').trimEnd());
+          if (c.item.value.omittedRows) lines.push(`… ${c.item.value.omittedRows} more rows`);
+          return lines.join('\n');
+        }
+        default:
+          return '';
+      }
+    })
+    .filter(Boolean)
+    .join('\n');
+}
 
 program.parseAsync(process.argv).catch(fail);

@@ -138,11 +138,14 @@ describe('gateway end to end through the process provider', () => {
     assert.match(resultText((await t.alice.callTool(run.runId, 'read', { path: 'a/two.txt' })).result), /2/);
 
     const evil = tarStream.pack();
+    evil.entry({ name: 'good-first.txt' }, 'fine');
     evil.entry({ name: '../../escape.txt' }, 'x');
     evil.finalize();
     const chunks: Buffer[] = [];
     for await (const c of evil) chunks.push(c as Buffer);
     await assert.rejects(t.alice.putFiles(run.runId, Buffer.concat(chunks)), (e) => code(e) === grpc.status.INVALID_ARGUMENT && /leaves the workspace/.test((e as grpc.ServiceError).details));
+    // All or nothing: the good entry before the bad one was not applied either.
+    assert.equal((await t.alice.callTool(run.runId, 'read', { path: 'good-first.txt' })).result.isError, true);
 
     const link = tarStream.pack();
     link.entry({ name: 'root', type: 'symlink', linkname: '/' });

@@ -1,14 +1,11 @@
 import Docker from 'dockerode';
-import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
+import { createReadStream } from 'node:fs';
 import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type { GatewayConfig } from '../config';
 import { logger } from '../log';
 import { resolveImage } from './image';
 import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec } from './provider';
-import { confineTar, stripTarPrefix } from './tarFilter';
+import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 
 /** Where the runner image keeps the workspace and the run user's home. */
 export const WORKSPACE = '/workspace';
@@ -240,14 +237,9 @@ export class DockerProvider implements SandboxProvider {
    */
   private async putArchive(container: Docker.Container, rel: string, tar: Readable): Promise<void> {
     const { uid, gid } = this.user;
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tether-put-'));
-    const spool = path.join(dir, 'archive.tar');
-    try {
-      await pipeline(confineTar(tar, { prefix: rel, uid, gid }), createWriteStream(spool));
-      await container.putArchive(createReadStream(spool), { path: WORKSPACE, noOverwriteDirNonDir: 'true' });
-    } finally {
-      await fs.rm(dir, { recursive: true, force: true });
-    }
+    await withConfinedArchive(tar, { prefix: rel, uid, gid }, (spooled) =>
+      container.putArchive(createReadStream(spooled), { path: WORKSPACE, noOverwriteDirNonDir: 'true' }),
+    );
   }
 
   private async getArchive(container: Docker.Container, rel: string): Promise<Readable> {

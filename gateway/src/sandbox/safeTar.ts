@@ -1,20 +1,19 @@
 import * as path from 'node:path';
-import { promises as fs } from 'node:fs';
+import { createReadStream, promises as fs } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tarFs from 'tar-fs';
-import { confineTar } from './tarFilter';
+import { withConfinedArchive } from './tarFilter';
 
 /**
- * Unpacks an untrusted tar stream into a host workspace at a relative directory. The entries
- * pass through the same confinement as the container provider's (confineTar): anything that
- * would leave the workspace fails the whole call, loudly.
+ * Unpacks an untrusted tar stream into a host workspace at a relative directory, all or
+ * nothing, through the same confinement as the container provider's.
  */
 export async function extractConfined(workspace: string, rel: string, tar: Readable): Promise<void> {
   const root = path.resolve(workspace);
   await fs.mkdir(root, { recursive: true });
-  const confined = confineTar(tar, { prefix: rel, uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
-  await pipeline(confined, tarFs.extract(root));
+  const owner = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+  await withConfinedArchive(tar, { prefix: rel, ...owner }, (spooled) => pipeline(createReadStream(spooled), tarFs.extract(root)));
 }
 
 export function packConfined(dir: string, rel: string): Readable {

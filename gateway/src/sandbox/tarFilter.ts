@@ -1,5 +1,8 @@
+import { createWriteStream, promises as fs } from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import * as tarStream from 'tar-stream';
 
 export interface ConfineOptions {
@@ -126,4 +129,19 @@ export function stripTarPrefix(input: Readable, strip: string): Readable {
   input.on('error', (err) => pack.destroy(err));
   input.pipe(extract);
   return pack as unknown as Readable;
+}
+
+/**
+ * All or nothing: the confined archive is spooled to a temp file first, so only an upload
+ * that passed every check is handed to `apply` (as the spooled file's path).
+ */
+export async function withConfinedArchive(tar: Readable, opts: ConfineOptions, apply: (spooled: string) => Promise<unknown>): Promise<void> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tether-put-'));
+  const spool = path.join(dir, 'archive.tar');
+  try {
+    await pipeline(confineTar(tar, opts), createWriteStream(spool));
+    await apply(spool);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
 }

@@ -221,6 +221,7 @@ describe('gateway end to end through the process provider', () => {
 
   test('the runner killed mid-call: UNAVAILABLE at once, the run FAILED with the reason, the gateway lives on', async () => {
     const victim = await t.alice.createRun({ approvals: { write: Approval.PROMPT } });
+    await t.alice.putFileMap(victim.runId, { 'kept.txt': 'saved before the crash\n' });
     const pid = await runnerPid(victim.runId);
     const started = Date.now();
     const err = await t.alice
@@ -243,6 +244,8 @@ describe('gateway end to end through the process provider', () => {
     }
     assert.match(failed.error, /SIGKILL/);
     await assert.rejects(t.alice.callTool(victim.runId, 'read', { path: 'x' }), (e) => code(e) === grpc.status.FAILED_PRECONDITION);
+    // The failed run's work is not lost: its workspace can still be fetched until DeleteRun.
+    assert.deepEqual(await untar(await t.alice.getFiles(victim.runId, 'kept.txt')), { 'kept.txt': 'saved before the crash\n' });
     assert.equal((await t.alice.callTool(run.runId, 'read', { path: 'src/hello.py' })).result.isError, false);
     await t.alice.deleteRun(victim.runId);
   });

@@ -159,7 +159,11 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
     getFiles: (call: ServerWritableStream<GetFilesRequest, GetFilesResponse>) => {
       const run = async () => {
         const tenant = auth.authenticate(call.metadata);
-        const r = runs.ready(tenant, call.request.runId);
+        // A FAILED run's workspace is still there until DeleteRun: its work can be taken out.
+        const r = runs.get(tenant, call.request.runId);
+        if (!r.sandbox || r.state === 'STOPPED' || r.state === 'STARTING') {
+          throw new GatewayError(status.FAILED_PRECONDITION, `run ${r.runId} is ${r.state.toLowerCase()}: its workspace cannot be read`);
+        }
         const rel = workspaceRelative(call.request.path);
         let tar;
         try {

@@ -133,7 +133,9 @@ export class RunnerClient {
     await Promise.race([this.connection.sendRequest(Methods.shutdown).catch(() => undefined), new Promise((r) => setTimeout(r, timeoutMs))]);
   }
 
+  /** Lets go of the runner on purpose: pending calls end, but nobody is told it failed. */
   dispose(): void {
+    this.goneListeners.length = 0;
     this.fail(new RunnerGoneError('the run was stopped'));
   }
 }

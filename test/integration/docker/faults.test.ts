@@ -50,7 +50,7 @@ async function read(client: TetherClient, runId: string, path: string) {
 }
 
 test('killing a run container mid-call ends the call with UNAVAILABLE at once; the run is FAILED, the gateway lives', async () => {
-  const runId = await newRun();
+  const runId = await newRun(t.alice, { 'work.txt': 'half done\n' });
   const other = await newRun(t.alice, { 'a.txt': 'still here\n' });
   const call = pendingCall(t.alice, runId);
   await call.question;
@@ -60,10 +60,18 @@ test('killing a run container mid-call ends the call with UNAVAILABLE at once; t
   const ms = Date.now() - killedAt;
   assert.equal(res.code, status.UNAVAILABLE, res.text);
   assert.ok(ms < 10000, `the call ended ${ms} ms after the kill`);
-  const run = await until('FAILED', async () => ((await t.alice.getRun(runId)).state === RunState.FAILED ? t.alice.getRun(runId) : undefined));
+  assert.equal((await t.alice.getRun(runId)).state, RunState.FAILED);
+  // The container's own exit reason follows the connection's loss within moments.
+  const run = await until('FAILED with the exit reason', async () => {
+    const r = await t.alice.getRun(runId);
+    return r.state === RunState.FAILED && /killed|exit/.test(r.error) ? r : undefined;
+  });
   assert.match(run.error, /killed|exit/);
   const again = await t.alice.callTool(runId, 'read', { path: 'a.txt' }).then(() => undefined, (e) => e.code);
   assert.equal(again, status.FAILED_PRECONDITION);
+  // Its work is not lost: the dead run's workspace can still be taken out until DeleteRun.
+  const saved = (await t.alice.getFiles(runId, 'work.txt')).toString('utf8');
+  assert.match(saved, /work\.txt[\s\S]*half done/);
   assert.match(await read(t.alice, other, 'a.txt'), /still here/);
   await t.alice.deleteRun(runId);
   assert.equal((await containersOf(runId)).length, 0, 'DeleteRun removes a dead run container');

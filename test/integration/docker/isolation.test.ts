@@ -127,7 +127,8 @@ test('a memory hog is OOM-killed: its run is FAILED with the reason, the gateway
   const failed = await until('the hog run to fail', async () => {
     const run = await t.alice.getRun(hog.runId);
     last = `${RunState[run.state]} ${run.error}`;
-    return run.state === RunState.FAILED ? run : undefined;
+    // FAILED comes first (the connection is lost); the engine's OOM reason follows within moments.
+    return run.state === RunState.FAILED && /memory limit|OOM/.test(run.error) ? run : undefined;
   }).catch((err: Error) => assert.fail(`${err.message}; the run is ${last}; the hog printed ${JSON.stringify(r)}`));
   assert.match(failed.error, /memory limit|OOM/);
   const call = await t.alice.callTool(hog.runId, 'read', { path: 'x' }).then(() => 'answered', (e) => e.code);

@@ -38,4 +38,10 @@ for s in "${scope[@]}"; do
   fi
 done
 echo "==> running ${#files[@]} test files"
-exec node --test --test-reporter=spec "${files[@]}"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+node --test --test-reporter=spec "${files[@]}" 2>&1 | tee "$log" || status=$?
+count() { sed -n "s/^ℹ $1 \([0-9]*\)$/\1/p" "$log" | tail -1; }
+echo "tests: $(count pass) passed, $(count fail) failed, $(count skipped) skipped"
+exit "$status"

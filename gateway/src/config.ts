@@ -31,6 +31,8 @@ export interface GatewayConfig {
   limits: { default: ResourceLimits; max: ResourceLimits };
   /** Largest gRPC message accepted, in bytes. */
   maxMessageBytes: number;
+  /** Largest archive one PutFiles may send, in bytes (it is spooled on the gateway's disk). */
+  maxPutFilesBytes: number;
   runs: { idleTimeoutSeconds: number; maxLifetimeSeconds: number; maxPerTenant: number; startTimeoutSeconds: number };
   questions: { timeoutSeconds: number };
   docker: { socketPath: string; image: string; runtime: string; runtimeArgs: string[]; keepOnShutdown: boolean; user: string };
@@ -52,6 +54,7 @@ export function defaultConfig(): GatewayConfig {
       max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096 },
     },
     maxMessageBytes: 16 * 1024 * 1024,
+    maxPutFilesBytes: 1024 * 1024 * 1024,
     runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
     questions: { timeoutSeconds: 600 },
     docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000' },
@@ -77,6 +80,7 @@ const configSchema = {
     stateDir: { type: 'string', minLength: 1 },
     limits: { type: 'object', properties: { default: limitsSchema, max: limitsSchema }, additionalProperties: false },
     maxMessageBytes: { type: 'integer', minimum: 1024 },
+    maxPutFilesBytes: { type: 'integer', minimum: 1024 },
     runs: {
       type: 'object',
       properties: {

@@ -50,7 +50,7 @@ describe('gateway end to end through the process provider', () => {
   let run: Run;
 
   before(async () => {
-    t = await startTestGateway({ provider: 'process', maxMessageBytes: 16 * 1024 * 1024 });
+    t = await startTestGateway({ provider: 'process', maxMessageBytes: 16 * 1024 * 1024, maxPutFilesBytes: 1024 * 1024 });
     run = await t.alice.createRun({ conversationId: 'conv-1', labels: { team: 'e2e' } });
     assert.equal(run.state, RunState.READY, run.error);
   });
@@ -154,6 +154,10 @@ describe('gateway end to end through the process provider', () => {
     for await (const c of link) lc.push(c as Buffer);
     await assert.rejects(t.alice.putFiles(run.runId, Buffer.concat(lc)), (e) => code(e) === grpc.status.INVALID_ARGUMENT && /link refused: root -> \//.test((e as grpc.ServiceError).details));
     await assert.rejects(t.alice.putFiles(run.runId, await tarOf({ 'x.txt': 'x' }), '../up'), (e) => code(e) === grpc.status.INVALID_ARGUMENT);
+    // An archive over the limit is refused while it streams, and nothing of it lands.
+    const huge = await tarOf({ 'huge-1.bin': Buffer.alloc(700 * 1024, 1), 'huge-2.bin': Buffer.alloc(700 * 1024, 2) });
+    await assert.rejects(t.alice.putFiles(run.runId, huge), (e) => code(e) === grpc.status.RESOURCE_EXHAUSTED && /limit/.test((e as grpc.ServiceError).details));
+    assert.equal((await t.alice.callTool(run.runId, 'read', { path: 'huge-1.bin' })).result.isError, true);
   });
 
   test('bad arguments are tool results naming each field, and never reach the runner', async () => {

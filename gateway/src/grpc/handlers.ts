@@ -136,6 +136,9 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
           } else if (msg.msg.case === 'chunk') {
             if (!tar) throw invalid('PutFiles: the first message must be the header');
             bytes += msg.msg.value.length;
+            if (bytes > config.maxPutFilesBytes) {
+              throw new GatewayError(status.RESOURCE_EXHAUSTED, `PutFiles: the archive is larger than the ${config.maxPutFilesBytes}-byte limit; send it in parts`);
+            }
             counted!.write(msg.msg.value);
             if (!tar.write(msg.msg.value)) {
               call.pause();

@@ -232,7 +232,8 @@ export class RunManager {
 
   /** Finds runs that outlived a gateway restart, re-attaches live ones and removes orphans. */
   async recover(): Promise<{ recovered: number; removed: number }> {
-    const found = await this.provider.list({ [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance });
+    const selector = { [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance };
+    const found = await this.provider.list(selector);
     let recovered = 0;
     let removed = 0;
     for (const info of found) {
@@ -262,6 +263,10 @@ export class RunManager {
         removed++;
       }
     }
+    removed += (await this.provider.sweep?.(selector).catch((err: Error) => {
+      logger.warn({ err: err.message }, 'could not sweep leftovers');
+      return 0;
+    })) ?? 0;
     return { recovered, removed };
   }
 

@@ -278,6 +278,20 @@ export class DockerProvider implements SandboxProvider {
     return found.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, running: c.State === 'running' }));
   }
 
+  /** Removes workspace volumes whose container is gone (the gateway died between the two). */
+  async sweep(labels: Record<string, string>): Promise<number> {
+    const filters = JSON.stringify({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) });
+    const withContainer = new Set((await this.list(labels)).map((c) => c.labels[LABELS.runId]));
+    const { Volumes } = await this.docker.listVolumes({ filters });
+    let removed = 0;
+    for (const v of Volumes ?? []) {
+      const runId = v.Labels?.[LABELS.runId];
+      if (!v.Name.startsWith(VOLUME_PREFIX) || !runId || withContainer.has(runId)) continue;
+      await this.docker.getVolume(v.Name).remove().then(() => removed++, ignoreMissing);
+    }
+    return removed;
+  }
+
   /** Lets go of a container without touching it. */
   private release(id: string): void {
     const entry = this.live.get(id);

@@ -63,5 +63,10 @@ export interface SandboxProvider {
   /** Removes the sandbox and the workspace it created. */
   remove(id: string): Promise<void>;
   list(labels: Record<string, string>): Promise<SandboxInfo[]>;
+  /**
+   * Removes what sandboxes with these labels left behind without a sandbox (a workspace
+   * created just before a crash). Called on start-up, before any run is created.
+   */
+  sweep?(labels: Record<string, string>): Promise<number>;
   close(): Promise<void>;
 }

@@ -128,6 +128,9 @@ test('a gateway restart with runs live: they keep answering with their workspace
   t.bob.close();
   await t.gateway.close({ keepRuns: true });
   assert.equal((await containersOf(runId, false)).length, 1, 'the run container outlives the gateway');
+  // A workspace volume whose container was never made (the gateway died in between).
+  const leftover = `tether-ws-run-leftover-${process.pid}`;
+  await docker.createVolume({ Name: leftover, Labels: { 'dev.tether.managed': 'true', 'dev.tether.instance': instance, 'dev.tether.run-id': 'run-leftover', 'dev.tether.tenant': 'alice' } });
 
   t = await start();
   const run = await t.alice.getRun(runId);
@@ -139,6 +142,7 @@ test('a gateway restart with runs live: they keep answering with their workspace
   // The dead one was an orphan: removed on recovery, unknown to the new gateway.
   assert.equal((await containersOf(failed)).length, 0);
   await assert.rejects(t.alice.getRun(failed), (e: { code: number }) => e.code === status.NOT_FOUND);
+  await assert.rejects(docker.getVolume(leftover).inspect(), (e: { statusCode: number }) => e.statusCode === 404, 'the leftover volume is swept');
   await t.alice.deleteRun(runId);
 });
 

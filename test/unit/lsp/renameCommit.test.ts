@@ -7,16 +7,10 @@ import { RunContext } from '../../../runner/src/run';
 import { renameSymbol } from '../../../runner/src/tools/lsp/rename';
 import { DEFAULT_LSP_SETTINGS, LspSession } from '../../../runner/src/tools/lsp/session';
 import type { ServerSpec } from '../../../runner/src/tools/lsp/servers';
+import { FAKE_SERVER } from './fakeServerSpec';
 import type { ToolContext } from '../../../runner/src/tool';
 
-const FAKE: ServerSpec = {
-  id: 'fake',
-  languages: 'Fake',
-  extensions: { '.fake': 'fake' },
-  rootMarkers: ['fake.json'],
-  command: path.basename(process.execPath),
-  args: [path.join(__dirname, 'fakeServer.js')],
-};
+const FAKE: ServerSpec = FAKE_SERVER;
 
 function setup() {
   const root = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'lsp-rename-')));

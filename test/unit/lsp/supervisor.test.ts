@@ -8,17 +8,10 @@ import { DiagnosticsOnWrite } from '../../../runner/src/tools/lsp/diagnosticsOnW
 import { DiagnosticsLedger } from '../../../runner/src/tools/lsp/ledger';
 import { DEFAULT_LSP_SETTINGS, LspSession, type LspSettings } from '../../../runner/src/tools/lsp/session';
 import type { ServerSpec } from '../../../runner/src/tools/lsp/servers';
+import { FAKE_SERVER } from './fakeServerSpec';
 import type { Placement } from '../../../runner/src/tools/lsp/supervisor';
 
-const FAKE: ServerSpec = {
-  id: 'fake',
-  languages: 'Fake',
-  extensions: { '.fake': 'fake' },
-  rootMarkers: ['fake.json'],
-  command: path.basename(process.execPath),
-  args: [path.join(__dirname, 'fakeServer.js')],
-  diagnostics: 'versioned-push',
-};
+const FAKE: ServerSpec = { ...FAKE_SERVER, diagnostics: 'versioned-push' };
 
 function session(settings: Partial<LspSettings>, env: Record<string, string> = {}) {
   const root = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'lsp-fake-')));

@@ -35,7 +35,8 @@ if ! engine_up; then
   if ! engine_up; then
     step "starting dockerd (no default bridge, no iptables: runs have no network anyway)"
     # shellcheck disable=SC2024
-    as_root sh -c 'nohup dockerd --bridge=none --iptables=false >/var/log/tether-dockerd.log 2>&1 &'
+    # The engine must not inherit the set-up lock (fd 9): it would hold it for as long as it runs.
+    as_root sh -c 'nohup dockerd --bridge=none --iptables=false >/var/log/tether-dockerd.log 2>&1 9>&- &'
     for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
     engine_up || { echo "dockerd did not come up; see /var/log/tether-dockerd.log" >&2; exit 1; }
   fi

@@ -8,6 +8,8 @@
 #                       else tether-base:bookworm, debootstrapped offline by images/base/build-base.sh)
 #   TETHER_SKIP_GATEWAY_IMAGE=1   do not build the gateway image
 #   TETHER_WITH_RUNSC=1           install gVisor's runsc and register it with the engine
+#
+#   scripts/setup.sh --engine-only    only make sure a Docker engine runs
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -36,12 +38,13 @@ if ! engine_up; then
     step "starting dockerd (no default bridge, no iptables: runs have no network anyway)"
     # shellcheck disable=SC2024
     # The engine must not inherit the set-up lock (fd 9): it would hold it for as long as it runs.
-    as_root sh -c 'nohup dockerd --bridge=none --iptables=false >/var/log/tether-dockerd.log 2>&1 9>&- &'
+    as_root sh -c 'nohup dockerd --bridge=none --iptables=false >"${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" 2>&1 9>&- &'
     for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
-    engine_up || { echo "dockerd did not come up; see /var/log/tether-dockerd.log" >&2; exit 1; }
+    engine_up || { echo "dockerd did not come up; see ${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" >&2; exit 1; }
   fi
 fi
 echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
+if [ "${1:-}" = --engine-only ]; then exit 0; fi
 
 # Optional: gVisor as a runtime runs may use (docker.runtime / TETHER_RUNTIME=runsc).
 if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
@@ -77,17 +80,7 @@ base_id="$(docker image inspect --format '{{.Id}}' "$base")"
 echo "base image $base ($base_id)"
 
 # ---- 3. the code ------------------------------------------------------------------------
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  step "installing npm dependencies"
-  npm ci --no-fund --no-audit
-fi
-if [ ! -d gen ]; then
-  step "generating the protocol code"
-  npx buf generate proto
-fi
-step "compiling TypeScript"
-npx tsc -p tsconfig.json
-[ -f dist/runner/src/main.js ] || { echo "dist/runner/src/main.js is missing after the build" >&2; exit 1; }
+bash scripts/build.sh
 
 # ---- 4. npm packages the images carry, installed here (the image builds need no npm registry) --
 fetch_pkg() { # name version → path of the cached tarball

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the code: npm dependencies (when the lockfile changed), the generated protocol code
+# (when the proto changed) and the TypeScript in dist/. Needs no Docker and no root.
+#   scripts/build.sh --deps-only    only the dependencies and the generated code
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .tether
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  step "installing npm dependencies"
+  npm ci --no-fund --no-audit
+fi
+
+# Regenerated when any proto file or the generator's configuration changes.
+proto_hash="$(find proto buf.gen.yaml -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+if [ ! -d gen ] || [ "$(cat .tether/gen.hash 2>/dev/null)" != "$proto_hash" ]; then
+  step "generating the protocol code"
+  rm -rf gen
+  npx buf generate proto
+  echo "$proto_hash" >.tether/gen.hash
+fi
+
+[ "${1:-}" = --deps-only ] && exit 0
+
+step "compiling TypeScript"
+npx tsc -p tsconfig.json
+[ -f dist/runner/src/main.js ] || { echo "dist/runner/src/main.js is missing after the build" >&2; exit 1; }

@@ -1,122 +1,42 @@
 import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
-import * as os from 'node:os';
 import Ajv from 'ajv';
+import { CONFIG_ANNOTATIONS, configLeaves, configSchema, partialSchema, type GatewayConfig } from './configSchema';
 
-export type ProviderName = 'docker' | 'process';
-
-export interface ResourceLimits {
-  memoryMb: number;
-  cpuMillis: number;
-  pids: number;
-}
-
-export interface GatewayConfig {
-  /** host:port to listen on. */
-  listen: string;
-  /** bearer token → tenant. */
-  tokens: Record<string, string>;
-  provider: ProviderName;
-  /**
-   * Names this gateway among others sharing one engine: a restarted gateway re-attaches to,
-   * and removes as orphans, only the runs labelled with its own instance.
-   */
-  instance: string;
-  /** The process provider has no isolation; it runs only when this is true. */
-  allowProcessProvider: boolean;
-  /** Host directories a CreateRun may name as its workspace (and their subdirectories). */
-  workspaceRoots: string[];
-  /** Where the gateway keeps per-run workspaces it creates itself. */
-  stateDir: string;
-  limits: { default: ResourceLimits; max: ResourceLimits };
-  /** Largest gRPC message accepted, in bytes. */
-  maxMessageBytes: number;
-  /** Largest archive one PutFiles may send, in bytes (it is spooled on the gateway's disk). */
-  maxPutFilesBytes: number;
-  runs: { idleTimeoutSeconds: number; maxLifetimeSeconds: number; maxPerTenant: number; startTimeoutSeconds: number };
-  questions: { timeoutSeconds: number };
-  docker: { socketPath: string; image: string; runtime: string; runtimeArgs: string[]; keepOnShutdown: boolean; user: string };
-  /** Settings handed to the runner's tool families, keyed by family. */
-  runner: Record<string, unknown>;
-}
-
-export function defaultConfig(): GatewayConfig {
-  return {
-    listen: '127.0.0.1:50051',
-    tokens: {},
-    provider: 'docker',
-    instance: 'default',
-    allowProcessProvider: false,
-    workspaceRoots: [],
-    stateDir: path.join(os.tmpdir(), 'tether'),
-    limits: {
-      default: { memoryMb: 2048, cpuMillis: 2000, pids: 512 },
-      max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096 },
-    },
-    maxMessageBytes: 16 * 1024 * 1024,
-    maxPutFilesBytes: 1024 * 1024 * 1024,
-    runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
-    questions: { timeoutSeconds: 600 },
-    docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000' },
-    runner: {},
-  };
-}
-
-const limitsSchema = {
-  type: 'object',
-  properties: { memoryMb: { type: 'integer', minimum: 64 }, cpuMillis: { type: 'integer', minimum: 100 }, pids: { type: 'integer', minimum: 16 } },
-  additionalProperties: false,
-};
-
-const configSchema = {
-  type: 'object',
-  properties: {
-    listen: { type: 'string', pattern: '^.+:[0-9]+$' },
-    tokens: { type: 'object', additionalProperties: { type: 'string', minLength: 1 } },
-    provider: { enum: ['docker', 'process'] },
-    instance: { type: 'string', pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$' },
-    allowProcessProvider: { type: 'boolean' },
-    workspaceRoots: { type: 'array', items: { type: 'string', minLength: 1 } },
-    stateDir: { type: 'string', minLength: 1 },
-    limits: { type: 'object', properties: { default: limitsSchema, max: limitsSchema }, additionalProperties: false },
-    maxMessageBytes: { type: 'integer', minimum: 1024 },
-    maxPutFilesBytes: { type: 'integer', minimum: 1024 },
-    runs: {
-      type: 'object',
-      properties: {
-        idleTimeoutSeconds: { type: 'number', minimum: 0 },
-        maxLifetimeSeconds: { type: 'number', minimum: 0 },
-        maxPerTenant: { type: 'integer', minimum: 1 },
-        startTimeoutSeconds: { type: 'number', minimum: 1 },
-      },
-      additionalProperties: false,
-    },
-    questions: { type: 'object', properties: { timeoutSeconds: { type: 'number', exclusiveMinimum: 0 } }, additionalProperties: false },
-    docker: {
-      type: 'object',
-      properties: {
-        socketPath: { type: 'string' },
-        image: { type: 'string' },
-        runtime: { type: 'string' },
-        runtimeArgs: { type: 'array', items: { type: 'string' } },
-        keepOnShutdown: { type: 'boolean' },
-        user: { type: 'string' },
-      },
-      additionalProperties: false,
-    },
-    runner: { type: 'object' },
-  },
-  additionalProperties: false,
-};
+export type { GatewayConfig, ProviderName, ResourceLimits } from './configSchema';
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+type Json = Record<string, unknown>;
 
-function merge<T>(base: T, over: DeepPartial<T> | undefined): T {
+const ajv = new Ajv({ allErrors: true });
+ajv.addVocabulary([...CONFIG_ANNOTATIONS]);
+const checkConfig = ajv.compile<GatewayConfig>(configSchema);
+const checkFile = ajv.compile(partialSchema(configSchema));
+
+/** The built-in config: the schema's defaults (no tokens, so not yet servable). */
+export function defaultConfig(): GatewayConfig {
+  const defaults = defaultsOf(configSchema);
+  if (!checkConfig(defaults)) throw new Error(`the built-in defaults do not fit the config schema: ${why(checkConfig.errors)}`);
+  return defaults;
+}
+
+function defaultsOf(schema: Json): unknown {
+  if (schema.type === 'object' && isObject(schema.properties)) {
+    return Object.fromEntries(Object.entries(schema.properties).map(([k, s]) => [k, defaultsOf(s as Json)]));
+  }
+  return structuredClone(schema.default);
+}
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Keys of `over` replace those of `base`; nested key sets merge, except tokens (a file's set is the whole set). */
+function merge(base: Json, over: Json | undefined): Json {
   if (!over) return base;
-  const out: any = Array.isArray(base) ? [...(base as any)] : { ...base };
+  const out: Json = { ...base };
   for (const [k, v] of Object.entries(over)) {
-    const b = (base as any)[k];
-    out[k] = v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b) && k !== 'tokens' ? merge(b, v as any) : v;
+    const b = base[k];
+    out[k] = isObject(v) && isObject(b) && k !== 'tokens' ? merge(b, v) : v;
   }
   return out;
 }
@@ -132,13 +52,31 @@ export function parseTokenList(s: string): Record<string, string> {
   return out;
 }
 
+/** The keys the environment sets: each key whose schema names an `env` variable, read by the key's type. */
+function fromEnvironment(env: NodeJS.ProcessEnv, current: Json): Json {
+  const out: Json = {};
+  for (const { path, schema } of configLeaves()) {
+    const raw = typeof schema.env === 'string' ? env[schema.env] : undefined;
+    if (!raw) continue;
+    let value: unknown = raw;
+    if (schema.type === 'boolean') value = raw === '1' || raw === 'true';
+    else if (schema.type === 'array') value = raw.split(':').filter(Boolean);
+    // Tokens from the environment add to those of the file.
+    else if (schema.type === 'object') value = { ...(isObject(current[path[0]]) ? (current[path[0]] as Json) : {}), ...parseTokenList(raw) };
+    let at = out;
+    for (const k of path.slice(0, -1)) at = isObject(at[k]) ? (at[k] as Json) : (at[k] = {});
+    at[path[path.length - 1]] = value;
+  }
+  return out;
+}
+
 /**
  * The config: defaults, then a JSON file (TETHER_CONFIG or --config), then environment
  * variables, then explicit overrides (CLI flags). Invalid config fails at start, with the reason.
  */
 export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overrides?: DeepPartial<GatewayConfig> } = {}): GatewayConfig {
   const env = opts.env ?? process.env;
-  let cfg = defaultConfig();
+  let cfg: Json = defaultConfig();
   const file = opts.file ?? env.TETHER_CONFIG;
   if (file) {
     let parsed: unknown;
@@ -147,23 +85,12 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overr
     } catch (err) {
       throw new Error(`cannot read config ${file}: ${(err as Error).message}`);
     }
-    validate(parsed, file);
-    cfg = merge(cfg, parsed as DeepPartial<GatewayConfig>);
+    if (!checkFile(parsed) || !isObject(parsed)) throw new Error(`invalid config in ${file}: ${why(checkFile.errors)}`);
+    cfg = merge(cfg, parsed);
   }
-  const fromEnv: DeepPartial<GatewayConfig> = {};
-  if (env.TETHER_LISTEN) fromEnv.listen = env.TETHER_LISTEN;
-  if (env.TETHER_TOKENS) fromEnv.tokens = { ...cfg.tokens, ...parseTokenList(env.TETHER_TOKENS) };
-  if (env.TETHER_PROVIDER) fromEnv.provider = env.TETHER_PROVIDER as ProviderName;
-  if (env.TETHER_INSTANCE) fromEnv.instance = env.TETHER_INSTANCE;
-  if (env.TETHER_ALLOW_PROCESS_PROVIDER) fromEnv.allowProcessProvider = env.TETHER_ALLOW_PROCESS_PROVIDER === '1' || env.TETHER_ALLOW_PROCESS_PROVIDER === 'true';
-  if (env.TETHER_WORKSPACE_ROOTS) fromEnv.workspaceRoots = env.TETHER_WORKSPACE_ROOTS.split(':').filter(Boolean);
-  if (env.TETHER_STATE_DIR) fromEnv.stateDir = env.TETHER_STATE_DIR;
-  if (env.TETHER_IMAGE) fromEnv.docker = { image: env.TETHER_IMAGE };
-  if (env.TETHER_RUNTIME) fromEnv.docker = { ...(fromEnv.docker ?? {}), runtime: env.TETHER_RUNTIME };
-  if (env.DOCKER_SOCKET) fromEnv.docker = { ...(fromEnv.docker ?? {}), socketPath: env.DOCKER_SOCKET };
-  cfg = merge(cfg, fromEnv);
+  cfg = merge(cfg, fromEnvironment(env, cfg));
   cfg = merge(cfg, opts.overrides);
-  validate(cfg, 'the effective config');
+  if (!checkConfig(cfg)) throw new Error(`invalid config in the effective config: ${why(checkConfig.errors)}`);
   if (cfg.provider === 'process' && !cfg.allowProcessProvider) {
     throw new Error('the process provider runs tools without isolation; enable it explicitly with allowProcessProvider (TETHER_ALLOW_PROCESS_PROVIDER=1)');
   }
@@ -171,11 +98,14 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overr
   return cfg;
 }
 
-function validate(value: unknown, where: string): void {
-  const ajv = new Ajv({ allErrors: true });
-  const check = ajv.compile(configSchema);
-  if (!check(value)) {
-    const why = (check.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
-    throw new Error(`invalid config in ${where}: ${why}`);
-  }
+/** Ajv's errors as one line naming each offending key (an unknown key is named by its own path). */
+function why(errors: typeof checkConfig.errors): string {
+  return (errors ?? [])
+    .map((e) => {
+      const where = e.instancePath || '/';
+      if (e.keyword === 'additionalProperties') return `${e.instancePath}/${(e.params as { additionalProperty: string }).additionalProperty} is not a known key`;
+      if (e.keyword === 'enum') return `${where} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
+      return `${where} ${e.message}`;
+    })
+    .join('; ');
 }

@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
-import type { JsonSchema } from '../../protocol';
+import { Type, type Static } from '@sinclair/typebox';
+import { StringEnum } from '../stringEnum';
 import { LANGUAGE_IDS } from './languages';
 import { MAX_PATTERN_CHARS } from './pattern';
 
@@ -23,70 +24,50 @@ export const DEFAULT_AST_SETTINGS: AstSettings = {
   workers: Math.max(1, Math.min(4, availableParallelism())),
 };
 
-const pattern = {
-  type: 'string',
+const pattern = Type.String({
   minLength: 1,
   maxLength: MAX_PATTERN_CHARS,
   description: 'Code with metavariables: $NAME matches one node, $$$NAME zero or more siblings, $_ anything (not captured). A metavariable used twice must match the same code.',
-};
-const path = { type: 'string', minLength: 1, maxLength: 4096, description: 'File or directory to search, workspace-relative. Default: the whole workspace.' };
-const language = {
-  type: 'string',
+});
+const path = Type.String({ minLength: 1, maxLength: 4096, description: 'File or directory to search, workspace-relative. Default: the whole workspace.' });
+const language = Type.String({
   minLength: 1,
   maxLength: 40,
   description: `Grammar id (${LANGUAGE_IDS.join(', ')}). Inferred from the extension when path is a file; without it a directory is searched file by file in each file's own language.`,
-};
+});
 
-export interface GrepArgs {
-  pattern: string;
-  path?: string;
-  language?: string;
-  max_results?: number;
-}
-export const grepSchema: JsonSchema = {
-  type: 'object',
-  properties: {
+export const grepSchema = Type.Object(
+  {
     pattern,
-    path,
-    language,
-    max_results: { type: 'integer', minimum: 1, maximum: MAX_MAX_RESULTS, description: `Most matches listed (default ${DEFAULT_MAX_RESULTS}); the result still says how many matched in all.` },
+    path: Type.Optional(path),
+    language: Type.Optional(language),
+    max_results: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: MAX_MAX_RESULTS, description: `Most matches listed (default ${DEFAULT_MAX_RESULTS}); the result still says how many matched in all.` }),
+    ),
   },
-  required: ['pattern'],
-  additionalProperties: false,
-};
+  { additionalProperties: false },
+);
+export type GrepArgs = Static<typeof grepSchema>;
 
-export interface EditArgs {
-  pattern: string;
-  rewrite: string;
-  path?: string;
-  language?: string;
-}
-export const editSchema: JsonSchema = {
-  type: 'object',
-  properties: {
+export const editSchema = Type.Object(
+  {
     pattern,
-    rewrite: {
-      type: 'string',
+    rewrite: Type.String({
       maxLength: MAX_PATTERN_CHARS,
       description: 'What replaces each match; $NAME and $$$NAME are substituted (a $$$ run keeps its separators), multi-line text is re-indented to where it lands.',
-    },
-    path,
-    language,
+    }),
+    path: Type.Optional(path),
+    language: Type.Optional(language),
   },
-  required: ['pattern', 'rewrite'],
-  additionalProperties: false,
-};
+  { additionalProperties: false },
+);
+export type EditArgs = Static<typeof editSchema>;
 
-export interface ResolveArgs {
-  edit_id: string;
-  action: 'accept' | 'discard';
-}
-export const resolveSchema: JsonSchema = {
-  type: 'object',
-  properties: {
-    edit_id: { type: 'string', pattern: '^edit_[0-9]+$', maxLength: 32, description: 'The id from a proposed ast_edit result, e.g. "edit_1".' },
-    action: { type: 'string', enum: ['accept', 'discard'], description: 'accept writes every file of the change (or none); discard drops it.' },
+export const resolveSchema = Type.Object(
+  {
+    edit_id: Type.String({ pattern: '^edit_[0-9]+$', maxLength: 32, description: 'The id from a proposed ast_edit result, e.g. "edit_1".' }),
+    action: StringEnum(['accept', 'discard'], { type: 'string', description: 'accept writes every file of the change (or none); discard drops it.' }),
   },
-  required: ['edit_id', 'action'],
-  additionalProperties: false,
-};
+  { additionalProperties: false },
+);
+export type ResolveArgs = Static<typeof resolveSchema>;

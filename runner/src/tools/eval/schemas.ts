@@ -1,40 +1,32 @@
-import type { JsonSchema } from '../../protocol';
+import { Type, type Static } from '@sinclair/typebox';
+import { StringEnum } from '../stringEnum';
 import { ToolError } from '../../tool';
 
 export const MAX_CODE_CHARS = 1024 * 1024;
 export const DESCRIPTION_WORDS = { min: 5, max: 10 } as const;
 
-export interface EvalArgs {
-  code: string;
-  description: string;
-  language?: 'python' | 'javascript';
-  reset?: boolean;
-  timeout_seconds?: number;
-}
-
-export const evalSchema: JsonSchema = {
-  type: 'object',
-  properties: {
-    code: { type: 'string', maxLength: MAX_CODE_CHARS, description: 'The cell. Its last expression is echoed; display(x) shows tables and figures.' },
-    description: {
-      type: 'string',
+export const evalSchema = Type.Object(
+  {
+    code: Type.String({ maxLength: MAX_CODE_CHARS, description: 'The cell. Its last expression is echoed; display(x) shows tables and figures.' }),
+    description: Type.String({
       minLength: 1,
       maxLength: 200,
       pattern: `^\\s*\\S+(\\s+\\S+){${DESCRIPTION_WORDS.min - 1},${DESCRIPTION_WORDS.max - 1}}\\s*$`,
       description: `A ${DESCRIPTION_WORDS.min}–${DESCRIPTION_WORDS.max} word label for the transcript, e.g. "Load the sales data and plot revenue".`,
-    },
-    language: { enum: ['python', 'javascript'], description: 'python (default) or javascript. Each has its own interpreter, kept across calls.' },
-    reset: { type: 'boolean', description: 'Discard the interpreter (all variables and imports) and start a clean one before this cell.' },
-    timeout_seconds: {
-      type: 'number',
-      exclusiveMinimum: 0,
-      maximum: 86400,
-      description: 'Inactivity budget: the cell is interrupted after this long without output (default 300). Time spent waiting on tool() calls does not count.',
-    },
+    }),
+    language: Type.Optional(StringEnum(['python', 'javascript'], { description: 'python (default) or javascript. Each has its own interpreter, kept across calls.' })),
+    reset: Type.Optional(Type.Boolean({ description: 'Discard the interpreter (all variables and imports) and start a clean one before this cell.' })),
+    timeout_seconds: Type.Optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        maximum: 86400,
+        description: 'Inactivity budget: the cell is interrupted after this long without output (default 300). Time spent waiting on tool() calls does not count.',
+      }),
+    ),
   },
-  required: ['code', 'description'],
-  additionalProperties: false,
-};
+  { additionalProperties: false },
+);
+export type EvalArgs = Static<typeof evalSchema>;
 
 /** Counts the words of a description; throws the message the model sees when out of range. */
 export function checkDescription(description: string): void {

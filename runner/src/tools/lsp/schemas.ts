@@ -1,4 +1,5 @@
-import type { JsonSchema } from '../../protocol';
+import { Type, type Static } from '@sinclair/typebox';
+import { StringEnum } from '../stringEnum';
 
 export const REFERENCES_CAP = 50;
 export const WORKSPACE_SYMBOLS_CAP = 100;
@@ -10,60 +11,42 @@ export const LSP_ACTIONS = ['diagnostics', ...NAVIGATION_ACTIONS, 'symbols', 'st
 export type NavigationAction = (typeof NAVIGATION_ACTIONS)[number];
 export type LspAction = (typeof LSP_ACTIONS)[number];
 
-export interface LspArgs {
-  action: LspAction;
-  file?: string;
-  line?: number;
-  symbol?: string;
-  occurrence?: number;
-  query?: string;
-}
-
-export interface LspRenameArgs {
-  file: string;
-  line: number;
-  symbol: string;
-  occurrence?: number;
-  new_name: string;
-}
-
-const file = { type: 'string', minLength: 1, maxLength: 4096, description: 'Workspace-relative path. For diagnostics, "*" runs the project checker.' };
-const line = { type: 'integer', minimum: 1, description: '1-based line number.' };
-const symbol = {
-  type: 'string',
+const file = Type.String({ minLength: 1, maxLength: 4096, description: 'Workspace-relative path. For diagnostics, "*" runs the project checker.' });
+const line = Type.Integer({ minimum: 1, description: '1-based line number.' });
+const symbol = Type.String({
   minLength: 1,
   maxLength: 200,
   description: 'A substring of that line locating the symbol (never a column). Must occur once on the line, or pass occurrence.',
-};
-const occurrence = { type: 'integer', minimum: 1, description: 'Which occurrence of symbol on the line (1-based), when it occurs more than once.' };
+});
+const occurrence = Type.Integer({ minimum: 1, description: 'Which occurrence of symbol on the line (1-based), when it occurs more than once.' });
 
-export const lspSchema: JsonSchema = {
-  type: 'object',
-  properties: {
-    action: { type: 'string', enum: [...LSP_ACTIONS] },
-    file,
+export const lspSchema = Type.Object(
+  {
+    action: StringEnum(LSP_ACTIONS, { type: 'string' }),
+    file: Type.Optional(file),
+    line: Type.Optional(line),
+    symbol: Type.Optional(symbol),
+    occurrence: Type.Optional(occurrence),
+    query: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'symbols: a workspace-wide search (instead of file).' })),
+  },
+  {
+    additionalProperties: false,
+    allOf: [
+      { if: { properties: { action: { enum: [...NAVIGATION_ACTIONS] } } }, then: { required: ['file', 'line', 'symbol'] } },
+      { if: { properties: { action: { const: 'diagnostics' } } }, then: { required: ['file'] } },
+    ],
+  },
+);
+export type LspArgs = Static<typeof lspSchema>;
+
+export const lspRenameSchema = Type.Object(
+  {
+    file: Type.String({ ...file, description: 'Workspace-relative path of a file where the symbol appears.' }),
     line,
     symbol,
-    occurrence,
-    query: { type: 'string', minLength: 1, maxLength: 200, description: 'symbols: a workspace-wide search (instead of file).' },
+    occurrence: Type.Optional(occurrence),
+    new_name: Type.String({ minLength: 1, maxLength: 200, pattern: '^\\S+$', description: 'The new identifier.' }),
   },
-  required: ['action'],
-  additionalProperties: false,
-  allOf: [
-    { if: { properties: { action: { enum: [...NAVIGATION_ACTIONS] } } }, then: { required: ['file', 'line', 'symbol'] } },
-    { if: { properties: { action: { const: 'diagnostics' } } }, then: { required: ['file'] } },
-  ],
-};
-
-export const lspRenameSchema: JsonSchema = {
-  type: 'object',
-  properties: {
-    file: { ...file, description: 'Workspace-relative path of a file where the symbol appears.' },
-    line,
-    symbol,
-    occurrence,
-    new_name: { type: 'string', minLength: 1, maxLength: 200, pattern: '^\\S+$', description: 'The new identifier.' },
-  },
-  required: ['file', 'line', 'symbol', 'new_name'],
-  additionalProperties: false,
-};
+  { additionalProperties: false },
+);
+export type LspRenameArgs = Static<typeof lspRenameSchema>;

@@ -1,24 +1,40 @@
+import { Type, type Static } from '@sinclair/typebox';
 import Ajv from 'ajv';
 import type { RunContext } from '../../run';
 import type { WorkerTier } from './protocol';
 
-export type TierBackend =
-  /** The platform runs the worker; tether delivers work on WatchWorkers. */
-  | { backend: 'client' }
-  /** A command run in the workspace with the brief on stdin; its exit settles the worker. */
-  | { backend: 'command'; command: string[]; env?: Record<string, string>; timeoutSeconds?: number };
+const clientTier = Type.Object(
+  { backend: Type.Literal('client') },
+  { additionalProperties: false, description: 'The platform runs the worker; tether delivers work on WatchWorkers.' },
+);
+const commandTier = Type.Object(
+  {
+    backend: Type.Literal('command'),
+    command: Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
+    env: Type.Optional(Type.Unsafe<Record<string, string>>({ type: 'object', additionalProperties: { type: 'string' } })),
+    timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  },
+  { additionalProperties: false, description: 'A command run in the workspace with the brief on stdin; its exit settles the worker.' },
+);
+const tierSchema = Type.Union([clientTier, commandTier]);
+export type TierBackend = Static<typeof tierSchema>;
+
+const tiersSchema = Type.Object({ fast: tierSchema, good: tierSchema } satisfies Record<WorkerTier, unknown>, { additionalProperties: false });
+
+const settingsSchema = Type.Object(
+  {
+    maxLiveWorkers: Type.Integer({ minimum: 1, maximum: 64 }),
+    maxWorkers: Type.Integer({ minimum: 1, maximum: 10000, description: 'Workers a run may spawn in all (settled ones stay in the roster with their results).' }),
+    outputLimitBytes: Type.Integer({ minimum: 1024, description: 'Output kept per command worker round (the tail).' }),
+    waitDefaultSeconds: Type.Number({ exclusiveMinimum: 0 }),
+    killGraceMs: Type.Integer({ minimum: 0 }),
+    tiers: tiersSchema,
+  },
+  { additionalProperties: false },
+);
 
 /** The gateway config key `runner.vibe`. */
-export interface VibeSettings {
-  maxLiveWorkers: number;
-  /** Workers a run may spawn in all (settled ones stay in the roster with their results). */
-  maxWorkers: number;
-  /** Output kept per command worker round (the tail). */
-  outputLimitBytes: number;
-  waitDefaultSeconds: number;
-  killGraceMs: number;
-  tiers: Record<WorkerTier, TierBackend>;
-}
+export type VibeSettings = Static<typeof settingsSchema>;
 
 export const VIBE_DEFAULTS: VibeSettings = {
   maxLiveWorkers: 4,
@@ -29,41 +45,14 @@ export const VIBE_DEFAULTS: VibeSettings = {
   tiers: { fast: { backend: 'client' }, good: { backend: 'client' } },
 };
 
-const tierSchema = {
-  oneOf: [
-    { type: 'object', properties: { backend: { const: 'client' } }, required: ['backend'], additionalProperties: false },
-    {
-      type: 'object',
-      properties: {
-        backend: { const: 'command' },
-        command: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
-        env: { type: 'object', additionalProperties: { type: 'string' } },
-        timeoutSeconds: { type: 'number', exclusiveMinimum: 0 },
-      },
-      required: ['backend', 'command'],
-      additionalProperties: false,
-    },
-  ],
-};
+/** What the config may give: any of the keys, and either tier alone; the defaults fill in the rest. */
+const givenSchema = Type.Partial(Type.Object({ ...settingsSchema.properties, tiers: Type.Partial(tiersSchema) }, { additionalProperties: false }));
 
-const settingsSchema = {
-  type: 'object',
-  properties: {
-    maxLiveWorkers: { type: 'integer', minimum: 1, maximum: 64 },
-    maxWorkers: { type: 'integer', minimum: 1, maximum: 10000 },
-    outputLimitBytes: { type: 'integer', minimum: 1024 },
-    waitDefaultSeconds: { type: 'number', exclusiveMinimum: 0 },
-    killGraceMs: { type: 'integer', minimum: 0 },
-    tiers: { type: 'object', properties: { fast: tierSchema, good: tierSchema }, additionalProperties: false },
-  },
-  additionalProperties: false,
-};
-
-const check = new Ajv({ allErrors: true }).compile(settingsSchema);
+const check = new Ajv({ allErrors: true }).compile<Static<typeof givenSchema>>(givenSchema);
 
 /** The run's vibe settings; a bad server config fails the run's start with the reason. */
 export function vibeSettings(run: RunContext): VibeSettings {
-  const given = run.settingsFor<Partial<VibeSettings>>('vibe', {});
+  const given = run.settingsFor<object>('vibe', {});
   if (!check(given)) {
     const why = (check.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
     throw new Error(`invalid server config runner.vibe: ${why}`);

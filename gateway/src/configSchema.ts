@@ -1,0 +1,149 @@
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+
+/**
+ * The gateway config, written once: the JSON Schema below validates the file and the effective
+ * config, `GatewayConfig` is its static type, `default`s are the built-in values and the
+ * README's configuration table is generated from the descriptions (npm run docs:config).
+ *
+ * Two annotations of our own, ignored by validation: `env` names the environment variable that
+ * sets a key, `docDefault` is how the README states a default that is not a plain literal.
+ */
+export const CONFIG_ANNOTATIONS = ['env', 'docDefault'] as const;
+
+const PROVIDERS = ['docker', 'process'] as const;
+
+const limits = (whose: string, memoryMb: number, cpuMillis: number, pids: number) =>
+  Type.Object(
+    {
+      memoryMb: Type.Integer({ minimum: 64, default: memoryMb, description: `${whose} memory, in MiB` }),
+      cpuMillis: Type.Integer({ minimum: 100, default: cpuMillis, description: `${whose} CPU, in thousandths of a core` }),
+      pids: Type.Integer({ minimum: 16, default: pids, description: `${whose} number of processes` }),
+    },
+    { additionalProperties: false },
+  );
+
+export const configSchema = Type.Object(
+  {
+    listen: Type.String({ pattern: '^.+:[0-9]+$', default: '127.0.0.1:50051', env: 'TETHER_LISTEN', description: 'host:port to serve on' }),
+    tokens: Type.Unsafe<Record<string, string>>({
+      type: 'object',
+      additionalProperties: { type: 'string', minLength: 1 },
+      default: {},
+      env: 'TETHER_TOKENS',
+      docDefault: '— (required)',
+      description: 'bearer token → tenant; the variable takes `tok=tenant,…` and adds to the file\'s tokens',
+    }),
+    provider: Type.Unsafe<(typeof PROVIDERS)[number]>({
+      enum: [...PROVIDERS],
+      default: 'docker',
+      env: 'TETHER_PROVIDER',
+      description: '`docker`, or `process` (no isolation)',
+    }),
+    instance: Type.String({
+      pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$',
+      default: 'default',
+      env: 'TETHER_INSTANCE',
+      description: "names this gateway's runs; on start a gateway re-attaches to (and cleans up) only its own instance's runs",
+    }),
+    allowProcessProvider: Type.Boolean({
+      default: false,
+      env: 'TETHER_ALLOW_PROCESS_PROVIDER',
+      description: 'the process provider runs only when this is set (the variable: `1` or `true`)',
+    }),
+    workspaceRoots: Type.Array(Type.String({ minLength: 1 }), {
+      default: [],
+      env: 'TETHER_WORKSPACE_ROOTS',
+      description: 'host directories a run may use as its workspace, and their subdirectories (the variable is `:`-separated)',
+    }),
+    stateDir: Type.String({
+      minLength: 1,
+      default: path.join(os.tmpdir(), 'tether'),
+      env: 'TETHER_STATE_DIR',
+      docDefault: '`$TMPDIR/tether`',
+      description: 'where the gateway keeps the per-run workspaces it creates itself',
+    }),
+    limits: Type.Object(
+      {
+        default: limits('per-run default:', 2048, 2000, 512),
+        max: limits('per-run maximum (requests above it are refused):', 8192, 2000, 4096),
+      },
+      { additionalProperties: false },
+    ),
+    maxMessageBytes: Type.Integer({ minimum: 1024, default: 16 * 1024 * 1024, docDefault: '16 MiB', description: 'largest gRPC message, in bytes' }),
+    maxPutFilesBytes: Type.Integer({
+      minimum: 1024,
+      default: 1024 * 1024 * 1024,
+      docDefault: '1 GiB',
+      description: "largest archive one `PutFiles` may send, in bytes (it is spooled on the gateway's disk)",
+    }),
+    runs: Type.Object(
+      {
+        idleTimeoutSeconds: Type.Number({ minimum: 0, default: 3600, description: 'a run with no calls for this long is stopped' }),
+        maxLifetimeSeconds: Type.Number({ minimum: 0, default: 6 * 3600, description: 'a run is stopped after this long' }),
+        maxPerTenant: Type.Integer({ minimum: 1, default: 50, description: 'live runs per tenant' }),
+        startTimeoutSeconds: Type.Number({ minimum: 1, default: 60, description: 'time for a new runner to answer' }),
+      },
+      { additionalProperties: false },
+    ),
+    questions: Type.Object(
+      { timeoutSeconds: Type.Number({ exclusiveMinimum: 0, default: 600, description: 'how long a card waits for the human' }) },
+      { additionalProperties: false },
+    ),
+    docker: Type.Object(
+      {
+        socketPath: Type.String({ default: '/var/run/docker.sock', env: 'DOCKER_SOCKET', description: 'the engine' }),
+        image: Type.String({ default: '', env: 'TETHER_IMAGE', docDefault: 'written by setup', description: 'the runner image' }),
+        runtime: Type.String({
+          default: '',
+          env: 'TETHER_RUNTIME',
+          docDefault: 'engine default',
+          description: 'OCI runtime, e.g. `runsc` for gVisor (`TETHER_WITH_RUNSC=1 npm start` installs and registers it)',
+        }),
+        runtimeArgs: Type.Array(Type.String(), {
+          default: [],
+          description: "the runtime's arguments, only checked by `tether doctor` (they belong in the engine's `daemon.json`)",
+        }),
+        keepOnShutdown: Type.Boolean({ default: false, description: 'leave runs running when the gateway stops (they are re-attached on the next start)' }),
+        user: Type.String({ default: '1000:1000', description: 'the non-root user runs execute as' }),
+      },
+      { additionalProperties: false },
+    ),
+    runner: Type.Unsafe<Record<string, unknown>>({
+      type: 'object',
+      default: {},
+      docDefault: 'per family',
+      description: 'settings handed to the tool families, keyed by family (see its page in `docs/`)',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export type GatewayConfig = Static<typeof configSchema>;
+export type ProviderName = GatewayConfig['provider'];
+export type ResourceLimits = GatewayConfig['limits']['default'];
+
+/** One settable key: a value that is not itself a set of keys. */
+export interface ConfigLeaf {
+  /** Dotted path, e.g. "runs.maxPerTenant". */
+  key: string;
+  path: string[];
+  schema: TSchema;
+}
+
+/** The settable keys in declaration order. */
+export function configLeaves(schema: TSchema = configSchema, at: string[] = []): ConfigLeaf[] {
+  if (schema.type === 'object' && schema.properties) {
+    return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([k, s]) => configLeaves(s, [...at, k]));
+  }
+  return [{ key: at.join('.'), path: at, schema }];
+}
+
+/** The schema of a config file: every key may be left out (defaults fill it in). */
+export function partialSchema(schema: TSchema): TSchema {
+  if (schema.type !== 'object' || !schema.properties) return schema;
+  const { required: _required, properties, ...rest } = schema;
+  const optional = Object.fromEntries(Object.entries(properties as Record<string, TSchema>).map(([k, s]) => [k, partialSchema(s)]));
+  return { ...rest, properties: optional };
+}

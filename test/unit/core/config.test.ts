@@ -1,0 +1,81 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { defaultConfig, loadConfig } from '../../../gateway/src/config';
+import { configTable, withTable } from '../../../gateway/src/configDocs';
+import { configLeaves } from '../../../gateway/src/configSchema';
+
+const repoRoot = path.resolve(__dirname, '../../../..');
+const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-config-'));
+const configFile = (body: unknown) => {
+  const f = path.join(dir, `c${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(f, JSON.stringify(body));
+  return f;
+};
+
+test("README's configuration table is the one the config schema generates", () => {
+  const readme = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+  assert.equal(readme, withTable(readme), 'README.md is out of date: run npm run docs:config');
+});
+
+test('every config key documents itself, and the table has one row per key', () => {
+  const leaves = configLeaves();
+  for (const { key, schema } of leaves) assert.ok(typeof schema.description === 'string' && schema.description.length > 0, `${key} has no description`);
+  assert.equal(configTable().split('\n').length, leaves.length + 2);
+  assert.ok(configTable().includes('| `runs.maxPerTenant` | — | 50 | live runs per tenant |'));
+});
+
+test("the schema's defaults are the built-in config", () => {
+  assert.deepEqual(defaultConfig(), {
+    listen: '127.0.0.1:50051',
+    tokens: {},
+    provider: 'docker',
+    instance: 'default',
+    allowProcessProvider: false,
+    workspaceRoots: [],
+    stateDir: path.join(os.tmpdir(), 'tether'),
+    limits: { default: { memoryMb: 2048, cpuMillis: 2000, pids: 512 }, max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096 } },
+    maxMessageBytes: 16 * 1024 * 1024,
+    maxPutFilesBytes: 1024 * 1024 * 1024,
+    runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
+    questions: { timeoutSeconds: 600 },
+    docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000' },
+    runner: {},
+  });
+  const a = defaultConfig();
+  a.workspaceRoots.push('/x');
+  assert.deepEqual(defaultConfig().workspaceRoots, [], 'each call gets its own copy');
+});
+
+test('unknown keys in a config file are refused at start, naming the key', () => {
+  assert.throws(() => loadConfig({ file: configFile({ tokens: { t: 'a' }, listen_addr: 'x:1' }), env: {} }), /\/listen_addr is not a known key/);
+  assert.throws(() => loadConfig({ file: configFile({ tokens: { t: 'a' }, docker: { imag: 'x' } }), env: {} }), /\/docker\/imag is not a known key/);
+  assert.throws(() => loadConfig({ file: configFile({ runs: { maxPerTenant: 0 } }), env: {} }), /\/runs\/maxPerTenant must be >= 1/);
+  assert.throws(() => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_PROVIDER: 'podman' } }), /\/provider must be one of docker, process/);
+});
+
+test('a file sets some keys, the environment then others, each by its type', () => {
+  const file = configFile({ tokens: { f: 'from-file' }, docker: { image: 'img:1' }, runs: { maxPerTenant: 3 } });
+  const cfg = loadConfig({
+    file,
+    env: {
+      TETHER_TOKENS: 'e=from-env',
+      TETHER_WORKSPACE_ROOTS: '/a::/b',
+      TETHER_ALLOW_PROCESS_PROVIDER: 'true',
+      TETHER_PROVIDER: 'process',
+      TETHER_RUNTIME: 'runsc',
+      DOCKER_SOCKET: '/run/d.sock',
+    },
+    overrides: { listen: '127.0.0.1:1' },
+  });
+  assert.deepEqual(cfg.tokens, { f: 'from-file', e: 'from-env' });
+  assert.deepEqual(cfg.workspaceRoots, ['/a', '/b']);
+  assert.equal(cfg.allowProcessProvider, true);
+  assert.equal(cfg.provider, 'process');
+  assert.deepEqual(cfg.docker, { ...defaultConfig().docker, image: 'img:1', runtime: 'runsc', socketPath: '/run/d.sock' });
+  assert.deepEqual(cfg.runs, { ...defaultConfig().runs, maxPerTenant: 3 });
+  assert.equal(cfg.listen, '127.0.0.1:1');
+  assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_ALLOW_PROCESS_PROVIDER: '0' } }).allowProcessProvider, false);
+});

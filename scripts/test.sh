@@ -27,6 +27,9 @@ export TETHER_TEST_PROVIDER=docker
 export TETHER_LOG_LEVEL="${TETHER_LOG_LEVEL:-warn}"
 export TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=localhost
 
+# Python lint, format and type check (ruff, pyright) first.
+npm run --silent lint:py
+
 scope=("${@:-test}")
 files=()
 for s in "${scope[@]}"; do

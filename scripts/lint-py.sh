@@ -9,7 +9,11 @@ RUFF_VERSION=0.17.5
 ruff_dir=".tether/cache/ruff-$RUFF_VERSION"
 if [ ! -x "$ruff_dir/bin/ruff" ]; then
   echo "==> installing ruff $RUFF_VERSION from PyPI"
-  rm -rf "$ruff_dir.tmp"
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+    as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3-pip >/dev/null
+  fi
+  rm -rf .tether/cache/ruff-*
   mkdir -p .tether/cache
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --only-binary=:all: \
     --target "$ruff_dir.tmp" "ruff==$RUFF_VERSION"

@@ -4,11 +4,13 @@ timed from the client's send to the kernel's idle status, as a notebook front en
 Usage: python3 bench/eval_jupyter.py SAMPLES   (Debian's python3-ipykernel and python3-jupyter-client)
 Prints one JSON object: case name -> list of milliseconds.
 """
+
 import json
 import sys
 import time
 
-from jupyter_client.manager import start_new_kernel
+# Debian's python3-jupyter-client, installed for /usr/bin/python3 by bench/run.sh.
+from jupyter_client.manager import start_new_kernel  # pyright: ignore[reportMissingImports]
 
 SAMPLES = int(sys.argv[1]) if len(sys.argv) > 1 else 100
 SETUP = (

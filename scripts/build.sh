@@ -26,4 +26,7 @@ fi
 
 step "compiling TypeScript"
 npx tsc -p tsconfig.json
-[ -f dist/runner/src/main.js ] || { echo "dist/runner/src/main.js is missing after the build" >&2; exit 1; }
+bash scripts/copy-assets.sh
+for f in dist/runner/src/main.js dist/runner/src/tools/eval/python/driver.py; do
+  [ -f "$f" ] || { echo "$f is missing after the build" >&2; exit 1; }
+done

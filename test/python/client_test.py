@@ -3,15 +3,18 @@
 Proves a platform in another language can use the contract: authenticate, create a run, list
 tools on two surfaces, and call `read`. Exits non-zero with a message on the first mismatch.
 """
+
 import json
 import os
 import sys
 
 sys.path.insert(0, os.environ["TETHER_PY_GEN"])
 
-import grpc  # noqa: E402
-from tether.v1 import gateway_pb2 as pb  # noqa: E402
-from tether.v1 import gateway_pb2_grpc as rpc  # noqa: E402
+# Imported after the path is set (E402). grpc is Debian's python3-grpcio, installed for
+# /usr/bin/python3 by scripts/test.sh; tether.v1 is generated into TETHER_PY_GEN by the test.
+import grpc  # noqa: E402  # pyright: ignore[reportMissingModuleSource]
+from tether.v1 import gateway_pb2 as pb  # noqa: E402  # pyright: ignore[reportMissingImports]
+from tether.v1 import gateway_pb2_grpc as rpc  # noqa: E402  # pyright: ignore[reportMissingImports]
 
 
 def check(cond, what):
@@ -40,7 +43,10 @@ def main():
     all_tools = stub.ListTools(pb.ListToolsRequest(run_id=run.run_id, surface=main_surface), metadata=auth).tools
     plan_tools = stub.ListTools(pb.ListToolsRequest(run_id=run.run_id, surface=plan_surface), metadata=auth).tools
     check({"read", "write"} <= {t.name for t in all_tools}, "the main surface lists read and write")
-    check(all(t.tier == pb.TIER_READ for t in plan_tools) and "write" not in {t.name for t in plan_tools}, "the plan surface lists only read-tier tools")
+    check(
+        all(t.tier == pb.TIER_READ for t in plan_tools) and "write" not in {t.name for t in plan_tools},
+        "the plan surface lists only read-tier tools",
+    )
     schema = json.loads(next(t for t in all_tools if t.name == "read").input_schema_json)
     check(schema["required"] == ["path"], "read's JSON schema arrives intact")
 

@@ -2,9 +2,11 @@ import { cpSync, existsSync, readdirSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Kernel, type KernelLaunch, type Language } from './kernel';
-import { PYTHON_DRIVER } from './python/driver';
 import type { EvalSettings } from './schemas';
 import type { KernelLimits } from './wire';
+
+/** The Python kernel's driver script: copied beside the compiled runner by the build (scripts/copy-assets.sh). */
+const PYTHON_DRIVER = path.join(__dirname, 'python', 'driver.py');
 
 /** The kernel processes of one run: one per language, started on first use, kept until reset or stop. */
 export class KernelManager {
@@ -34,7 +36,7 @@ export class KernelManager {
       PYTHONIOENCODING: 'utf-8',
     };
     delete env.NODE_OPTIONS;
-    if (language === 'python') return { language, command: this.settings.python, args: ['-u', '-c', PYTHON_DRIVER, limits], cwd: this.cwd, env };
+    if (language === 'python') return { language, command: this.settings.python, args: ['-u', PYTHON_DRIVER, limits], cwd: this.cwd, env };
     return { language, command: this.settings.node, args: ['--disable-warning=ExperimentalWarning', path.join(__dirname, 'javascript', 'driver.js'), limits], cwd: this.cwd, env };
   }
 

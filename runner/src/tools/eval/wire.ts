@@ -1,14 +1,18 @@
 import { StringDecoder } from 'node:string_decoder';
 import type { ContentItem, ToolResult } from '../../protocol';
+import wire from './wire.json';
 
 /**
  * The kernel wire protocol: newline-delimited JSON on two pipes of their own (fd 3 runner →
  * kernel, fd 4 kernel → runner), apart from the process's stdout and stderr, so nothing a cell
  * prints can forge or corrupt a message. The bridge rides the same pipes: no port, no secret.
+ *
+ * Its names (descriptors, message kinds, fields, limits) come from wire.json, which the Python
+ * driver reads too; the types below are checked against it when this file compiles.
  */
 
-export const KERNEL_IN_FD = 3;
-export const KERNEL_OUT_FD = 4;
+export const KERNEL_IN_FD: number = wire.fds.in;
+export const KERNEL_OUT_FD: number = wire.fds.out;
 
 /** Runner → kernel. */
 export type KernelCommand =
@@ -27,19 +31,23 @@ export type KernelMessage =
   /** A bridged tool call from inside the cell; answered by a tool_result with the same id. */
   | { t: 'tool'; id: number; name: string; args: unknown };
 
-/** Limits the kernel applies itself, so a runaway print never crosses the pipe whole. */
-export interface KernelLimits {
-  /** Characters of stdout+stderr a cell forwards before the kernel keeps only a tail. */
-  streamChars: number;
-  /** Characters of that tail. */
-  tailChars: number;
-  /** Rows and columns of a table. */
-  tableRows: number;
-  tableColumns: number;
-  /** Characters of one table cell and of one repr. */
-  cellChars: number;
-  reprChars: number;
-}
+/**
+ * Limits the kernel applies itself, so a runaway print never crosses the pipe whole: characters
+ * of stdout+stderr before only a tail is kept, of that tail, rows and columns of a table,
+ * characters of one table cell and of one repr (see wire.json).
+ */
+export type KernelLimits = { [K in keyof typeof wire.limits]: number };
+
+// ---- the types above against wire.json: a name added, renamed or dropped on one side only fails the build.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Agrees<T extends true> = T;
+type FieldsOf<U extends { t: string }> = { [K in U['t']]: Exclude<keyof Extract<U, { t: K }>, 't'> };
+type DeclaredFields<G> = { [K in keyof G]: keyof G[K] };
+export type WireAgreesWithJson = [
+  Agrees<Same<keyof typeof wire.tag, 't'>>,
+  Agrees<Same<FieldsOf<KernelCommand>, DeclaredFields<typeof wire.commands>>>,
+  Agrees<Same<FieldsOf<KernelMessage>, DeclaredFields<typeof wire.messages>>>,
+];
 
 /** Splits a byte stream into JSON lines; a malformed line is reported, never thrown. */
 export class JsonLineDecoder {

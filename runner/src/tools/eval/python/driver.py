@@ -1,18 +1,79 @@
-/**
- * The Python kernel: a driver script run by the kernel's own python3 (`python3 -u -c`), kept as a
- * string so it ships inside the runner's compiled code with nothing else to install.
- *
- * argv[1] is a JSON object of KernelLimits. fd 3 carries commands in, fd 4 messages out (see
- * wire.ts). The cell's namespace is a fresh `__main__` module; the driver keeps its own state
- * in this script's globals, which cells never see.
- */
-export const PYTHON_DRIVER = String.raw`
-import ast, base64, builtins, importlib, importlib.abc, importlib.util, io, json, linecache, os, queue, re, shlex, signal, site
-import subprocess, sys, threading, time, timeit as _timeit, traceback, types, warnings
+"""The Python kernel: this script, run by the kernel's own python3 (`python3 -u driver.py LIMITS`).
 
-LIMITS = json.loads(sys.argv[1])
+LIMITS (argv[1]) is a JSON object of KernelLimits. fd 3 carries commands in, fd 4 messages out;
+the wire's names come from ../wire.json, shared with wire.ts. The cell's namespace is a fresh
+`__main__` module; the driver keeps its own state in this script's globals, which cells never see.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import io
+import json
+import linecache
+import os
+import queue
+import re
+import shlex
+import signal
+import site
+import subprocess
+import sys
+import threading
+import time
+import timeit as _timeit
+import traceback
+import types
+import warnings
+from typing import TYPE_CHECKING, Any, Dict, List, cast
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable, Iterable
+
+# Cells import from the working directory, as under `python -c`, not from this script's folder,
+# which Python put first on the path when it started the script.
+if not getattr(sys.flags, 'safe_path', False):  # -P or PYTHONSAFEPATH (3.11+): no path was put first
+    sys.path[0] = ''
+
+
+class WireError(Exception):
+    """The driver and wire.json disagree: a bug in this file or in wire.json, never bad input."""
+
+
+def load_wire() -> dict[str, Any]:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 'wire.json'), encoding='utf-8') as f:
+        return json.load(f)
+
+
+WIRE = load_wire()
+(TAG,) = WIRE['tag']
+MESSAGE_FIELDS: dict[str, set[str]] = {kind: set(fields) for kind, fields in WIRE['messages'].items()}
+
+
+def command(kind: str, *fields: str) -> str:
+    """A command's kind, once wire.json is seen to declare it with exactly these fields."""
+    declared = WIRE['commands'].get(kind)
+    if declared is None or set(declared) != set(fields):
+        raise WireError('wire.json does not declare the command ' + kind + ' with the fields ' + ', '.join(fields))
+    return kind
+
+
+EXEC = command('exec', 'cell', 'code')
+TOOL_RESULT = command('tool_result', 'id', 'result')
+
+LIMITS: dict[str, int] = json.loads(sys.argv[1])
+if set(LIMITS) != set(WIRE['limits']):
+    raise WireError('the limits given (' + ', '.join(sorted(LIMITS)) + ') are not those of wire.json')
 sys.argv = ['']
-IN_FD, OUT_FD = 3, 4
+IN_FD: int = WIRE['fds']['in']
+OUT_FD: int = WIRE['fds']['out']
 for _fd in (IN_FD, OUT_FD):
     os.set_inheritable(_fd, False)
 _out_lock = threading.Lock()
@@ -22,7 +83,7 @@ _out = os.fdopen(OUT_FD, 'wb', buffering=0)
 class State:
     cell = 0
     running = False
-    loop = None
+    loop: asyncio.AbstractEventLoop | None = None
     done_sent = True
     # The main thread is writing a message: an interrupt now would cut it in half.
     sending = False
@@ -32,8 +93,12 @@ class State:
 state = State()
 
 
-def send(msg):
-    data = (json.dumps(msg, default=str) + '\n').encode()
+def send(kind: str, **fields: object) -> None:
+    """Writes one message; its kind and fields must be those wire.json declares."""
+    declared = MESSAGE_FIELDS.get(kind)
+    if declared is None or not declared.issuperset(fields):
+        raise WireError('wire.json declares no message ' + kind + ' with the fields ' + ', '.join(fields))
+    data = (json.dumps({TAG: kind, **fields}, default=str) + '\n').encode()
     on_main = threading.current_thread() is threading.main_thread()
     with _out_lock:
         if on_main:
@@ -46,27 +111,29 @@ def send(msg):
         finally:
             if on_main:
                 state.sending = False
-    if msg.get('t') == 'done':
+    if kind == 'done':
         state.done_sent = True
     if on_main and state.deferred_interrupt:
         state.deferred_interrupt = False
         if state.running:
             raise KeyboardInterrupt
 
-commands = queue.Queue()
-pending = {}
+
+commands: queue.Queue[dict[str, Any]] = queue.Queue()
+# A bridged tool call waiting for its result: the event is set once the result is in the list.
+pending: dict[int, list[Any]] = {}
 pending_lock = threading.Lock()
 next_tool_id = [0]
 
 
-def read_commands():
+def read_commands() -> None:
     src = os.fdopen(IN_FD, 'rb')
     for line in src:
         try:
             msg = json.loads(line)
         except ValueError:
             continue
-        if msg.get('t') == 'tool_result':
+        if msg.get(TAG) == TOOL_RESULT:
             with pending_lock:
                 slot = pending.pop(msg.get('id'), None)
             if slot is not None:
@@ -81,29 +148,30 @@ def read_commands():
 class CellStream(io.TextIOBase):
     """sys.stdout / sys.stderr of a cell: batched onto the wire, capped per cell."""
 
-    def __init__(self, name, fd):
+    def __init__(self, name: str, fd: int) -> None:
         self.name, self._fd = name, fd
         self._lock = threading.RLock()
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         with self._lock:
-            self._buf, self._sent, self._omitted, self._tail = [], 0, 0, ''
+            self._buf: list[str] = []
+            self._sent, self._omitted, self._tail = 0, 0, ''
 
     @property
-    def encoding(self):
+    def encoding(self) -> str:
         return 'utf-8'
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def isatty(self):
+    def isatty(self) -> bool:
         return False
 
-    def fileno(self):
+    def fileno(self) -> int:
         return self._fd
 
-    def write(self, s):
+    def write(self, s: str) -> int:
         if not isinstance(s, str):
             raise TypeError('write() argument must be str, not ' + type(s).__name__)
         written = len(s)
@@ -118,27 +186,27 @@ class CellStream(io.TextIOBase):
                     self.flush()
             if s:
                 self._omitted += len(s)
-                self._tail = (self._tail + s[-LIMITS['tailChars']:])[-LIMITS['tailChars']:]
+                self._tail = (self._tail + s[-LIMITS['tailChars'] :])[-LIMITS['tailChars'] :]
         return written
 
-    def flush(self):
+    def flush(self) -> None:
         with self._lock:
             if self._buf:
                 text, self._buf = ''.join(self._buf), []
-                send({'t': 'stream', 'cell': state.cell, 'name': self.name, 'text': text})
+                send('stream', cell=state.cell, name=self.name, text=text)
 
-    def finish(self):
+    def finish(self) -> None:
         with self._lock:
             self.flush()
             if self._omitted:
-                send({'t': 'stream', 'cell': state.cell, 'name': self.name, 'text': self._tail, 'omitted': self._omitted - len(self._tail)})
+                send('stream', cell=state.cell, name=self.name, text=self._tail, omitted=self._omitted - len(self._tail))
             self.reset()
 
 
 stdout, stderr = CellStream('stdout', 1), CellStream('stderr', 2)
 
 
-def flush_periodically():
+def flush_periodically() -> None:
     while True:
         time.sleep(0.1)
         if state.running:
@@ -146,57 +214,64 @@ def flush_periodically():
             stderr.flush()
 
 
-def flush_streams():
+def flush_streams() -> None:
     stdout.flush()
     stderr.flush()
 
 
 # ---- rich output ---------------------------------------------------------------------------
 
-def clip(s, n):
+
+def clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[:n] + '… (' + str(len(s)) + ' chars)'
 
 
-def table_of(df):
-    pd = sys.modules.get('pandas')
+# A content item of the wire (a ContentItem of protocol.ts).
+Item = Dict[str, Any]
+
+
+def table_of(df: Any) -> Item:
+    pd: Any = sys.modules['pandas']  # loaded: render_rich saw it in sys.modules
     if isinstance(df, pd.Series):
         df = df.to_frame()
     rows_cap, cols_cap, cell_cap = LIMITS['tableRows'], LIMITS['tableColumns'], LIMITS['cellChars']
     shown = df.iloc[:rows_cap, :cols_cap]
 
-    def label(c):
+    def label(c: object) -> str:
         return ' / '.join(map(str, c)) if isinstance(c, tuple) else str(c)
 
     index_name = label(df.index.name) if df.index.name is not None else ''
     columns = [index_name] + [label(c) for c in shown.columns]
     if df.shape[1] > cols_cap:
         columns.append('… ' + str(df.shape[1] - cols_cap) + ' more columns')
-    rows = []
+    rows: list[list[str]] = []
     for idx, values in zip(shown.index, shown.itertuples(index=False, name=None)):
         row = [clip(label(idx), cell_cap)] + [clip(str(v), cell_cap) for v in values]
         if df.shape[1] > cols_cap:
             row.append('…')
         rows.append(row)
-    item = {'type': 'table', 'columns': columns, 'rows': rows}
+    item: Item = {'type': 'table', 'columns': columns, 'rows': rows}
     if len(df) > rows_cap:
         item['omittedRows'] = len(df) - rows_cap
     return item
 
 
-def png_of_figure(fig):
+def png_of_figure(fig: Any) -> Item:
     buf = io.BytesIO()
     fig.savefig(buf, format='png', bbox_inches='tight')
     return {'type': 'image', 'mime': 'image/png', 'data': base64.b64encode(buf.getvalue()).decode()}
 
 
-shown_figures = set()
+shown_figures: set[int] = set()
 
 
-def figure_of(obj):
+def figure_of(obj: Any) -> Any:
     if 'matplotlib' not in sys.modules:
         return None
-    from matplotlib.figure import Figure
-    from matplotlib.axes import Axes
+    # The cell already imported matplotlib; where the driver is type-checked it may not be installed.
+    from matplotlib.axes import Axes  # pyright: ignore[reportMissingImports]
+    from matplotlib.figure import Figure  # pyright: ignore[reportMissingImports]
+
     if isinstance(obj, Figure):
         return obj
     if isinstance(obj, Axes):
@@ -204,7 +279,7 @@ def figure_of(obj):
     return None
 
 
-def render(obj):
+def render(obj: object) -> Item:
     try:
         return render_rich(obj)
     except Exception as e:
@@ -212,14 +287,14 @@ def render(obj):
         return {'type': 'text', 'text': clip(safe_repr(obj), LIMITS['reprChars']) + '\n(could not render it richly: ' + repr(e) + ')'}
 
 
-def safe_repr(obj):
+def safe_repr(obj: object) -> str:
     try:
         return repr(obj)
     except Exception as e:
         return '<' + type(obj).__name__ + ' object; repr() failed: ' + repr(e) + '>'
 
 
-def render_rich(obj):
+def render_rich(obj: object) -> Item:
     pd = sys.modules.get('pandas')
     if pd is not None and isinstance(obj, (pd.DataFrame, pd.Series)):
         return table_of(obj)
@@ -248,32 +323,33 @@ def render_rich(obj):
     return {'type': 'text', 'text': clip(repr(obj), LIMITS['reprChars'])}
 
 
-def close_figure(fig):
+def close_figure(fig: Any) -> None:
     plt = sys.modules.get('matplotlib.pyplot')
     if plt is not None:
         plt.close(fig)
 
 
-def display(*objs):
+def display(*objs: object) -> None:
     """Shows each object in the cell's result: tables for DataFrames, images for figures."""
     flush_streams()
     for obj in objs:
-        send({'t': 'display', 'cell': state.cell, 'item': render(obj)})
+        send('display', cell=state.cell, item=render(obj))
 
 
-def show_open_figures():
+def show_open_figures() -> None:
     plt = sys.modules.get('matplotlib.pyplot')
     if plt is None:
         return
     for num in plt.get_fignums():
         fig = plt.figure(num)
         if id(fig) not in shown_figures:
-            send({'t': 'display', 'cell': state.cell, 'item': png_of_figure(fig)})
+            send('display', cell=state.cell, item=png_of_figure(fig))
     plt.close('all')
     shown_figures.clear()
 
 
 # ---- the tool bridge -----------------------------------------------------------------------
+
 
 class ToolError(Exception):
     """A bridged tool call returned an error result (refused, invalid, or failed)."""
@@ -282,7 +358,11 @@ class ToolError(Exception):
 class ToolResult(str):
     """The text of a tool's result; .structured, .content and .is_error carry the rest."""
 
-    def __new__(cls, result):
+    content: list[Item]
+    structured: Any
+    is_error: bool
+
+    def __new__(cls, result: dict[str, Any]) -> ToolResult:
         content = result.get('content') or []
         text = '\n'.join(c.get('text', '') for c in content if c.get('type') == 'text')
         self = str.__new__(cls, text)
@@ -290,14 +370,14 @@ class ToolResult(str):
         return self
 
 
-def tool(name, args=None):
+def tool(name: str, args: object = None) -> ToolResult:
     """Calls one of this run's tools; the same approvals and limits apply as to the model's calls."""
     flush_streams()
     with pending_lock:
         next_tool_id[0] += 1
         call_id = next_tool_id[0]
         slot = pending[call_id] = [threading.Event(), None]
-    send({'t': 'tool', 'id': call_id, 'name': name, 'args': {} if args is None else args})
+    send('tool', id=call_id, name=name, args={} if args is None else args)
     try:
         while not slot[0].wait(0.5):
             pass
@@ -312,6 +392,7 @@ def tool(name, args=None):
 
 # ---- IPython idioms ------------------------------------------------------------------------
 
+
 class MagicError(Exception):
     pass
 
@@ -320,13 +401,21 @@ class PipError(Exception):
     pass
 
 
-def stream_command(argv, shell=False, env=None):
+def stream_command(argv: str | list[str], shell: bool = False, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Runs a command, copying its output into the cell as it comes; returns (code, text)."""
-    proc = subprocess.Popen(argv, shell=shell, executable='/bin/bash' if shell else None, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seen = []
+    proc = subprocess.Popen(
+        argv,
+        shell=shell,
+        executable='/bin/bash' if shell else None,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    out = cast(io.BufferedReader, proc.stdout)  # a pipe, as asked above
+    seen: list[str] = []
     try:
-        for raw in iter(lambda: proc.stdout.read1(65536), b''):
+        for raw in iter(lambda: out.read1(65536), b''):
             chunk = raw.decode('utf-8', 'replace')
             if sum(map(len, seen)) < 200000:
                 seen.append(chunk)
@@ -338,35 +427,36 @@ def stream_command(argv, shell=False, env=None):
             proc.wait()
 
 
-class ShellLines(list):
+class ShellLines(List[str]):
     """What 'x = !cmd' gives: the output's lines (IPython's SList, minus its extras)."""
 
     @property
-    def s(self):
+    def s(self) -> str:
         return ' '.join(self)
 
     @property
-    def n(self):
+    def n(self) -> str:
         return '\n'.join(self)
 
 
 class Magics:
-    def sh(self, cmd):
+    def sh(self, cmd: str) -> None:
         code, _ = stream_command(cmd, shell=True)
         if code:
             print('[exit status ' + str(code) + ']')
 
-    def sh_lines(self, cmd):
-        out = subprocess.run(cmd, shell=True, executable='/bin/bash', stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    def sh_lines(self, cmd: str) -> ShellLines:
+        out = subprocess.run(
+            cmd, shell=True, executable='/bin/bash', stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         return ShellLines(out.stdout.decode('utf-8', 'replace').splitlines())
 
-    def bash(self, body):
+    def bash(self, body: str) -> None:
         code, _ = stream_command(['/bin/bash', '-c', body])
         if code:
             raise subprocess.CalledProcessError(code, 'bash cell')
 
-    def writefile(self, args, body):
+    def writefile(self, args: str, body: str) -> None:
         argv = shlex.split(args)
         append = '-a' in argv
         paths = [a for a in argv if not a.startswith('-')]
@@ -376,15 +466,15 @@ class Magics:
             f.write(body)
         print(('Appended to ' if append else 'Writing ') + paths[0])
 
-    def cd(self, arg):
+    def cd(self, arg: str) -> None:
         target = os.path.expanduser(arg.strip() or '~')
         os.chdir(target)
         print(os.getcwd())
 
-    def pwd(self):
+    def pwd(self) -> str:
         return os.getcwd()
 
-    def env(self, arg):
+    def env(self, arg: str) -> dict[str, str] | str | None:
         arg = arg.strip()
         if not arg:
             return dict(os.environ)
@@ -395,13 +485,13 @@ class Magics:
             return None
         return os.environ.get(arg)
 
-    def time_line(self, stmt):
+    def time_line(self, stmt: str) -> object:
         return self._timed(lambda: run_source(stmt, '<time>', echo_last=False, want_value=True))
 
-    def time_cell(self, body, filename):
+    def time_cell(self, body: str, filename: str) -> object:
         return self._timed(lambda: run_source(body, filename, echo_last=True, want_value=False))
 
-    def _timed(self, fn):
+    def _timed(self, fn: Callable[[], object]) -> object:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             return fn()
@@ -409,9 +499,10 @@ class Magics:
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             print('CPU times: total ' + human_time(cpu) + '\nWall time: ' + human_time(wall))
 
-    def timeit(self, args, body):
+    def timeit(self, args: str, body: str | None) -> None:
         argv = iter(shlex.split(args))
-        number, repeat, rest = 0, 7, []
+        number, repeat = 0, 7
+        rest: list[str] = []
         for a in argv:
             if a[:2] in ('-n', '-r'):
                 value = int(a[2:] or next(argv, '0'))
@@ -430,10 +521,20 @@ class Magics:
         runs = [t / number for t in timer.repeat(repeat, number)]
         mean = sum(runs) / len(runs)
         std = (sum((r - mean) ** 2 for r in runs) / len(runs)) ** 0.5
-        print(human_time(mean) + ' ± ' + human_time(std) + ' per loop (mean ± std. dev. of ' + str(repeat)
-              + ' runs, ' + str(number) + ' loop' + ('s' if number != 1 else '') + ' each)')
+        print(
+            human_time(mean)
+            + ' ± '
+            + human_time(std)
+            + ' per loop (mean ± std. dev. of '
+            + str(repeat)
+            + ' runs, '
+            + str(number)
+            + ' loop'
+            + ('s' if number != 1 else '')
+            + ' each)'
+        )
 
-    def pip(self, args):
+    def pip(self, args: str) -> None:
         argv = shlex.split(args)
         installing = bool(argv) and argv[0] == 'install'
         cmd = [sys.executable, '-m', 'pip'] + argv
@@ -444,9 +545,11 @@ class Magics:
         code, out = stream_command(cmd, env=env)
         if code:
             if installing and OFFLINE.search(out):
-                raise PipError("pip install failed: this run has no network access, so pip cannot reach a package "
-                               "index. Only packages already installed, or wheels and source folders inside the "
-                               "workspace (%pip install ./path), can be installed.")
+                raise PipError(
+                    "pip install failed: this run has no network access, so pip cannot reach a package "
+                    "index. Only packages already installed, or wheels and source folders inside the "
+                    "workspace (%pip install ./path), can be installed."
+                )
             raise PipError('pip ' + ' '.join(argv) + ' failed with exit status ' + str(code))
         if installing:
             user_site = site.getusersitepackages()
@@ -458,14 +561,18 @@ class Magics:
                 print('evicted from sys.modules (the next import loads the new version): ' + ', '.join(sorted(evicted)))
 
 
-OFFLINE = re.compile(r'NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution|'
-                     r'Network is unreachable|No matching distribution found|Could not find a version', re.I)
+OFFLINE = re.compile(
+    r'NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution|'
+    r'Network is unreachable|No matching distribution found|Could not find a version',
+    re.I,
+)
 
 
-def top_level_modules(dist_name):
+def top_level_modules(dist_name: str) -> set[str]:
     names = {re.sub(r'[-.]', '_', dist_name).lower(), dist_name}
     try:
         import importlib.metadata as md
+
         dist = md.distribution(dist_name)
         top = dist.read_text('top_level.txt')
         if top:
@@ -479,8 +586,8 @@ def top_level_modules(dist_name):
     return names
 
 
-def evict_packages(args):
-    evicted = set()
+def evict_packages(args: Iterable[str]) -> set[str]:
+    evicted: set[str] = set()
     for a in args:
         if a.startswith('-'):
             continue
@@ -491,7 +598,7 @@ def evict_packages(args):
         elif '/' in a or base.endswith(('.tar.gz', '.zip')):
             continue
         else:
-            dist = re.split(r'[\[<>=!~;@ ]', a, 1)[0]
+            dist = re.split(r'[\[<>=!~;@ ]', a, maxsplit=1)[0]
         for mod in top_level_modules(dist):
             for key in list(sys.modules):
                 if key == mod or key.startswith(mod + '.'):
@@ -500,7 +607,7 @@ def evict_packages(args):
     return evicted
 
 
-def human_time(s):
+def human_time(s: float) -> str:
     for unit, scale in (('s', 1), ('ms', 1e-3), ('µs', 1e-6), ('ns', 1e-9)):
         if s >= scale or unit == 'ns':
             return ('%.3g ' % (s / scale)) + unit
@@ -511,7 +618,7 @@ LINE_MAGIC = re.compile(r'^(\s*)%(\w+)(.*)$')
 SHELL_LINE = re.compile(r'^(\s*)!(?!=)(.*)$')
 ASSIGN_SHELL = re.compile(r'^(\s*)([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*!(?!=)(.*)$')
 CELL_MAGIC = re.compile(r'^%%(\w+)[ \t]*(.*)$')
-LINE_MAGICS = {
+LINE_MAGICS: dict[str, Callable[[str], str]] = {
     'pip': lambda a: 'pip(' + repr(a.strip()) + ')',
     'cd': lambda a: 'cd(' + repr(a) + ')',
     'pwd': lambda a: 'pwd()',
@@ -523,7 +630,7 @@ LINE_MAGICS = {
 }
 
 
-def rewrite(code, filename):
+def rewrite(code: str, filename: str) -> str:
     """Turns the IPython idioms people type by reflex into plain Python, line for line."""
     try:
         # Valid Python has no idioms to rewrite: a line like "!x" inside a string stays as it is.
@@ -532,12 +639,12 @@ def rewrite(code, filename):
     except SyntaxError:
         pass
     lines = code.split('\n')
-    first = next((i for i, l in enumerate(lines) if l.strip()), None)
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is not None:
         m = CELL_MAGIC.match(lines[first].strip())
         if m:
             name, args = m.group(1), m.group(2)
-            body = '\n'.join(lines[first + 1:])
+            body = '\n'.join(lines[first + 1 :])
             lead = '\n' * first
             if name in ('bash', 'sh'):
                 return lead + '__tether__.bash(' + repr(body) + ')'
@@ -548,7 +655,7 @@ def rewrite(code, filename):
             if name == 'writefile':
                 return lead + '__tether__.writefile(' + repr(args) + ', ' + repr(body + '\n') + ')'
             raise MagicError('cell magic %%' + name + ' is not supported here; supported: %%bash, %%timeit, %%time, %%writefile')
-    out = []
+    out: list[str] = []
     for line in lines:
         m = ASSIGN_SHELL.match(line)
         if m:
@@ -574,32 +681,32 @@ def rewrite(code, filename):
 
 
 class TetherNamespace(Magics):
-    def noop(self):
+    def noop(self) -> None:
         return None
 
 
 class Image:
     """IPython.display.Image, for PNG data or a PNG file."""
 
-    def __init__(self, data=None, filename=None, **_):
+    def __init__(self, data: bytes | str | None = None, filename: str | None = None, **_: object) -> None:
         if filename is None and isinstance(data, str):
             filename, data = data, None
         if filename is not None:
             with open(filename, 'rb') as f:
                 data = f.read()
-        self.data = data
+        self.data = cast('bytes | None', data)  # a str was taken as the file's name above
 
-    def _repr_png_(self):
+    def _repr_png_(self) -> bytes | None:
         return self.data
 
 
 class TextDisplay:
     """IPython.display.Markdown / HTML / Pretty: shown as their text."""
 
-    def __init__(self, data=None, **_):
+    def __init__(self, data: object = None, **_: object) -> None:
         self.data = '' if data is None else str(data)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return self.data
 
 
@@ -610,70 +717,74 @@ class IPythonStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     NAMES = ('IPython', 'IPython.display')
 
-    def find_spec(self, name, path, target=None):
+    def find_spec(self, name: str, path: object, target: object = None) -> importlib.machinery.ModuleSpec | None:
         if name in self.NAMES:
             return importlib.util.spec_from_loader(name, self, is_package=name == 'IPython')
         return None
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None
 
-    def exec_module(self, module):
+    def exec_module(self, module: types.ModuleType) -> None:
         if module.__name__ == 'IPython':
-            module.get_ipython = lambda: None
-            module.display = display
+            vars(module).update(get_ipython=lambda: None, display=display)
         else:
-            module.display, module.Image = display, Image
-            module.Markdown = module.HTML = module.Pretty = module.Code = TextDisplay
+            vars(module).update(display=display, Image=Image, Markdown=TextDisplay, HTML=TextDisplay, Pretty=TextDisplay, Code=TextDisplay)
 
 
 # ---- running a cell ------------------------------------------------------------------------
 
 user_module = types.ModuleType('__main__')
-user_module.__dict__.update({'__builtins__': builtins, 'display': display, 'tool': tool, 'ToolError': ToolError,
-                             '__tether__': TetherNamespace()})
+user_module.__dict__.update(
+    {'__builtins__': builtins, 'display': display, 'tool': tool, 'ToolError': ToolError, '__tether__': TetherNamespace()}
+)
 user_ns = user_module.__dict__
 sys.modules['__main__'] = user_module
+# Cells are compiled without inheriting this file's __future__ imports (dont_inherit).
 FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 CO_COROUTINE = 0x0080
 
 
-def run_code(code):
+def run_code(code: types.CodeType) -> Any:
     if code.co_flags & CO_COROUTINE:
         import asyncio
+
         if state.loop is None:
             state.loop = asyncio.new_event_loop()
         return state.loop.run_until_complete(eval(code, user_ns))
     return eval(code, user_ns)
 
 
-def run_source(src, filename, echo_last, want_value, shown=None):
+def run_source(src: str, filename: str, echo_last: bool, want_value: bool, shown: str | None = None) -> Any:
     # Tracebacks quote the cell as written (idioms are rewritten line for line, so lines match).
     text = src if shown is None else shown
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     tree = ast.parse(src, filename, 'exec')
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr) and (want_value or not src.rstrip().endswith(';')):
-        last = ast.Expression(tree.body.pop().value)
-    run_code(compile(tree, filename, 'exec', flags=FLAGS))
+    tail = tree.body[-1] if tree.body else None
+    if isinstance(tail, ast.Expr) and (want_value or not src.rstrip().endswith(';')):
+        tree.body.pop()
+        last = ast.Expression(tail.value)
+    run_code(compile(tree, filename, 'exec', flags=FLAGS, dont_inherit=True))
     if last is None:
         return None
-    value = run_code(compile(last, filename, 'eval', flags=FLAGS))
+    value = run_code(compile(last, filename, 'eval', flags=FLAGS, dont_inherit=True))
     if echo_last and value is not None:
         user_ns['_'] = value
         display(value)
     return value
 
 
-DRIVER_FILES = ('<string>', __file__ if '__file__' in globals() else '<string>')
+# Frames left out of a cell's traceback: this script's, and those of code run from a string.
+DRIVER_FILES = ('<string>', __file__)
 
 
-def format_error(e):
+def format_error(e: BaseException) -> str:
     if isinstance(e, SyntaxError) and e.filename and e.filename.startswith('<cell-'):
         return ''.join(traceback.format_exception_only(type(e), e)).rstrip()
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename not in DRIVER_FILES]
     if len(frames) > 12:
-        frames = frames[:4] + [None] + frames[-6:]
+        frames = [*frames[:4], None, *frames[-6:]]
     lines = ['Traceback (most recent call last):'] if frames else []
     for f in frames:
         if f is None:
@@ -683,11 +794,11 @@ def format_error(e):
         lines.append('  ' + where + ', in ' + f.name)
         if f.line:
             lines.append('    ' + f.line.strip())
-    lines.extend(l.rstrip('\n') for l in traceback.format_exception_only(type(e), e))
+    lines.extend(line.rstrip('\n') for line in traceback.format_exception_only(type(e), e))
     return '\n'.join(lines)
 
 
-def run_cell(cell, code):
+def run_cell(cell: int, code: str) -> None:
     state.cell, state.running = cell, True
     filename = '<cell-' + str(cell) + '>'
     status = 'ok'
@@ -702,18 +813,18 @@ def run_cell(cell, code):
                 print('could not render a figure: ' + repr(fig_error), file=sys.stderr)
     except KeyboardInterrupt as e:
         status = 'interrupted'
-        send({'t': 'error', 'cell': cell, 'ename': 'KeyboardInterrupt', 'evalue': '', 'traceback': format_error(e)})
+        send('error', cell=cell, ename='KeyboardInterrupt', evalue='', traceback=format_error(e))
     except BaseException as e:
         status = 'error'
-        send({'t': 'error', 'cell': cell, 'ename': type(e).__name__, 'evalue': str(e), 'traceback': format_error(e)})
+        send('error', cell=cell, ename=type(e).__name__, evalue=str(e), traceback=format_error(e))
     finally:
         state.running = False
         stdout.finish()
         stderr.finish()
-        send({'t': 'done', 'cell': cell, 'status': status})
+        send('done', cell=cell, status=status)
 
 
-def on_sigint(signum, frame):
+def on_sigint(signum: int, frame: types.FrameType | None) -> None:
     # Only a running cell is interrupted; a signal between cells must not kill the driver.
     if not state.running:
         return
@@ -723,26 +834,25 @@ def on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
-def main():
+def main() -> None:
     signal.signal(signal.SIGINT, on_sigint)
     warnings.filterwarnings('ignore', message='.*non-interactive.*')
     sys.stdout, sys.stderr = stdout, stderr
     sys.meta_path.append(IPythonStandIn())
     threading.Thread(target=read_commands, daemon=True).start()
     threading.Thread(target=flush_periodically, daemon=True).start()
-    send({'t': 'ready', 'language': 'python', 'version': sys.version.split()[0], 'pid': os.getpid()})
+    send('ready', language='python', version=sys.version.split()[0], pid=os.getpid())
     while True:
         try:
             msg = commands.get()
-            if msg.get('t') == 'exec':
+            if msg.get(TAG) == EXEC:
                 state.done_sent = False
                 run_cell(msg['cell'], msg['code'])
         except KeyboardInterrupt:
             # An interrupt that landed while the cell was being wrapped up: it still ends.
             state.running = False
             if not state.done_sent:
-                send({'t': 'done', 'cell': state.cell, 'status': 'interrupted'})
+                send('done', cell=state.cell, status='interrupted')
 
 
 main()
-`;

@@ -81,12 +81,14 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   step "installing npm dependencies"
   npm ci --no-fund --no-audit
 fi
-if [ ! -d gen ]; then
+if [ ! -d gen ] || [ ! -d clients/typescript/src/gen ]; then
   step "generating the protocol code"
   npx buf generate proto
 fi
 step "compiling TypeScript"
 npx tsc -p tsconfig.json
+# The @tether/client package as npm installs it (its own dist/, behind node_modules/@tether/client).
+npx tsc -p clients/typescript/tsconfig.json
 [ -f dist/runner/src/main.js ] || { echo "dist/runner/src/main.js is missing after the build" >&2; exit 1; }
 
 # ---- 4. npm packages the images carry, installed here (the image builds need no npm registry) --
@@ -167,7 +169,7 @@ gateway_tag=""
 if [ "${TETHER_SKIP_GATEWAY_IMAGE:-}" != 1 ]; then
   step "staging the gateway image context"
   gateway_ctx="$state/build/ctx-gateway"
-  stage "$gateway_ctx" dist/gateway dist/runner/src/protocol.js dist/gen proto bin
+  stage "$gateway_ctx" dist/gateway dist/clients/typescript/src dist/runner/src/protocol.js dist/gen proto bin
   cp "$node_tgz" "$gateway_ctx/node.tgz"
   cp -al "$app_dir" "$gateway_ctx/app"
   gateway_tag="$(build_image tether-gateway images/gateway/Dockerfile "$gateway_ctx")"

@@ -21,6 +21,7 @@ import { abortReason, driveCall, type CallOptions, type CallOutcome, type Surfac
 import { grpcDefinition } from './definition';
 import { TetherError } from './errors';
 import { extractTo, tarOf, tarOfFolder, untar, type FileMap } from './files';
+import { VERSION } from './version';
 
 export type CreateRunInit = MessageInitShape<typeof CreateRunRequestSchema>;
 
@@ -38,10 +39,15 @@ export interface RequestOptions {
 }
 
 /** Where PutFiles takes its tar from: an archive, a tar stream, or a map of path → content. */
-export type FilesSource = Uint8Array | Readable | FileMap;
+export type FilesSource = Uint8Array | Readable | AsyncIterable<Uint8Array> | FileMap;
 
 const Ctor = grpc.makeGenericClientConstructor(grpcDefinition(Gateway), 'Gateway');
 const CHUNK = 256 * 1024;
+
+/** A tar stream: Node's, or any async iterable of chunks (tar-fs and streamx streams are). */
+function isStream(s: FilesSource): s is AsyncIterable<Uint8Array> {
+  return typeof (s as Partial<AsyncIterable<unknown>>)[Symbol.asyncIterator] === 'function';
+}
 
 type Callback<T> = (err: grpc.ServiceError | null, res: T) => void;
 
@@ -61,6 +67,7 @@ export class TetherClient {
     this.raw = new Ctor(address, opts.credentials ?? grpc.credentials.createInsecure(), {
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
       'grpc.max_send_message_length': 64 * 1024 * 1024,
+      'grpc.primary_user_agent': `tether-client-ts/${VERSION}`,
       ...opts.channelOptions,
     }) as grpc.Client & Record<string, any>;
     this.meta = new grpc.Metadata();
@@ -134,7 +141,7 @@ export class TetherClient {
       unbind = this.bindSignal(call, o.signal);
       call.write({ $typeName: 'tether.v1.PutFilesRequest', msg: { case: 'header', value: { $typeName: 'tether.v1.PutFilesHeader', runId, path } } });
       (async () => {
-        const tar: AsyncIterable<unknown> | Iterable<unknown> = source instanceof Uint8Array ? [source] : source instanceof Readable ? source : [await tarOf(source)];
+        const tar: AsyncIterable<unknown> | Iterable<unknown> = source instanceof Uint8Array ? [source] : isStream(source) ? source : [await tarOf(source as FileMap)];
         for await (const chunk of tar) {
           const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
           for (let i = 0; i < buf.length; i += CHUNK) {

@@ -20,7 +20,7 @@ export async function tarOf(files: FileMap, mode = 0o644): Promise<Buffer> {
 
 /** A tar stream of a local folder's contents (paths relative to the folder). */
 export function tarOfFolder(dir: string): Readable {
-  return tarFs.pack(dir) as unknown as Readable;
+  return Readable.from(tarFs.pack(dir) as unknown as AsyncIterable<Buffer>, { objectMode: false });
 }
 
 /** Tar entry names as the gateway writes them, without "./" in front or "/" behind. */

@@ -4,4 +4,5 @@ export { TetherError, isTetherError, Status, statusName } from './errors';
 export { tarOf, tarOfFolder, untar, extractTo, type FileMap } from './files';
 export { resultText, resultStructured } from './results';
 export { checkHealth, waitUntilServing } from './health';
+export { VERSION } from './version';
 export * from './gen/tether/v1/gateway_pb';

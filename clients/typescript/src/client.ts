@@ -133,7 +133,9 @@ export class TetherClient {
     if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
     return new Promise<PutFilesResponse>((resolve, reject) => {
       let unbind = () => undefined as void;
+      let ended = false;
       const call = this.raw.putFiles(this.meta, this.callOptions(o), (err: grpc.ServiceError | null, res: PutFilesResponse) => {
+        ended = true;
         unbind();
         if (err) reject(TetherError.from(err));
         else resolve(res);
@@ -145,9 +147,14 @@ export class TetherClient {
         for await (const chunk of tar) {
           const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
           for (let i = 0; i < buf.length; i += CHUNK) {
+            // The gateway refused the archive early: stop reading it.
+            if (ended) return;
             // Respect back-pressure: a large folder is not buffered whole in memory.
             if (!call.write({ $typeName: 'tether.v1.PutFilesRequest', msg: { case: 'chunk', value: buf.subarray(i, i + CHUNK) } })) {
-              await new Promise<void>((r) => call.once('drain', r));
+              await new Promise<void>((r) => {
+                call.once('drain', r);
+                call.once('status', r);
+              });
             }
           }
         }

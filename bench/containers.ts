@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { resultText } from '../gateway/src/client';
+import { resultText } from '../clients/typescript/src';
 import { defaultConfig } from '../gateway/src/config';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { LABELS } from '../gateway/src/sandbox/provider';

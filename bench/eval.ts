@@ -11,7 +11,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import * as path from 'node:path';
-import { resultText } from '../gateway/src/client';
+import { resultText } from '../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
 import { summary, timeIt, writeResult } from './lib';
 

@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander';
 import { AgentKind, RunState, SurfaceMode, Tier } from '../../gen/tether/v1/gateway_pb';
-import { TetherClient } from './client';
+import { TetherClient } from '../../clients/typescript/src';
 import type { ToolResult } from '../../gen/tether/v1/gateway_pb';
 import { loadConfig } from './config';
 import { startGateway } from './server';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
 import { Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { CallToolInputSchema, QuestionKind, type CallToolOutput, type Question } from '../../gen/tether/v1/gateway_pb';
-import { resultText } from '../../gateway/src/client';
+import { resultText } from '../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 
 // Short enough to test a timeout; every other card here is answered at once.

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
 import { Metadata, status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { AgentKind, Approval, CallToolInputSchema, QuestionKind, SurfaceMode, Tier, type CallToolOutput, type Question } from '../../gen/tether/v1/gateway_pb';
-import { resultText, type AnswerInit } from '../../gateway/src/client';
+import { resultText, type AnswerInit } from '../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 
 let t: TestGateway;

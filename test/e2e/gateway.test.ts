@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import * as tarStream from 'tar-stream';
 import { AgentKind, Approval, RunState, SurfaceMode, Tier, type Run } from '../../gen/tether/v1/gateway_pb';
-import { resultText, tarOf, TetherClient } from '../../gateway/src/client';
+import { resultText, tarOf, TetherClient } from '../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 
 const PLAN = { mode: SurfaceMode.PLAN, agent: AgentKind.MAIN };

@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { TetherClient } from '../../gateway/src/client';
+import { TetherClient } from '../../clients/typescript/src';
 import { defaultConfig, type GatewayConfig } from '../../gateway/src/config';
 import { startGateway, type RunningGateway } from '../../gateway/src/server';
 import type { SandboxProvider } from '../../gateway/src/sandbox/provider';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { Approval } from '../../../gen/tether/v1/gateway_pb';
-import { resultText } from '../../../gateway/src/client';
+import { resultText } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 
 /**

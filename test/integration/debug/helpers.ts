@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
 import { Approval } from '../../../gen/tether/v1/gateway_pb';
-import { resultText } from '../../../gateway/src/client';
+import { resultText } from '../../../clients/typescript/src';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import type { TestGateway } from '../../helpers/gateway';
 

@@ -6,7 +6,7 @@ import * as tarStream from 'tar-stream';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import * as path from 'node:path';
-import { TetherClient, resultText, tarOf } from '../../../gateway/src/client';
+import { TetherClient, resultText, tarOf } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, containersOf, docker, dockerConfig, removeInstance, until } from './support';
 

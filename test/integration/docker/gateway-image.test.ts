@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { RunState } from '../../../gen/tether/v1/gateway_pb';
-import { TetherClient, resultText } from '../../../gateway/src/client';
+import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { containersOf, docker, gatewayImage, removeInstance, runnerImage, until } from './support';
 
 // The gateway image, started the way a Testcontainers user would: the engine's socket mounted,

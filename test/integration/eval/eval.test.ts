@@ -4,7 +4,7 @@ import { inflateSync } from 'node:zlib';
 import { create } from '@bufbuild/protobuf';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { Approval, CallToolStartSchema, SurfaceMode, type ToolResult } from '../../../gen/tether/v1/gateway_pb';
-import { resultText, type CallOptions } from '../../../gateway/src/client';
+import { resultText, type CallOptions } from '../../../clients/typescript/src';
 import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import type { ToolResult as RunnerResult } from '../../../runner/src/protocol';

@@ -1,0 +1,246 @@
+import { Readable } from 'node:stream';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import * as grpc from '@grpc/grpc-js';
+import {
+  CreateRunRequestSchema,
+  Gateway,
+  ReportWorkerRequestSchema,
+  SurfaceSchema,
+  type CallToolInput,
+  type CallToolOutput,
+  type GetFilesResponse,
+  type ListRunsResponse,
+  type ListToolsResponse,
+  type PutFilesResponse,
+  type ReportWorkerRequest,
+  type Run,
+  type Tool,
+  type WorkerEvent,
+} from './gen/tether/v1/gateway_pb';
+import { abortReason, driveCall, type CallOptions, type CallOutcome, type SurfaceInit } from './call';
+import { grpcDefinition } from './definition';
+import { TetherError } from './errors';
+import { extractTo, tarOf, tarOfFolder, untar, type FileMap } from './files';
+import { VERSION } from './version';
+
+export type CreateRunInit = MessageInitShape<typeof CreateRunRequestSchema>;
+
+export interface ClientOptions {
+  /** Channel credentials; plaintext by default (tether listens on loopback or a private network). */
+  credentials?: grpc.ChannelCredentials;
+  /** grpc-js channel options, merged over 64 MiB message limits. */
+  channelOptions?: grpc.ClientOptions;
+}
+
+export interface RequestOptions {
+  /** Aborting hangs up: the request rejects with CANCELLED. */
+  signal?: AbortSignal;
+  deadlineMs?: number;
+}
+
+/** Where PutFiles takes its tar from: an archive, a tar stream, or a map of path → content. */
+export type FilesSource = Uint8Array | Readable | AsyncIterable<Uint8Array> | FileMap;
+
+const Ctor = grpc.makeGenericClientConstructor(grpcDefinition(Gateway), 'Gateway');
+const CHUNK = 256 * 1024;
+
+/** A tar stream: Node's, or any async iterable of chunks (tar-fs and streamx streams are). */
+function isStream(s: FilesSource): s is AsyncIterable<Uint8Array> {
+  return typeof (s as Partial<AsyncIterable<unknown>>)[Symbol.asyncIterator] === 'function';
+}
+
+type Callback<T> = (err: grpc.ServiceError | null, res: T) => void;
+
+/**
+ * A client of tether's gateway for one token (one tenant). Every failed request rejects with a
+ * TetherError carrying the gRPC status code.
+ */
+export class TetherClient {
+  /** The underlying grpc-js client, for what this class does not wrap. */
+  readonly raw: grpc.Client & Record<string, any>;
+  readonly address: string;
+  private readonly meta: grpc.Metadata;
+
+  constructor(address: string, token: string, options: ClientOptions | grpc.ClientOptions = {}) {
+    const opts: ClientOptions = 'credentials' in options || 'channelOptions' in options ? (options as ClientOptions) : { channelOptions: options as grpc.ClientOptions };
+    this.address = address;
+    this.raw = new Ctor(address, opts.credentials ?? grpc.credentials.createInsecure(), {
+      'grpc.max_receive_message_length': 64 * 1024 * 1024,
+      'grpc.max_send_message_length': 64 * 1024 * 1024,
+      'grpc.primary_user_agent': `tether-client-ts/${VERSION}`,
+      ...opts.channelOptions,
+    }) as grpc.Client & Record<string, any>;
+    this.meta = new grpc.Metadata();
+    this.meta.set('authorization', `Bearer ${token}`);
+  }
+
+  private callOptions(o: RequestOptions): grpc.CallOptions {
+    return o.deadlineMs ? { deadline: Date.now() + o.deadlineMs } : {};
+  }
+
+  /** Hangs up `call` when `signal` aborts; returns the listener's remover. */
+  private bindSignal(call: grpc.Call, signal?: AbortSignal): () => void {
+    if (!signal) return () => undefined;
+    const onAbort = () => call.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+    return () => signal.removeEventListener('abort', onAbort);
+  }
+
+  private unary<T>(method: string, req: unknown, o: RequestOptions = {}): Promise<T> {
+    if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
+    return new Promise<T>((resolve, reject) => {
+      let unbind = () => undefined as void;
+      const cb: Callback<T> = (err, res) => {
+        unbind();
+        if (err) reject(TetherError.from(err));
+        else resolve(res);
+      };
+      const call = this.raw[method](req, this.meta, this.callOptions(o), cb) as grpc.Call;
+      unbind = this.bindSignal(call, o.signal);
+    });
+  }
+
+  /** Starts a run: an isolated sandbox with the requested features, ready when this resolves. */
+  createRun(init: CreateRunInit = {}, o?: RequestOptions): Promise<Run> {
+    return this.unary('createRun', create(CreateRunRequestSchema, init), o);
+  }
+
+  /** One of this tenant's runs; another tenant's run is NOT_FOUND. */
+  getRun(runId: string, o?: RequestOptions): Promise<Run> {
+    return this.unary('getRun', { $typeName: 'tether.v1.GetRunRequest', runId }, o);
+  }
+
+  async listRuns(o?: RequestOptions): Promise<Run[]> {
+    return (await this.unary<ListRunsResponse>('listRuns', { $typeName: 'tether.v1.ListRunsRequest' }, o)).runs;
+  }
+
+  /** Stops the run's sandbox and removes its workspace. */
+  async deleteRun(runId: string, o?: RequestOptions): Promise<void> {
+    await this.unary('deleteRun', { $typeName: 'tether.v1.DeleteRunRequest', runId }, o);
+  }
+
+  /** The tools a surface sees, with their JSON Schemas, ready to hand to a model. */
+  async listTools(runId: string, surface?: SurfaceInit, o?: RequestOptions): Promise<Tool[]> {
+    const req = { $typeName: 'tether.v1.ListToolsRequest', runId, surface: surface ? create(SurfaceSchema, surface) : undefined };
+    return (await this.unary<ListToolsResponse>('listTools', req, o)).tools;
+  }
+
+  /**
+   * Unpacks files into the workspace at `path` ("" = its root): a tar archive or stream, or a
+   * map of path → content. All or nothing: an entry leaving the workspace refuses the whole archive.
+   */
+  putFiles(runId: string, source: FilesSource, path = '', o: RequestOptions = {}): Promise<PutFilesResponse> {
+    if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
+    return new Promise<PutFilesResponse>((resolve, reject) => {
+      let unbind = () => undefined as void;
+      let ended = false;
+      const call = this.raw.putFiles(this.meta, this.callOptions(o), (err: grpc.ServiceError | null, res: PutFilesResponse) => {
+        ended = true;
+        unbind();
+        if (err) reject(TetherError.from(err));
+        else resolve(res);
+      }) as grpc.ClientWritableStream<unknown>;
+      unbind = this.bindSignal(call, o.signal);
+      call.write({ $typeName: 'tether.v1.PutFilesRequest', msg: { case: 'header', value: { $typeName: 'tether.v1.PutFilesHeader', runId, path } } });
+      (async () => {
+        const tar: AsyncIterable<unknown> | Iterable<unknown> = source instanceof Uint8Array ? [source] : isStream(source) ? source : [await tarOf(source as FileMap)];
+        for await (const chunk of tar) {
+          const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+          for (let i = 0; i < buf.length; i += CHUNK) {
+            // The gateway refused the archive early: stop reading it.
+            if (ended) return;
+            // Respect back-pressure: a large folder is not buffered whole in memory.
+            if (!call.write({ $typeName: 'tether.v1.PutFilesRequest', msg: { case: 'chunk', value: buf.subarray(i, i + CHUNK) } })) {
+              await new Promise<void>((r) => {
+                call.once('drain', r);
+                call.once('status', r);
+              });
+            }
+          }
+        }
+        call.end();
+      })().catch((e) => {
+        call.cancel();
+        reject(e instanceof TetherError ? e : new TetherError(grpc.status.CANCELLED, `reading the files failed: ${(e as Error).message}`, { cause: e }));
+      });
+    });
+  }
+
+  /** Writes a map of path → content into the workspace (files get `mode`). */
+  async putFileMap(runId: string, files: FileMap, mode = 0o644, o?: RequestOptions): Promise<PutFilesResponse> {
+    return this.putFiles(runId, await tarOf(files, mode), '', o);
+  }
+
+  /** Copies a local folder's contents into the workspace at `path`. */
+  putFolder(runId: string, dir: string, path = '', o?: RequestOptions): Promise<PutFilesResponse> {
+    return this.putFiles(runId, tarOfFolder(dir), path, o);
+  }
+
+  /** A tar archive of the workspace, or of one path in it. */
+  getFiles(runId: string, path = '', o: RequestOptions = {}): Promise<Buffer> {
+    if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      const call = this.raw.getFiles({ $typeName: 'tether.v1.GetFilesRequest', runId, path }, this.meta, this.callOptions(o)) as grpc.ClientReadableStream<GetFilesResponse>;
+      const unbind = this.bindSignal(call, o.signal);
+      call.on('data', (m: GetFilesResponse) => chunks.push(Buffer.from(m.chunk)));
+      call.on('end', () => {
+        unbind();
+        resolve(Buffer.concat(chunks));
+      });
+      call.on('error', (err) => {
+        unbind();
+        reject(TetherError.from(err));
+      });
+    });
+  }
+
+  /** The workspace's regular files (or those under `path`) by workspace-relative path. */
+  async getFileMap(runId: string, path = '', o?: RequestOptions): Promise<Record<string, Buffer>> {
+    return Object.fromEntries(await untar(await this.getFiles(runId, path, o)));
+  }
+
+  /** Downloads the workspace (or `path` in it) into a local folder. */
+  async getFolder(runId: string, dir: string, path = '', o?: RequestOptions): Promise<void> {
+    await extractTo(await this.getFiles(runId, path, o), dir);
+  }
+
+  /**
+   * Runs one tool call to its result. Question cards, approval prompts and bridged calls are
+   * answered by the handlers in `opts`. A tool that fails still resolves, with `isError` set;
+   * the promise rejects (TetherError) only when the call itself was refused or broke.
+   */
+  callTool(runId: string, tool: string, args: unknown = {}, opts: CallOptions = {}): Promise<CallOutcome> {
+    if (opts.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(opts.signal)));
+    const call = this.raw.callTool(this.meta, this.callOptions(opts)) as grpc.ClientDuplexStream<CallToolInput, CallToolOutput>;
+    return driveCall(call, {
+      case: 'start',
+      value: {
+        runId,
+        callId: opts.callId ?? '',
+        tool,
+        argumentsJson: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+        surface: opts.surface,
+        acceptsQuestions: !!(opts.onQuestion || opts.onApproval),
+        acceptsBridgeCalls: !!opts.onBridgeCall,
+      },
+    }, opts);
+  }
+
+  /**
+   * Work for the run's `client`-backed vibe workers: START, SEND and KILL events until the run
+   * ends. The watch is live once the stream's 'metadata' event fires.
+   */
+  watchWorkers(runId: string): grpc.ClientReadableStream<WorkerEvent> {
+    return this.raw.watchWorkers({ $typeName: 'tether.v1.WatchWorkersRequest', runId }, this.meta);
+  }
+
+  /** Reports a client worker's progress (RUNNING) or the final status and result of its round. */
+  async reportWorker(req: Omit<MessageInitShape<typeof ReportWorkerRequestSchema>, '$typeName'> | Omit<ReportWorkerRequest, '$typeName'>, o?: RequestOptions): Promise<void> {
+    await this.unary('reportWorker', create(ReportWorkerRequestSchema, req as MessageInitShape<typeof ReportWorkerRequestSchema>), o);
+  }
+
+  close(): void {
+    this.raw.close();
+  }
+}

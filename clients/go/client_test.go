@@ -1,0 +1,103 @@
+package tether_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	tether "github.com/tether-dev/tether/clients/go"
+	pb "github.com/tether-dev/tether/clients/go/tetherv1"
+)
+
+// The client's surface beyond the conformance suite, against the live gateway.
+
+func dial(t *testing.T, token string) *tether.Client {
+	t.Helper()
+	c, err := tether.Dial(liveGateway(t).address, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestFoldersInAndOut(t *testing.T) {
+	c := dial(t, liveGateway(t).tokenA)
+	ctx := context.Background()
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "pkg", "mod.go"), []byte("package pkg\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "README.md"), []byte("# project\n"), 0o644)
+	run, err := c.CreateRun(ctx, &pb.CreateRunRequest{ConversationId: "go-files"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DeleteRun(ctx, run.GetRunId())
+	res, err := c.PutDir(ctx, run.GetRunId(), "project", src)
+	if err != nil || res.GetFilesWritten() != 2 {
+		t.Fatalf("PutDir: %v, %v", res, err)
+	}
+	dest := t.TempDir()
+	written, err := c.GetFilesInto(ctx, run.GetRunId(), "project", dest)
+	if err != nil || len(written) != 2 {
+		t.Fatalf("GetFilesInto: %v, %v", written, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dest, "project", "pkg", "mod.go")); string(b) != "package pkg\n" {
+		t.Fatalf("round trip gave %q", b)
+	}
+	if _, err := c.PutFiles(ctx, run.GetRunId(), "../outside", map[string][]byte{"x": []byte("x")}); tether.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an escaping folder: %v", err)
+	}
+}
+
+func TestErrorsCarryTheirCode(t *testing.T) {
+	ctx := context.Background()
+	_, err := dial(t, "").ListRuns(ctx)
+	var te *tether.Error
+	if !errors.As(err, &te) || te.Code != codes.Unauthenticated || status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("no token: %v", err)
+	}
+	_, err = dial(t, liveGateway(t).tokenA).GetRun(ctx, "run-that-does-not-exist")
+	if !tether.IsNotFound(err) {
+		t.Fatalf("an unknown run: %v", err)
+	}
+}
+
+func TestContextCancelAndDeadline(t *testing.T) {
+	c := dial(t, liveGateway(t).tokenA)
+	bg := context.Background()
+	run, err := c.CreateRun(bg, &pb.CreateRunRequest{Features: &pb.Features{Eval: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DeleteRun(bg, run.GetRunId())
+	long := map[string]any{"code": "import time\ntime.sleep(60)", "description": "a long sleep that gets cancelled"}
+
+	ctx, cancel := context.WithCancelCause(bg)
+	time.AfterFunc(time.Second, func() { cancel(errors.New("the user closed the tab")) })
+	out, err := c.CallTool(ctx, run.GetRunId(), "eval", long, tether.CallOptions{})
+	if err != nil || !out.IsError() || !strings.Contains(out.Text(), "cancelled") {
+		t.Fatalf("a cancelled call ends with the gateway's result: %v, %v", out, err)
+	}
+
+	short, stop := context.WithTimeout(bg, 1500*time.Millisecond)
+	defer stop()
+	_, err = c.CallTool(short, run.GetRunId(), "eval", long, tether.CallOptions{})
+	if tether.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a passed deadline: %v", err)
+	}
+
+	after, err := c.CallTool(bg, run.GetRunId(), "eval", map[string]any{"code": "print(6 * 7)", "description": "the run still answers after that"}, tether.CallOptions{})
+	if err != nil || !strings.Contains(after.Text(), "42") {
+		t.Fatalf("after: %v, %v", after, err)
+	}
+}

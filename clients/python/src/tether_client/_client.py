@@ -1,0 +1,238 @@
+"""The blocking client: one gRPC channel, one tenant token."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+
+from ._common import (
+    CHANNEL_OPTIONS,
+    CallOutcome,
+    CancelToken,
+    FileMap,
+    StrPath,
+    SurfaceLike,
+    answer_input,
+    bridge_input,
+    cancel_input,
+    extract_tar,
+    files_of_tar,
+    message,
+    metadata_for,
+    put_requests,
+    start_input,
+    surface_of,
+    tar_of,
+)
+from ._errors import ProtocolError, from_rpc_error
+from ._gen.tether.v1 import gateway_pb2 as pb
+from ._gen.tether.v1 import gateway_pb2_grpc as rpc
+
+AnswerLike = Union[pb.Answer, Mapping[str, Any]]
+ToolResultLike = Union[pb.ToolResult, Mapping[str, Any]]
+QuestionHandler = Callable[[pb.Question], Optional[AnswerLike]]
+BridgeHandler = Callable[[pb.BridgeCall], ToolResultLike]
+
+
+class Client:
+    """A blocking tether client.
+
+    >>> with Client("127.0.0.1:50051", "my-token") as tether:
+    ...     run = tether.create_run(conversation_id="c1")
+    ...     out = tether.call_tool(run.run_id, "read", {"path": "README.md"})
+    """
+
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        *,
+        channel: Optional[grpc.Channel] = None,
+        options: Sequence[Tuple[str, Any]] = (),
+    ) -> None:
+        self.address = address
+        self._channel = channel or grpc.insecure_channel(address, options=[*CHANNEL_OPTIONS, *options])
+        self._stub = rpc.GatewayStub(self._channel)
+        self._metadata = metadata_for(token)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        request: Union[pb.CreateRunRequest, Mapping[str, Any], None] = None,
+        *,
+        conversation_id: str = "",
+        workspace: str = "",
+        features: Union[pb.Features, Mapping[str, Any], None] = None,
+        approvals: Union[pb.Approvals, Mapping[str, Any], None] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        limits: Union[pb.Limits, Mapping[str, Any], None] = None,
+        timeout: Optional[float] = None,
+    ) -> pb.Run:
+        """Starts a run. Pass a whole request (message or proto3-JSON dict), or its fields."""
+        req = create_run_request(request, conversation_id, workspace, features, approvals, labels, limits)
+        try:
+            return self._stub.CreateRun(req, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def get_run(self, run_id: str, *, timeout: Optional[float] = None) -> pb.Run:
+        try:
+            return self._stub.GetRun(pb.GetRunRequest(run_id=run_id), metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def list_runs(self, *, timeout: Optional[float] = None) -> List[pb.Run]:
+        try:
+            return list(self._stub.ListRuns(pb.ListRunsRequest(), metadata=self._metadata, timeout=timeout).runs)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def delete_run(self, run_id: str, *, timeout: Optional[float] = None) -> None:
+        try:
+            self._stub.DeleteRun(pb.DeleteRunRequest(run_id=run_id), metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def list_tools(self, run_id: str, surface: SurfaceLike = None, *, timeout: Optional[float] = None) -> List[pb.Tool]:
+        req = pb.ListToolsRequest(run_id=run_id, surface=surface_of(surface))
+        try:
+            return list(self._stub.ListTools(req, metadata=self._metadata, timeout=timeout).tools)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    # --- files -------------------------------------------------------------------------------
+
+    def put_files(self, run_id: str, source: Union[FileMap, StrPath, bytes], path: str = "", *, timeout: Optional[float] = None) -> pb.PutFilesResponse:
+        """Writes files into the workspace (under ``path``) from a ``{path: content}`` map, a
+        local folder, or a ready tar archive (bytes)."""
+        tar = tar_of(source)
+        try:
+            return self._stub.PutFiles(put_requests(run_id, tar, path), metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def get_tar(self, run_id: str, path: str = "", *, timeout: Optional[float] = None) -> bytes:
+        """The workspace (or one path in it) as a tar archive."""
+        try:
+            stream = self._stub.GetFiles(pb.GetFilesRequest(run_id=run_id, path=path), metadata=self._metadata, timeout=timeout)
+            return b"".join(m.chunk for m in stream)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def get_files(self, run_id: str, path: str = "", *, timeout: Optional[float] = None) -> Dict[str, bytes]:
+        """The workspace's regular files (or those under ``path``) as ``{path: content}``."""
+        return files_of_tar(self.get_tar(run_id, path, timeout=timeout))
+
+    def get_files_into(self, run_id: str, folder: StrPath, path: str = "", *, timeout: Optional[float] = None) -> List[str]:
+        """Writes the workspace (or ``path`` in it) into a local folder; returns the files written."""
+        return extract_tar(self.get_tar(run_id, path, timeout=timeout), folder)
+
+    # --- tools -------------------------------------------------------------------------------
+
+    def call_tool(
+        self,
+        run_id: str,
+        tool: str,
+        arguments: Any = None,
+        *,
+        arguments_json: Optional[str] = None,
+        surface: SurfaceLike = None,
+        call_id: str = "",
+        on_question: Optional[QuestionHandler] = None,
+        on_bridge_call: Optional[BridgeHandler] = None,
+        on_progress: Optional[Callable[[str], None]] = None,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> CallOutcome:
+        """Runs one tool call to its one result.
+
+        ``on_question`` declares a human is connected: it answers question and approval cards
+        (return an ``Answer`` or its dict; return None to leave the card open, e.g. after
+        cancelling). ``on_bridge_call`` declares the client runs tools the gateway does not own
+        (called from eval cells); it returns a ``ToolResult``. ``cancel`` stops the call; the
+        gateway still ends it with a result. A tool's own failure is ``outcome.is_error``; a
+        refused call raises TetherError.
+        """
+        outbox: queue.Queue[Optional[pb.CallToolInput]] = queue.Queue()
+        outbox.put(start_input(run_id, tool, arguments, arguments_json, surface, call_id, on_question is not None, on_bridge_call is not None))
+
+        def requests() -> Iterator[pb.CallToolInput]:
+            while True:
+                item = outbox.get()
+                if item is None:
+                    return
+                yield item
+
+        unsubscribe = cancel.subscribe(lambda reason: outbox.put(cancel_input(reason))) if cancel else None
+        responses = self._stub.CallTool(requests(), metadata=self._metadata, timeout=timeout)
+        progress: List[str] = []
+        questions: List[pb.Question] = []
+        bridge_calls: List[pb.BridgeCall] = []
+        result: Optional[pb.ToolResult] = None
+        try:
+            for out in responses:
+                kind = out.WhichOneof("msg")
+                if kind == "progress":
+                    progress.append(out.progress.text)
+                    if on_progress:
+                        on_progress(out.progress.text)
+                elif kind == "question":
+                    questions.append(out.question)
+                    if on_question:
+                        answer = on_question(out.question)
+                        if answer is not None:
+                            outbox.put(answer_input(out.question, answer))
+                elif kind == "bridge_call":
+                    bridge_calls.append(out.bridge_call)
+                    if on_bridge_call:
+                        outbox.put(bridge_input(out.bridge_call, on_bridge_call(out.bridge_call)))
+                elif kind == "result":
+                    result = out.result
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        finally:
+            if unsubscribe:
+                unsubscribe()
+            outbox.put(None)  # ends the request stream so gRPC's sending thread exits
+            if result is None:
+                responses.cancel()
+        if result is None:
+            raise ProtocolError("the CallTool stream ended without a result")
+        return CallOutcome(result, progress, questions, bridge_calls)
+
+
+def create_run_request(
+    request: Union[pb.CreateRunRequest, Mapping[str, Any], None],
+    conversation_id: str,
+    workspace: str,
+    features: Union[pb.Features, Mapping[str, Any], None],
+    approvals: Union[pb.Approvals, Mapping[str, Any], None],
+    labels: Optional[Mapping[str, str]],
+    limits: Union[pb.Limits, Mapping[str, Any], None],
+) -> pb.CreateRunRequest:
+    req: pb.CreateRunRequest = message(pb.CreateRunRequest, request)
+    if conversation_id:
+        req.conversation_id = conversation_id
+    if workspace:
+        req.workspace = workspace
+    if features is not None:
+        req.features.CopyFrom(message(pb.Features, features))
+    if approvals is not None:
+        req.approvals.CopyFrom(message(pb.Approvals, approvals))
+    if labels:
+        req.labels.update(labels)
+    if limits is not None:
+        req.limits.CopyFrom(message(pb.Limits, limits))
+    return req

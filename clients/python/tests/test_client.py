@@ -1,0 +1,102 @@
+"""The client surface beyond the conformance suite, against the live gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Dict
+
+import grpc
+import pytest
+
+from tether_client import AsyncClient, Client, InvalidArgumentError, NotFoundError, TetherError, UnauthenticatedError, pb, text_result
+
+MAIN = {"mode": "SURFACE_MODE_DEFAULT", "agent": "AGENT_KIND_MAIN"}
+PLAN = pb.Surface(mode=pb.SURFACE_MODE_PLAN, agent=pb.AGENT_KIND_MAIN)
+
+
+def test_a_call_without_a_token_is_unauthenticated(gateway: Dict[str, str]) -> None:
+    with Client(gateway["address"], "") as anonymous, pytest.raises(UnauthenticatedError) as err:
+        anonymous.list_runs()
+    assert err.value.code == grpc.StatusCode.UNAUTHENTICATED
+    assert isinstance(err.value, TetherError)
+
+
+def test_tools_on_two_surfaces_and_their_schemas(client: Client) -> None:
+    run = client.create_run(conversation_id="py-tools", labels={"suite": "python"})
+    try:
+        assert run.state == pb.RUN_STATE_READY, run.error
+        assert dict(run.labels) == {"suite": "python"}
+        tools = client.list_tools(run.run_id, MAIN)
+        plan = client.list_tools(run.run_id, PLAN)
+        assert {"read", "write"} <= {t.name for t in tools}
+        assert plan and all(t.tier == pb.TIER_READ for t in plan)
+        assert "write" not in {t.name for t in plan}
+        schema = json.loads(next(t for t in tools if t.name == "read").input_schema_json)
+        assert schema["required"] == ["path"]
+    finally:
+        client.delete_run(run.run_id)
+
+
+def test_folders_in_and_out_and_structured_results(client: Client, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_text("VALUE = 1\n")
+    (src / "README.md").write_text("# project\n")
+    run = client.create_run()
+    try:
+        written = client.put_files(run.run_id, src, "project")
+        assert written.files_written == 2
+        out = client.call_tool(run.run_id, "read", {"path": "project/pkg/mod.py"}, surface=MAIN)
+        assert not out.is_error, out.text
+        assert out.structured["content"] == "VALUE = 1\n"
+        dest = tmp_path / "back"
+        files = client.get_files_into(run.run_id, dest, "project")
+        assert sorted(files) == ["project/README.md", "project/pkg/mod.py"]
+        assert (dest / "project" / "pkg" / "mod.py").read_text() == "VALUE = 1\n"
+        # One file comes back under its own name, a folder under its workspace path.
+        assert client.get_files(run.run_id, "project/README.md") == {"README.md": b"# project\n"}
+        escaping = client.call_tool(run.run_id, "read", {"path": "../../etc/passwd"})
+        assert escaping.is_error
+        with pytest.raises(InvalidArgumentError):
+            client.put_files(run.run_id, {"x.txt": "x"}, "../outside")
+    finally:
+        client.delete_run(run.run_id)
+    with pytest.raises(NotFoundError):
+        client.get_run(run.run_id)
+
+
+def test_asyncio_client_bridges_a_call_and_abandons_a_cancelled_task(gateway: Dict[str, str]) -> None:
+    async def main() -> None:
+        async with AsyncClient(gateway["address"], gateway["A"]) as tether:
+            run = await tether.create_run(features={"eval": True})
+            try:
+
+                async def lookup(call: pb.BridgeCall) -> pb.ToolResult:
+                    await asyncio.sleep(0.05)
+                    return text_result(f"looked up {json.loads(call.arguments_json)['q']}")
+
+                out = await tether.call_tool(
+                    run.run_id,
+                    "eval",
+                    {"code": 'print(tool("lookup", {"q": "owls"}))', "description": "ask the client to look something up"},
+                    on_bridge_call=lookup,
+                )
+                assert not out.is_error, out.text
+                assert "looked up owls" in out.text
+                assert [b.tool for b in out.bridge_calls] == ["lookup"]
+
+                task = asyncio.ensure_future(
+                    tether.call_tool(run.run_id, "eval", {"code": "import time\ntime.sleep(60)", "description": "a long sleep to be abandoned"})
+                )
+                await asyncio.sleep(1.0)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                after = await tether.call_tool(run.run_id, "eval", {"code": "print(6 * 7)", "description": "the run still answers after that"})
+                assert "42" in after.text
+            finally:
+                await tether.delete_run(run.run_id)
+
+    asyncio.run(main())

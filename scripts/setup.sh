@@ -88,6 +88,7 @@ fi
 step "compiling TypeScript"
 npx tsc -p tsconfig.json
 [ -f dist/runner/src/main.js ] || { echo "dist/runner/src/main.js is missing after the build" >&2; exit 1; }
+[ -d dist/protocol ] || { echo "dist/protocol is missing after the build" >&2; exit 1; }
 
 # ---- 4. npm packages the images carry, installed here (the image builds need no npm registry) --
 fetch_pkg() { # name version → path of the cached tarball
@@ -157,7 +158,7 @@ build_image() { # name dockerfile ctx → prints the tag
 
 step "staging the runner image context"
 runner_ctx="$state/build/ctx-runner"
-stage "$runner_ctx" dist/runner dist/gen
+stage "$runner_ctx" dist/protocol dist/runner dist/gen
 cp "$node_tgz" "$runner_ctx/node.tgz"
 cp -al "$app_dir" "$runner_ctx/app"
 cp -al "$lsp_dir" "$runner_ctx/lsp"
@@ -167,7 +168,7 @@ gateway_tag=""
 if [ "${TETHER_SKIP_GATEWAY_IMAGE:-}" != 1 ]; then
   step "staging the gateway image context"
   gateway_ctx="$state/build/ctx-gateway"
-  stage "$gateway_ctx" dist/gateway dist/runner/src/protocol.js dist/gen proto bin
+  stage "$gateway_ctx" dist/protocol dist/gateway dist/gen proto bin
   cp "$node_tgz" "$gateway_ctx/node.tgz"
   cp -al "$app_dir" "$gateway_ctx/app"
   gateway_tag="$(build_image tether-gateway images/gateway/Dockerfile "$gateway_ctx")"

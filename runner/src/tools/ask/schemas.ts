@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../../protocol';
+import type { JsonSchema } from '../../../../protocol/src/tools';
 
 export const MAX_OPTIONS = 20;
 

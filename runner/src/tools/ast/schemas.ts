@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import type { JsonSchema } from '../../protocol';
+import type { JsonSchema } from '../../../../protocol/src/tools';
 import { LANGUAGE_IDS } from './languages';
 import { MAX_PATTERN_CHARS } from './pattern';
 

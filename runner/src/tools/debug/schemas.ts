@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../../protocol';
+import type { JsonSchema } from '../../../../protocol/src/tools';
 
 export const MAX_FRAMES = 30;
 export const MAX_VARIABLES = 50;

@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../../protocol';
+import type { JsonSchema } from '../../../../protocol/src/tools';
 import { ToolError } from '../../tool';
 
 export const MAX_CODE_CHARS = 1024 * 1024;

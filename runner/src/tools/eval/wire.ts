@@ -1,5 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
-import type { ContentItem, ToolResult } from '../../protocol';
+import type { ContentItem, ToolResult } from '../../../../protocol/src/tools';
 
 /**
  * The kernel wire protocol: newline-delimited JSON on two pipes of their own (fd 3 runner →

@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../../protocol';
+import type { JsonSchema } from '../../../../protocol/src/tools';
 
 export const MAX_READ_BYTES = 256 * 1024;
 export const MAX_READ_LINES = 2000;

@@ -20,7 +20,7 @@ import {
   type ServerCapabilities,
   type TextDocumentPositionParams,
 } from 'vscode-languageserver-protocol';
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, ok, type ToolContext } from '../../tool';
 import { runProjectCheckers } from './checker';
 import { capped, foldRepeats } from './format';

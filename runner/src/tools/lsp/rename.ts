@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import { PrepareRenameRequest, RenameRequest, type TextDocumentEdit, type TextEdit, type WorkspaceEdit } from 'vscode-languageserver-protocol';
 import { commitChanges, type FileChange } from '../../fileTransaction';
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolContext } from '../../tool';
 import { locate } from './actions';

@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../../protocol';
+import type { JsonSchema } from '../../../../protocol/src/tools';
 
 export const REFERENCES_CAP = 50;
 export const WORKSPACE_SYMBOLS_CAP = 100;

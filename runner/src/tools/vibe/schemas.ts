@@ -1,5 +1,5 @@
-import type { JsonSchema } from '../../protocol';
-import type { WorkerTier } from './protocol';
+import type { JsonSchema } from '../../../../protocol/src/tools';
+import type { WorkerTier } from '../../../../protocol/src/workers';
 
 export const MAX_BRIEF_CHARS = 64 * 1024;
 /** A brief grows with every vibe_send; past this, a fresh worker is the better tool. */

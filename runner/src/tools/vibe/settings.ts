@@ -1,6 +1,6 @@
 import Ajv from 'ajv';
 import type { RunContext } from '../../run';
-import type { WorkerTier } from './protocol';
+import type { WorkerTier } from '../../../../protocol/src/workers';
 
 export type TierBackend =
   /** The platform runs the worker; tether delivers work on WatchWorkers. */

@@ -6,49 +6,33 @@
  * A rename replaces the first four characters of a.fake and b.fake with the new name.
  */
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
-import {
-  DiagnosticSeverity,
-  DidChangeTextDocumentNotification,
-  DidOpenTextDocumentNotification,
-  ExitNotification,
-  HoverRequest,
-  InitializedNotification,
-  InitializeRequest,
-  PublishDiagnosticsNotification,
-  RenameRequest,
-  ShutdownRequest,
-  TextDocumentSyncKind,
-  WorkDoneProgress,
-  WorkDoneProgressCreateRequest,
-  type Diagnostic,
-  type Hover,
-  type InitializeResult,
-} from 'vscode-languageserver-protocol';
 
 const c = createMessageConnection(new StreamMessageReader(process.stdin), new StreamMessageWriter(process.stdout));
 const progressMs = Number(process.env.FAKE_PROGRESS_MS ?? 0);
 
-c.onRequest(InitializeRequest.type, (): InitializeResult => ({ capabilities: { textDocumentSync: TextDocumentSyncKind.Full, hoverProvider: true, renameProvider: true } }));
+c.onRequest('initialize', () => ({ capabilities: { textDocumentSync: 1, hoverProvider: true, renameProvider: true } }));
 // Renames the first word of a.fake and b.fake beside the requesting document.
-c.onRequest(RenameRequest.type, (p) => {
+c.onRequest('textDocument/rename', (p: { textDocument: { uri: string }; newName: string }) => {
   const dir = p.textDocument.uri.slice(0, p.textDocument.uri.lastIndexOf('/') + 1);
   const edit = [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 4 } }, newText: p.newName }];
   return { changes: { [`${dir}a.fake`]: edit, [`${dir}b.fake`]: edit } };
 });
-c.onNotification(InitializedNotification.type, async () => {
+c.onNotification('initialized', async () => {
   if (progressMs <= 0) return;
-  await c.sendRequest(WorkDoneProgressCreateRequest.type, { token: 'index' });
-  await c.sendProgress(WorkDoneProgress.type, 'index', { kind: 'begin', title: 'indexing' });
-  setTimeout(() => void c.sendProgress(WorkDoneProgress.type, 'index', { kind: 'end' }), progressMs);
+  await c.sendRequest('window/workDoneProgress/create', { token: 'index' });
+  await c.sendNotification('$/progress', { token: 'index', value: { kind: 'begin', title: 'indexing' } });
+  setTimeout(() => void c.sendNotification('$/progress', { token: 'index', value: { kind: 'end' } }), progressMs);
 });
 const publish = (uri: string, version: number, text: string) => {
   if (process.env.FAKE_PUBLISH === 'never') return;
-  const diagnostics = text.split('\n').flatMap((l, i): Diagnostic[] => (l.includes('BAD') ? [{ range: { start: { line: i, character: 0 }, end: { line: i, character: 3 } }, severity: DiagnosticSeverity.Error, code: 'bad', message: 'BAD is not allowed' }] : []));
-  setTimeout(() => void c.sendNotification(PublishDiagnosticsNotification.type, { uri, version, diagnostics }), 20);
+  const diagnostics = text.split('\n').flatMap((l, i) => (l.includes('BAD') ? [{ range: { start: { line: i, character: 0 }, end: { line: i, character: 3 } }, severity: 1, code: 'bad', message: 'BAD is not allowed' }] : []));
+  setTimeout(() => void c.sendNotification('textDocument/publishDiagnostics', { uri, version, diagnostics }), 20);
 };
-c.onNotification(DidOpenTextDocumentNotification.type, (p) => publish(p.textDocument.uri, p.textDocument.version, p.textDocument.text));
-c.onNotification(DidChangeTextDocumentNotification.type, (p) => publish(p.textDocument.uri, p.textDocument.version, p.contentChanges[0].text));
-c.onRequest(HoverRequest.type, (): Hover => ({ contents: { kind: 'markdown', value: `pid ${process.pid}` } }));
-c.onRequest(ShutdownRequest.type, () => undefined);
-c.onNotification(ExitNotification.type, () => process.exit(0));
+c.onNotification('textDocument/didOpen', (p: { textDocument: { uri: string; version: number; text: string } }) => publish(p.textDocument.uri, p.textDocument.version, p.textDocument.text));
+c.onNotification('textDocument/didChange', (p: { textDocument: { uri: string; version: number }; contentChanges: { text: string }[] }) =>
+  publish(p.textDocument.uri, p.textDocument.version, p.contentChanges[0].text),
+);
+c.onRequest('textDocument/hover', () => ({ contents: { kind: 'markdown', value: `pid ${process.pid}` } }));
+c.onRequest('shutdown', () => null);
+c.onNotification('exit', () => process.exit(0));
 c.listen();

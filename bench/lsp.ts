@@ -13,6 +13,7 @@
  */
 import * as os from 'node:os';
 import { Approval } from '../gen/tether/v1/gateway_pb';
+import { ProbeCommand, type ProbeParams } from '../protocol/src/lsp';
 import { fixture } from '../test/integration/lsp/helpers';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
 import { summary, timeIt, writeResult } from './lib';
@@ -79,8 +80,8 @@ async function measure(t: TestGateway, c: Case): Promise<Record<string, unknown>
   const ready = Number(process.hrtime.bigint() - t0) / 1e6;
   const firstAnswer = await timeIt(() => call(t, run.runId, 'lsp', { action: 'definition', ...c.definition }));
   const runner = t.gateway.runs.ready('alice', run.runId).runner;
-  const direct = async (method: string, at: Case['definition']) => {
-    const r = (await runner.command('lsp', 'probe', { ...at, method, count: 1 })) as { samplesMs: number[] };
+  const direct = async (method: ProbeParams['method'], at: Case['definition']) => {
+    const r = await runner.command(ProbeCommand.type, { ...at, method, count: 1 });
     return r.samplesMs[0];
   };
   // The floor every tool call pays (gRPC, gateway, runner stdio): a read of a one-line file.

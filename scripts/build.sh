@@ -29,6 +29,6 @@ npx tsc -p tsconfig.json
 # The @tether/client package as npm installs it (its own dist/, behind node_modules/@tether/client).
 npx tsc -p clients/typescript/tsconfig.json
 bash scripts/copy-assets.sh
-for f in dist/runner/src/main.js dist/runner/src/tools/eval/python/driver.py; do
+for f in dist/runner/src/main.js dist/runner/src/tools/eval/python/driver.py dist/protocol/src/run.js; do
   [ -f "$f" ] || { echo "$f is missing after the build" >&2; exit 1; }
 done

@@ -150,7 +150,7 @@ build_image() { # name dockerfile ctx → prints the tag
 
 step "staging the runner image context"
 runner_ctx="$state/build/ctx-runner"
-stage "$runner_ctx" dist/runner dist/gen
+stage "$runner_ctx" dist/protocol dist/runner dist/gen
 cp "$node_tgz" "$runner_ctx/node.tgz"
 cp -al "$app_dir" "$runner_ctx/app"
 cp -al "$lsp_dir" "$runner_ctx/lsp"
@@ -160,7 +160,7 @@ gateway_tag=""
 if [ "${TETHER_SKIP_GATEWAY_IMAGE:-}" != 1 ]; then
   step "staging the gateway image context"
   gateway_ctx="$state/build/ctx-gateway"
-  stage "$gateway_ctx" dist/gateway dist/clients/typescript/src dist/runner/src/protocol.js dist/gen proto bin
+  stage "$gateway_ctx" dist/protocol dist/gateway dist/clients/typescript/src dist/gen proto bin
   cp "$node_tgz" "$gateway_ctx/node.tgz"
   cp -al "$app_dir" "$gateway_ctx/app"
   gateway_tag="$(build_image tether-gateway images/gateway/Dockerfile "$gateway_ctx")"

@@ -1,5 +1,5 @@
-import type { Tier } from '../../runner/src/protocol';
-import { TIER_ORDER } from '../../runner/src/protocol';
+import type { Tier } from '../../protocol/src/tools';
+import { TIER_ORDER } from '../../protocol/src/tools';
 import { AgentKind, SurfaceMode, Tier as PbTier, type Surface } from '../../gen/tether/v1/gateway_pb';
 
 /** The highest tier a surface may see: plan mode and read-only subagents are capped at read. */

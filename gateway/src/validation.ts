@@ -1,5 +1,5 @@
 import Ajv, { type ValidateFunction } from 'ajv';
-import type { ToolDescriptor } from '../../runner/src/protocol';
+import type { ToolDescriptor } from '../../protocol/src/tools';
 
 /**
  * Validates tool arguments against each tool's JSON Schema at the edge, so a bad call never

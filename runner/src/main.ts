@@ -1,22 +1,11 @@
 import {
-  CancellationToken,
   createMessageConnection,
   StreamMessageReader,
   StreamMessageWriter,
 } from 'vscode-jsonrpc/node';
-import {
-  Methods,
-  type AskParams,
-  type BridgeParams,
-  type CallToolParams,
-  type InitializeParams,
-  type InitializeResult,
-  type ProgressParams,
-  type QuestionOutcome,
-  type ToolResult,
-  type CommandParams,
-  type RunEventParams,
-} from './protocol';
+import { AskRequest, BridgeRequest, ProgressNotification } from '../../protocol/src/calls';
+import { CommandRequest, InitializeRequest, RunEventNotification, ShutdownRequest } from '../../protocol/src/run';
+import { CallToolRequest } from '../../protocol/src/tools';
 import { ToolRegistry } from './registry';
 import { RunContext } from './run';
 import { registerTools } from './tools';
@@ -33,21 +22,21 @@ const connection = createMessageConnection(new StreamMessageReader(process.stdin
 let run: RunContext | undefined;
 let registry: ToolRegistry | undefined;
 
-connection.onRequest(Methods.initialize, async (params: InitializeParams): Promise<InitializeResult> => {
+connection.onRequest(InitializeRequest.type, async (params) => {
   // A restarted gateway re-attaches and initializes again: same run, same tools.
   if (run && registry) {
     if (params.runId !== run.runId) throw new Error(`runner belongs to run ${run.runId}, not ${params.runId}`);
     return { version: VERSION, tools: registry.list() };
   }
   run = new RunContext(params);
-  run.emitEvent = (kind, payload) => void connection.sendNotification(Methods.runEvent, { kind, payload } satisfies RunEventParams);
+  run.sendEvent = (event) => void connection.sendNotification(RunEventNotification.type, event);
   registry = new ToolRegistry(run.workspace.root);
   await registerTools(registry, run);
   logger.info({ runId: run.runId, tools: registry.list().map((t) => t.name) }, 'runner initialized');
   return { version: VERSION, tools: registry.list() };
 });
 
-connection.onRequest(Methods.callTool, async (params: CallToolParams, token: CancellationToken): Promise<ToolResult> => {
+connection.onRequest(CallToolRequest.type, async (params, token) => {
   if (!run || !registry) throw new Error('runner not initialized');
   const abort = new AbortController();
   token.onCancellationRequested(() => abort.abort('cancelled by the client'));
@@ -56,16 +45,16 @@ connection.onRequest(Methods.callTool, async (params: CallToolParams, token: Can
     callId,
     surface: params.surface,
     signal: abort.signal,
-    progress: (text) => void connection.sendNotification(Methods.progress, { callId, text } satisfies ProgressParams),
-    ask: (card) => connection.sendRequest(Methods.ask, { callId, card } satisfies AskParams) as Promise<QuestionOutcome>,
-    callTool: (tool, args) => connection.sendRequest(Methods.bridge, { callId, tool, arguments: args } satisfies BridgeParams) as Promise<ToolResult>,
+    progress: (text) => void connection.sendNotification(ProgressNotification.type, { callId, text }),
+    ask: (card) => connection.sendRequest(AskRequest.type, { callId, card }),
+    callTool: (tool, args) => connection.sendRequest(BridgeRequest.type, { callId, tool, arguments: args }),
   };
   return registry.call(params.tool, params.arguments, ctx);
 });
 
-connection.onRequest(Methods.command, async (params: CommandParams) => {
+connection.onRequest(CommandRequest.type, async (params) => {
   if (!run) throw new Error('runner not initialized');
-  return run.command(params.family, params.command, params.payload);
+  return run.command(params);
 });
 
 async function stop(code: number): Promise<never> {
@@ -73,7 +62,7 @@ async function stop(code: number): Promise<never> {
   process.exit(code);
 }
 
-connection.onRequest(Methods.shutdown, async () => {
+connection.onRequest(ShutdownRequest.type, async () => {
   setImmediate(() => void stop(0));
   return {};
 });

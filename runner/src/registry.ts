@@ -1,4 +1,4 @@
-import type { ToolDescriptor, ToolResult } from './protocol';
+import type { ToolDescriptor, ToolResult } from '../../protocol/src/tools';
 import { ToolError, fail, text, type ToolContext, type ToolDefinition } from './tool';
 
 /**

@@ -1,4 +1,5 @@
-import type { ContentItem, InitializeParams, RunFeatures } from './protocol';
+import type { CommandParams, FamilyCommand, InitializeParams, RunEventParams, RunEventType, RunFeatures } from '../../protocol/src/run';
+import type { ContentItem } from '../../protocol/src/tools';
 import type { ToolContext } from './tool';
 import { Workspace } from './workspace';
 
@@ -16,9 +17,10 @@ export class RunContext {
   private readonly settings: Record<string, unknown>;
   private readonly observers: WriteObserver[] = [];
   private readonly stoppers: (() => Promise<void> | void)[] = [];
-  private readonly commands = new Map<string, (command: string, payload: unknown) => Promise<unknown>>();
+  /** Family command handlers, keyed by family, then command. */
+  private readonly commands = new Map<string, Map<string, (payload: unknown) => Promise<unknown>>>();
   /** Set by the runner's main: sends a run-level event up to the gateway. */
-  emitEvent: (kind: string, payload: unknown) => void = () => undefined;
+  sendEvent: (event: RunEventParams) => void = () => undefined;
 
   constructor(init: InitializeParams) {
     this.runId = init.runId;
@@ -45,15 +47,25 @@ export class RunContext {
     return extra;
   }
 
-  /** Lets a family take gateway → runner commands outside any tool call (see Methods.command). */
-  handleCommands(family: string, handler: (command: string, payload: unknown) => Promise<unknown>): void {
-    this.commands.set(family, handler);
+  /** Sends a run-level event of a declared kind up to the gateway. */
+  emit<P>(type: RunEventType<P>, payload: P): void {
+    this.sendEvent({ kind: type.kind, payload });
   }
 
-  async command(family: string, command: string, payload: unknown): Promise<unknown> {
-    const handler = this.commands.get(family);
-    if (!handler) throw new Error(`no command handler for ${family} in this run`);
-    return handler(command, payload);
+  /** Lets a family take one gateway → runner command outside any tool call (CommandRequest). */
+  handleCommand<P, R>(type: FamilyCommand<P, R>, handler: (payload: P) => Promise<R> | R): void {
+    let family = this.commands.get(type.family);
+    if (!family) this.commands.set(type.family, (family = new Map()));
+    // The gateway built the payload from validated input for this very command.
+    family.set(type.command, async (payload) => handler(payload as P));
+  }
+
+  async command({ family, command, payload }: CommandParams): Promise<unknown> {
+    const handlers = this.commands.get(family);
+    if (!handlers) throw new Error(`no command handler for ${family} in this run`);
+    const handler = handlers.get(command);
+    if (!handler) throw new Error(`unknown ${family} command ${command}`);
+    return handler(payload);
   }
 
   onStop(fn: () => Promise<void> | void): void {

@@ -1,12 +1,5 @@
-import type {
-  CallerSurface,
-  ContentItem,
-  JsonSchema,
-  QuestionCard,
-  QuestionOutcome,
-  Tier,
-  ToolResult,
-} from './protocol';
+import type { QuestionCard, QuestionOutcome } from '../../protocol/src/calls';
+import type { CallerSurface, ContentItem, JsonSchema, Tier, ToolResult } from '../../protocol/src/tools';
 
 /** What a tool implementation can reach while it runs one call. */
 export interface ToolContext {

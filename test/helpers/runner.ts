@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { RunFeatures } from '../../runner/src/protocol';
+import type { RunFeatures } from '../../protocol/src/run';
 import { RunContext } from '../../runner/src/run';
 import { ToolRegistry } from '../../runner/src/registry';
 import { registerTools } from '../../runner/src/tools';

@@ -1,4 +1,4 @@
-import type { Tier } from '../../../runner/src/protocol';
+import type { Tier } from '../../../protocol/src/tools';
 import type { ApprovalPolicy } from '../runs/RunManager';
 import type { CallStream } from './CallStream';
 

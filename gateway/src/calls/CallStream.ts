@@ -12,7 +12,8 @@ import {
   type CallToolStart,
   type ToolResult as PbToolResult,
 } from '../../../gen/tether/v1/gateway_pb';
-import type { QuestionCard, QuestionOutcome, ToolResult } from '../../../runner/src/protocol';
+import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
+import type { ToolResult } from '../../../protocol/src/tools';
 import { outcomeOf, rejectReason } from './QuestionCards';
 import { fromProtoResult, toProtoResult } from './results';
 

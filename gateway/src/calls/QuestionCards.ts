@@ -1,4 +1,4 @@
-import type { QuestionCard, QuestionOutcome } from '../../../runner/src/protocol';
+import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
 import type { Answer } from '../../../gen/tether/v1/gateway_pb';
 
 /** Checks an answer against its card; returns why it is rejected, or undefined when valid. */

@@ -1,4 +1,4 @@
-import type { Tier, ToolResult } from '../../../runner/src/protocol';
+import type { Tier, ToolResult } from '../../../protocol/src/tools';
 import type { RunRecord } from '../runs/RunManager';
 import type { RunnerClient } from '../runs/RunnerClient';
 import { visible } from '../surfaces';

@@ -5,7 +5,7 @@ import {
   ToolResultSchema,
   type ToolResult as PbToolResult,
 } from '../../../gen/tether/v1/gateway_pb';
-import type { ContentItem, ToolResult } from '../../../runner/src/protocol';
+import type { ContentItem, ToolResult } from '../../../protocol/src/tools';
 
 export function toProtoResult(r: ToolResult): PbToolResult {
   return create(ToolResultSchema, {

@@ -6,20 +6,19 @@ import {
   StreamMessageWriter,
   type MessageConnection,
 } from 'vscode-jsonrpc/node';
+import { AskRequest, BridgeRequest, ProgressNotification, type QuestionCard, type QuestionOutcome } from '../../../protocol/src/calls';
 import {
-  Methods,
-  type AskParams,
-  type BridgeParams,
-  type CallToolParams,
-  type CallerSurface,
+  CommandRequest,
+  InitializeRequest,
+  RunEventNotification,
+  ShutdownRequest,
+  type FamilyCommand,
   type InitializeParams,
   type InitializeResult,
-  type ProgressParams,
-  type QuestionCard,
-  type QuestionOutcome,
   type RunEventParams,
-  type ToolResult,
-} from '../../../runner/src/protocol';
+  type RunEventType,
+} from '../../../protocol/src/run';
+import { CallToolRequest, type CallToolParams, type CallerSurface, type ToolResult } from '../../../protocol/src/tools';
 import type { Sandbox } from '../sandbox/provider';
 import { logger } from '../log';
 
@@ -43,18 +42,18 @@ export class RunnerClient {
 
   constructor(readonly sandbox: Sandbox) {
     this.connection = createMessageConnection(new StreamMessageReader(sandbox.stdout), new StreamMessageWriter(sandbox.stdin));
-    this.connection.onNotification(Methods.progress, (p: ProgressParams) => this.calls.get(p.callId)?.hooks.progress(p.text));
-    this.connection.onRequest(Methods.ask, async (p: AskParams) => {
+    this.connection.onNotification(ProgressNotification.type, (p) => this.calls.get(p.callId)?.hooks.progress(p.text));
+    this.connection.onRequest(AskRequest.type, async (p) => {
       const call = this.calls.get(p.callId);
-      if (!call) return { kind: 'unavailable', reason: 'the call that asked has ended' } satisfies QuestionOutcome;
+      if (!call) return { kind: 'unavailable', reason: 'the call that asked has ended' };
       return call.hooks.ask(p.card);
     });
-    this.connection.onRequest(Methods.bridge, async (p: BridgeParams) => {
+    this.connection.onRequest(BridgeRequest.type, async (p) => {
       const call = this.calls.get(p.callId);
-      if (!call) return { content: [{ type: 'text', text: 'the call that made this bridged call has ended' }], isError: true } satisfies ToolResult;
+      if (!call) return { content: [{ type: 'text', text: 'the call that made this bridged call has ended' }], isError: true };
       return call.hooks.bridge(p.tool, p.arguments);
     });
-    this.connection.onNotification(Methods.runEvent, (e: RunEventParams) => this.eventListeners.forEach((l) => l(e)));
+    this.connection.onNotification(RunEventNotification.type, (e) => this.eventListeners.forEach((l) => l(e)));
     this.connection.onError(([err]) => logger.warn({ runId: sandbox.runId, err: err.message }, 'runner connection error'));
     this.connection.onClose(() => this.fail(new RunnerGoneError('the runner connection closed')));
     this.connection.listen();
@@ -81,16 +80,21 @@ export class RunnerClient {
     return this.gone;
   }
 
-  onRunEvent(listener: (e: RunEventParams) => void): void {
-    this.eventListeners.push(listener);
+  /** Calls `listener` with the payload of every run event of this kind. */
+  onRunEvent<P>(type: RunEventType<P>, listener: (payload: P) => void): void {
+    // The runner sends each kind with the payload its RunEventType declares.
+    this.eventListeners.push((e) => {
+      if (e.kind === type.kind) listener(e.payload as P);
+    });
   }
 
   async initialize(params: InitializeParams): Promise<InitializeResult> {
-    return this.request(this.connection.sendRequest(Methods.initialize, params) as Promise<InitializeResult>);
+    return this.request(this.connection.sendRequest(InitializeRequest.type, params));
   }
 
-  async command(family: string, command: string, payload: unknown): Promise<unknown> {
-    return this.request(this.connection.sendRequest(Methods.command, { family, command, payload }));
+  async command<P, R>(type: FamilyCommand<P, R>, payload: P): Promise<R> {
+    // The runner answers each command with the reply its FamilyCommand declares.
+    return this.request(this.connection.sendRequest(CommandRequest.type, { family: type.family, command: type.command, payload })) as Promise<R>;
   }
 
   private request<T>(p: Promise<T>): Promise<T> {
@@ -114,7 +118,7 @@ export class RunnerClient {
       return await new Promise<ToolResult>((resolve, reject) => {
         this.calls.set(callId, { hooks, reject });
         const params: CallToolParams = { callId, tool, arguments: args, surface };
-        (this.connection.sendRequest(Methods.callTool, params, cts.token) as Promise<ToolResult>).then(resolve, reject);
+        this.connection.sendRequest(CallToolRequest.type, params, cts.token).then(resolve, reject);
       });
     } finally {
       signal.removeEventListener('abort', onAbort);
@@ -130,7 +134,7 @@ export class RunnerClient {
 
   async shutdown(timeoutMs = 3000): Promise<void> {
     if (this.gone) return;
-    await Promise.race([this.connection.sendRequest(Methods.shutdown).catch(() => undefined), new Promise((r) => setTimeout(r, timeoutMs))]);
+    await Promise.race([this.connection.sendRequest(ShutdownRequest.type).catch(() => undefined), new Promise((r) => setTimeout(r, timeoutMs))]);
   }
 
   /** Lets go of the runner on purpose: pending calls end, but nobody is told it failed. */

@@ -1,6 +1,4 @@
-import type { RunEventParams } from '../../../runner/src/protocol';
-import { VIBE_FAMILY, WORKER_EVENT } from './names';
-import type { WatchSnapshot, WorkerEventPayload } from '../../../runner/src/tools/vibe/protocol';
+import { WatchersCommand, WorkerEvent, type WatchSnapshot, type WorkerEventPayload } from '../../../protocol/src/workers';
 import type { RunnerClient } from '../runs/RunnerClient';
 
 type Sink = (e: WorkerEventPayload) => void;
@@ -14,9 +12,8 @@ class RunnerWatchers {
   private readonly sinks = new Set<Sink>();
 
   constructor(private readonly runner: RunnerClient) {
-    runner.onRunEvent((e: RunEventParams) => {
-      if (e.kind !== WORKER_EVENT) return;
-      for (const sink of this.sinks) sink(e.payload as WorkerEventPayload);
+    runner.onRunEvent(WorkerEvent.type, (e) => {
+      for (const sink of this.sinks) sink(e);
     });
   }
 
@@ -28,7 +25,7 @@ class RunnerWatchers {
     this.sinks.add(sink);
     let snapshot: WatchSnapshot;
     try {
-      snapshot = (await this.runner.command(VIBE_FAMILY, 'watchers', { count: this.sinks.size })) as WatchSnapshot;
+      snapshot = await this.runner.command(WatchersCommand.type, { count: this.sinks.size });
     } catch (err) {
       this.sinks.delete(sink);
       throw err;
@@ -43,7 +40,7 @@ class RunnerWatchers {
       removed = true;
       this.sinks.delete(sink);
       // Best effort: a runner that is gone has no workers left to tell.
-      this.runner.command(VIBE_FAMILY, 'watchers', { count: this.sinks.size }).catch(() => undefined);
+      this.runner.command(WatchersCommand.type, { count: this.sinks.size }).catch(() => undefined);
     };
   }
 }

@@ -10,8 +10,7 @@ import {
   type WatchWorkersRequest,
   type WorkerEvent,
 } from '../../../gen/tether/v1/gateway_pb';
-import type { ReportReply, WorkerEventPayload, WorkerStatus as RunnerWorkerStatus } from '../../../runner/src/tools/vibe/protocol';
-import { VIBE_FAMILY } from './names';
+import { ReportCommand, type ReportReply, type WorkerEventPayload, type WorkerStatus as RunnerWorkerStatus } from '../../../protocol/src/workers';
 import type { TokenAuthenticator } from '../auth';
 import { GatewayError, invalid, notFound } from '../errors';
 import type { RunManager, RunRecord } from '../runs/RunManager';
@@ -94,7 +93,7 @@ export function workerHandlers(runs: RunManager, auth: TokenAuthenticator, toSta
         if (!req.workerId) throw invalid('ReportWorker needs a worker_id');
         const st = STATUS[req.status];
         if (!st) throw invalid('ReportWorker needs a status: RUNNING (progress), DONE, FAILED or KILLED');
-        const reply = (await run.runner.command(VIBE_FAMILY, 'report', { workerId: req.workerId, status: st, text: req.text })) as ReportReply;
+        const reply = await run.runner.command(ReportCommand.type, { workerId: req.workerId, status: st, text: req.text });
         if (!reply.ok) throw reply.code === 'not_found' ? notFound(reply.message) : new GatewayError(REPLY_CODE[reply.code], reply.message);
         return create(ReportWorkerResponseSchema, {});
       })().then(

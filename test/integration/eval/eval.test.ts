@@ -7,7 +7,7 @@ import { Approval, CallToolStartSchema, SurfaceMode, type ToolResult } from '../
 import { resultText, type CallOptions } from '../../../clients/typescript/src';
 import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
-import type { ToolResult as RunnerResult } from '../../../runner/src/protocol';
+import type { ToolResult as RunnerResult } from '../../../protocol/src/tools';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 
 /**

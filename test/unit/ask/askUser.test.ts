@@ -4,7 +4,7 @@ import { create } from '@bufbuild/protobuf';
 import { AnswerSchema } from '../../../gen/tether/v1/gateway_pb';
 import { outcomeOf, rejectReason } from '../../../gateway/src/calls/QuestionCards';
 import { GO_ON, cardOf, resultOf } from '../../../runner/src/tools/ask/askUser';
-import type { QuestionCard, QuestionOutcome } from '../../../runner/src/protocol';
+import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
 import { runnerContext, runnerFor } from '../../helpers/runner';
 
 const single: QuestionCard = { question: 'Which database?', options: [{ label: 'Postgres' }, { label: 'SQLite' }], allowFreeText: false, multiSelect: false };

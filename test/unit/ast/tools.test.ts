@@ -4,7 +4,7 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import Ajv from 'ajv';
 import { runnerContext, runnerFor } from '../../helpers/runner';
-import type { ToolResult } from '../../../runner/src/protocol';
+import type { ToolResult } from '../../../protocol/src/tools';
 import { editSchema, grepSchema, resolveSchema } from '../../../runner/src/tools/ast/schemas';
 
 const textOf = (r: ToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');

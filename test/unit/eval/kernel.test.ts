@@ -2,7 +2,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import * as os from 'node:os';
-import type { ToolResult } from '../../../runner/src/protocol';
+import type { ToolResult } from '../../../protocol/src/tools';
 import type { ToolContext } from '../../../runner/src/tool';
 import { cellResult } from '../../../runner/src/tools/eval/evalTool';
 import type { Language } from '../../../runner/src/tools/eval/kernel';

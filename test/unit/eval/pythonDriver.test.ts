@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { ToolResult } from '../../../runner/src/protocol';
+import type { ToolResult } from '../../../protocol/src/tools';
 import { Kernel, type CellListener } from '../../../runner/src/tools/eval/kernel';
 import { KernelManager } from '../../../runner/src/tools/eval/kernelManager';
 import { DEFAULT_SETTINGS } from '../../../runner/src/tools/eval/schemas';

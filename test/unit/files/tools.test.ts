@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { promises as fs, symlinkSync, writeFileSync, mkdirSync, chmodSync, readdirSync } from 'node:fs';
 import * as path from 'node:path';
 import { runnerFor } from '../../helpers/runner';
-import type { ToolResult } from '../../../runner/src/protocol';
+import type { ToolResult } from '../../../protocol/src/tools';
 
 const textOf = (r: ToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
 

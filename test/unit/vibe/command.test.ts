@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import type { ToolResult } from '../../../runner/src/protocol';
+import type { ToolResult } from '../../../protocol/src/tools';
 import { runnerFor } from '../../helpers/runner';
 import { SCRIPTED_WORKER } from './scriptedWorker';
 

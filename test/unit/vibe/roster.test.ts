@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WorkerRoster, type Worker, type WorkerBackend } from '../../../runner/src/tools/vibe/roster';
 import { ClientWorkerBackend } from '../../../runner/src/tools/vibe/clientBackend';
-import type { WorkerEventPayload } from '../../../runner/src/tools/vibe/protocol';
+import type { WorkerEventPayload } from '../../../protocol/src/workers';
 import { CappedTail } from '../../../runner/src/tools/vibe/cappedTail';
 
 /** A backend that records what the roster asked of it. */

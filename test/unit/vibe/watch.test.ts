@@ -1,20 +1,24 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { RunEventParams } from '../../../runner/src/protocol';
 import type { RunnerClient } from '../../../gateway/src/runs/RunnerClient';
 import { WorkerWatch } from '../../../gateway/src/workers/WorkerWatch';
-import { WORKER_EVENT, type WatchSnapshot, type WorkerEventPayload } from '../../../runner/src/tools/vibe/protocol';
+import { WatchersCommand, WorkerEvent, type WatchersPayload, type WatchSnapshot, type WorkerEventPayload } from '../../../protocol/src/workers';
+import type { FamilyCommand, RunEventType } from '../../../protocol/src/run';
 
 const ev = (seq: number, kind: WorkerEventPayload['kind'], workerId: string): WorkerEventPayload => ({ seq, kind, workerId, label: workerId, tier: 'good', brief: 'b' });
 
-/** A runner stand-in: run events go to listeners; `watchers` answers with a snapshot. */
+/** A runner stand-in: worker events go to listeners; `watchers` answers with a snapshot. */
 function fakeRunner(onWatch: (count: number, emit: (e: WorkerEventPayload) => void) => WatchSnapshot) {
-  const listeners: ((e: RunEventParams) => void)[] = [];
+  const listeners: ((e: WorkerEventPayload) => void)[] = [];
   const counts: number[] = [];
-  const emit = (e: WorkerEventPayload) => listeners.forEach((l) => l({ kind: WORKER_EVENT, payload: e }));
+  const emit = (e: WorkerEventPayload) => listeners.forEach((l) => l(e));
   const runner = {
-    onRunEvent: (l: (e: RunEventParams) => void) => listeners.push(l),
-    command: async (_family: string, _cmd: string, payload: { count: number }) => {
+    onRunEvent: (type: RunEventType<unknown>, l: (e: WorkerEventPayload) => void) => {
+      assert.equal(type, WorkerEvent.type);
+      listeners.push(l);
+    },
+    command: async (type: FamilyCommand<unknown, unknown>, payload: WatchersPayload) => {
+      assert.equal(type, WatchersCommand.type);
       counts.push(payload.count);
       return onWatch(payload.count, emit);
     },

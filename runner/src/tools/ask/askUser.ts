@@ -1,4 +1,5 @@
-import type { QuestionCard, QuestionOutcome, ToolResult } from '../../protocol';
+import type { QuestionCard, QuestionOutcome } from '../../../../protocol/src/calls';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, fail, ok, type ToolDefinition } from '../../tool';
 import { askUserSchema, type AskUserArgs } from './schemas';
 

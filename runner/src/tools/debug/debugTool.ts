@@ -1,4 +1,4 @@
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, ok, type ToolContext, type ToolDefinition } from '../../tool';
 import { formatAdapters, formatBreakpoints, formatFrames, formatOutcome, formatVariables, outcomeStructured } from './format';
 import type { Outcome, DebugSession } from './session';

@@ -1,4 +1,4 @@
-import type { ContentItem } from '../../protocol';
+import type { ContentItem } from '../../../../protocol/src/tools';
 
 export interface OutputLimits {
   /** Characters of printed text kept from the start of a cell's output. */

@@ -1,4 +1,4 @@
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../tool';
 import { KernelStartError, type Language } from './kernel';
 import type { KernelManager } from './kernelManager';

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import { JsonLineDecoder, type KernelCommand, type KernelLimits, type KernelMessage } from './wire';
 
 export type Language = 'python' | 'javascript';

@@ -1,4 +1,4 @@
-import type { ContentItem } from '../../protocol';
+import type { ContentItem } from '../../../../protocol/src/tools';
 import type { ToolContext } from '../../tool';
 import { CellOutput, type OutputLimits } from './cellOutput';
 import { InactivityTimer } from './inactivity';

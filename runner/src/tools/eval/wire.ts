@@ -1,5 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
-import type { ContentItem, ToolResult } from '../../protocol';
+import type { ContentItem, ToolResult } from '../../../../protocol/src/tools';
 import wire from './wire.json';
 
 /**

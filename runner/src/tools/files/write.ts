@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
-import type { ContentItem } from '../../protocol';
+import type { ContentItem } from '../../../../protocol/src/tools';
 import { readRegularText } from '../../workspace';
 import { editSchema, writeSchema, type EditArgs, type WriteArgs } from './schemas';
 

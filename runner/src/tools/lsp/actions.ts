@@ -1,20 +1,26 @@
 import { readFileSync } from 'node:fs';
-import type {
-  CodeAction,
-  Command,
-  Diagnostic,
-  DocumentSymbol,
-  Hover,
-  Location,
-  LocationLink,
-  MarkedString,
-  MarkupContent,
-  Position,
-  Range,
-  ServerCapabilities,
-  SymbolInformation,
+import type { RequestType } from 'vscode-jsonrpc';
+import {
+  CodeActionRequest,
+  DefinitionRequest,
+  DocumentSymbolRequest,
+  HoverRequest,
+  ImplementationRequest,
+  ReferencesRequest,
+  TypeDefinitionRequest,
+  WorkspaceSymbolRequest,
+  type Diagnostic,
+  type Hover,
+  type Location,
+  type LocationLink,
+  type MarkedString,
+  type MarkupContent,
+  type Position,
+  type Range,
+  type ServerCapabilities,
+  type TextDocumentPositionParams,
 } from 'vscode-languageserver-protocol';
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, ok, type ToolContext } from '../../tool';
 import { runProjectCheckers } from './checker';
 import { capped, foldRepeats } from './format';
@@ -52,11 +58,10 @@ function hoverText(h: Hover | null): string {
   return text.length > HOVER_MAX_CHARS ? text.slice(0, HOVER_MAX_CHARS) + '\n… (cut)' : text;
 }
 
-const NAV_METHOD: Record<Exclude<NavigationAction, 'hover' | 'code_actions'>, string> = {
-  definition: 'textDocument/definition',
-  type_definition: 'textDocument/typeDefinition',
-  implementation: 'textDocument/implementation',
-  references: 'textDocument/references',
+const NAV_REQUEST: Record<Exclude<NavigationAction, 'hover' | 'code_actions' | 'references'>, RequestType<TextDocumentPositionParams, Location | Location[] | LocationLink[] | null, unknown>> = {
+  definition: DefinitionRequest.type,
+  type_definition: TypeDefinitionRequest.type,
+  implementation: ImplementationRequest.type,
 };
 
 const CAPABILITY: Record<NavigationAction, keyof ServerCapabilities> = {
@@ -74,16 +79,16 @@ async function navigate(session: LspSession, action: NavigationAction, args: Lsp
   const where = `${session.format.display(synced.abs)}:${args.line} ${JSON.stringify(args.symbol)}`;
   const textDocument = { uri: synced.uri };
   if (action === 'hover') {
-    const h = await session.request<Hover | null>(synced.handle, 'textDocument/hover', { textDocument, position }, ctx.signal);
+    const h = await session.request(synced.handle, HoverRequest.type, { textDocument, position }, ctx.signal);
     const text = hoverText(h);
     return ok(header(synced, text ? `hover ${where}:\n${text}` : `no hover information at ${where}`));
   }
   if (action === 'code_actions') {
     const published = synced.handle.client.published(synced.uri);
     const onLine = (published?.diagnostics ?? []).filter((d: Diagnostic) => d.range.start.line <= range.start.line && d.range.end.line >= range.start.line);
-    const actions = await session.request<(CodeAction | Command)[] | null>(
+    const actions = await session.request(
       synced.handle,
-      'textDocument/codeAction',
+      CodeActionRequest.type,
       { textDocument, range, context: { diagnostics: onLine, triggerKind: 1 } },
       ctx.signal,
     );
@@ -96,8 +101,10 @@ async function navigate(session: LspSession, action: NavigationAction, args: Lsp
     if (list.length === 0) return ok(header(synced, `no code actions at ${where}${onLine.length ? '' : ' (no diagnostics on this line)'}`));
     return ok(header(synced, `${list.length} code action(s) at ${where}:\n${list.map((l) => `- ${l}`).join('\n')}`), { actions: list });
   }
-  const params = action === 'references' ? { textDocument, position, context: { includeDeclaration: true } } : { textDocument, position };
-  const raw = await session.request<Location | Location[] | LocationLink[] | null>(synced.handle, NAV_METHOD[action], params, ctx.signal);
+  const raw =
+    action === 'references'
+      ? await session.request(synced.handle, ReferencesRequest.type, { textDocument, position, context: { includeDeclaration: true } }, ctx.signal)
+      : await session.request(synced.handle, NAV_REQUEST[action], { textDocument, position }, ctx.signal);
   const locs = raw === null ? [] : Array.isArray(raw) ? raw : [raw];
   const lines = await session.format.locations(locs);
   const noun = action === 'references' ? 'references' : action === 'definition' ? 'definition(s)' : action === 'type_definition' ? 'type definition(s)' : 'implementation(s)';
@@ -111,7 +118,7 @@ async function symbols(session: LspSession, args: LspArgs, ctx: ToolContext): Pr
   if (args.file) {
     const abs = await session.resolveFile(args.file);
     const synced = await session.sync(abs);
-    const raw = await session.request<(DocumentSymbol | SymbolInformation)[] | null>(synced.handle, 'textDocument/documentSymbol', { textDocument: { uri: synced.uri } }, ctx.signal);
+    const raw = await session.request(synced.handle, DocumentSymbolRequest.type, { textDocument: { uri: synced.uri } }, ctx.signal);
     const lines = session.format.documentSymbols(raw ?? []);
     const cut = capped(lines, DOCUMENT_SYMBOLS_CAP, 'symbols');
     return ok(header(synced, `${cut.note} in ${session.format.display(abs)}:\n${cut.lines.join('\n')}`), { symbols: cut.lines, total: lines.length });
@@ -123,7 +130,7 @@ async function symbols(session: LspSession, args: LspArgs, ctx: ToolContext): Pr
   if (handles.length === 0) throw new ToolError(`no language server can run in this workspace; see lsp status${notes.length ? `\n${notes.join('\n')}` : ''}`);
   for (const h of handles) {
     try {
-      const raw = await session.request<SymbolInformation[] | null>(h, 'workspace/symbol', { query: args.query }, ctx.signal);
+      const raw = await session.request(h, WorkspaceSymbolRequest.type, { query: args.query }, ctx.signal);
       results.push(...(await session.format.workspaceSymbols(raw ?? [])));
     } catch (err) {
       notes.push(`${h.spec.id} (${session.supervisor.describeRoot(h.root)}): ${(err as Error).message}`);

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, ok, type ToolContext } from '../../tool';
 import { resolveBinary } from './binaries';
 import type { LspSession } from './session';

@@ -1,16 +1,33 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { pathToFileURL } from 'node:url';
-import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
-import type {
-  ClientCapabilities,
-  Diagnostic,
-  InitializeResult,
-  PublishDiagnosticsParams,
-  ServerCapabilities,
-  WorkDoneProgressBegin,
-  WorkDoneProgressEnd,
-  WorkDoneProgressReport,
+import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection, type RequestType } from 'vscode-jsonrpc/node';
+import {
+  ApplyWorkspaceEditRequest,
+  ConfigurationRequest,
+  DidChangeTextDocumentNotification,
+  DidChangeWatchedFilesNotification,
+  DidCloseTextDocumentNotification,
+  DidOpenTextDocumentNotification,
+  DidSaveTextDocumentNotification,
+  DocumentDiagnosticRequest,
+  ExitNotification,
+  FileChangeType,
+  InitializedNotification,
+  InitializeRequest,
+  PublishDiagnosticsNotification,
+  RegistrationRequest,
+  ShowMessageRequest,
+  ShutdownRequest,
+  UnregistrationRequest,
+  WorkDoneProgressCreateRequest,
+  WorkspaceFoldersRequest,
+  type ClientCapabilities,
+  type Diagnostic,
+  type ServerCapabilities,
+  type WorkDoneProgressBegin,
+  type WorkDoneProgressEnd,
+  type WorkDoneProgressReport,
 } from 'vscode-languageserver-protocol';
 
 export interface ServerExit {
@@ -139,27 +156,28 @@ export class LspClient extends EventEmitter {
 
   private registerHandlers(): void {
     const c = this.connection;
-    c.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) =>
+    c.onRequest(ConfigurationRequest.type, (params) =>
       params.items.map((i) => (i.section !== undefined ? this.options.settings?.[i.section] : undefined) ?? null),
     );
-    c.onRequest('window/workDoneProgress/create', () => null);
-    c.onRequest('client/registerCapability', (p: { registrations?: { method: string }[] }) => {
+    // A void result goes out as `null`, the empty success.
+    c.onRequest(WorkDoneProgressCreateRequest.type, () => undefined);
+    c.onRequest(RegistrationRequest.type, (p) => {
       for (const r of p.registrations ?? []) this.registered.add(r.method);
-      return null;
     });
-    c.onRequest('client/unregisterCapability', () => null);
-    c.onRequest('window/showMessageRequest', () => null);
-    c.onRequest('workspace/workspaceFolders', () => [this.workspaceFolder()]);
-    c.onRequest('workspace/applyEdit', () => ({ applied: false, failureReason: 'tether applies edits itself' }));
+    c.onRequest(UnregistrationRequest.type, () => undefined);
+    c.onRequest(ShowMessageRequest.type, () => null);
+    c.onRequest(WorkspaceFoldersRequest.type, () => [this.workspaceFolder()]);
+    c.onRequest(ApplyWorkspaceEditRequest.type, () => ({ applied: false, failureReason: 'tether applies edits itself' }));
     // Refresh requests (diagnostics, semantic tokens, inlay hints…) and anything else: an empty
     // success. Some servers exit when a request of theirs is answered with an error.
     c.onRequest(() => null);
-    c.onNotification('textDocument/publishDiagnostics', (p: PublishDiagnosticsParams) => {
+    c.onNotification(PublishDiagnosticsNotification.type, (p) => {
       const entry: PublishedDiagnostics = { version: p.version ?? undefined, diagnostics: p.diagnostics, seq: ++this.seq };
       this.diagnostics.set(p.uri, entry);
       this.emit('diagnostics', p.uri, entry);
     });
-    c.onNotification('$/progress', (p: { token: string | number; value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd }) => {
+    // Work-done progress under any token: no token is claimed with onProgress, so all of it lands here.
+    c.onUnhandledProgress((p: { token: string | number; value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd }) => {
       const v = p.value;
       if (!v || typeof v !== 'object') return;
       if (v.kind === 'begin') {
@@ -177,7 +195,7 @@ export class LspClient extends EventEmitter {
 
   async initialize(): Promise<void> {
     const folder = this.workspaceFolder();
-    const result = await this.request<InitializeResult>('initialize', {
+    const result = await this.request(InitializeRequest.type, {
       processId: process.pid,
       clientInfo: { name: 'tether' },
       rootUri: folder.uri,
@@ -187,19 +205,23 @@ export class LspClient extends EventEmitter {
       initializationOptions: this.options.initializationOptions,
     });
     this.capabilities = result.capabilities ?? {};
-    await this.connection.sendNotification('initialized', {});
+    await this.connection.sendNotification(InitializedNotification.type, {});
   }
 
   /** A request that fails at once (instead of hanging) if the server dies. */
-  request<R>(method: string, params: unknown, signal?: AbortSignal): Promise<R> {
+  request<P, R>(type: RequestType<P, R, unknown>, params: P, signal?: AbortSignal): Promise<R> {
+    return this.untilExit(() => this.connection.sendRequest(type, params), signal);
+  }
+
+  private untilExit<R>(send: () => Promise<R>, signal?: AbortSignal): Promise<R> {
     if (this.exit) return Promise.reject(new Error(this.describeExit()));
     return new Promise<R>((resolve, reject) => {
       const onExit = () => reject(new Error(this.describeExit()));
       this.once('exit', onExit);
       const onAbort = () => reject(new Error('cancelled'));
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.connection.sendRequest(method, params).then(
-        (r) => resolve(r as R),
+      send().then(
+        (r) => resolve(r),
         (e: Error) => reject(e),
       ).finally(() => {
         this.off('exit', onExit);
@@ -249,13 +271,13 @@ export class LspClient extends EventEmitter {
     if (!doc) {
       const d = { version: 1, text, languageId };
       this.documents.set(uri, d);
-      await this.connection.sendNotification('textDocument/didOpen', { textDocument: { uri, languageId, version: d.version, text } });
+      await this.connection.sendNotification(DidOpenTextDocumentNotification.type, { textDocument: { uri, languageId, version: d.version, text } });
       return { version: d.version, changed: true };
     }
     if (doc.text === text) return { version: doc.version, changed: false };
     doc.version += 1;
     doc.text = text;
-    await this.connection.sendNotification('textDocument/didChange', { textDocument: { uri, version: doc.version }, contentChanges: [{ text }], ...this.options.didChangeExtras });
+    await this.connection.sendNotification(DidChangeTextDocumentNotification.type, { textDocument: { uri, version: doc.version }, contentChanges: [{ text }], ...this.options.didChangeExtras });
     return { version: doc.version, changed: true };
   }
 
@@ -264,27 +286,27 @@ export class LspClient extends EventEmitter {
     if (!doc || this.exit) return;
     const save = this.capabilities.textDocumentSync;
     const includeText = typeof save === 'object' && typeof save.save === 'object' && save.save.includeText;
-    await this.connection.sendNotification('textDocument/didSave', { textDocument: { uri }, ...(includeText ? { text: doc.text } : {}) });
+    await this.connection.sendNotification(DidSaveTextDocumentNotification.type, { textDocument: { uri }, ...(includeText ? { text: doc.text } : {}) });
   }
 
   /** Whether the server answers textDocument/diagnostic (pull), statically or by registration. */
   get pullsDiagnostics(): boolean {
-    return Boolean(this.capabilities.diagnosticProvider) || this.registered.has('textDocument/diagnostic');
+    return Boolean(this.capabilities.diagnosticProvider) || this.registered.has(DocumentDiagnosticRequest.method);
   }
 
   /** Asks for a document's diagnostics (LSP pull); exact for the version the server has. */
   async pullDiagnostics(uri: string): Promise<Diagnostic[]> {
-    const r = await this.request<{ kind: 'full' | 'unchanged'; items?: Diagnostic[] }>('textDocument/diagnostic', { textDocument: { uri } });
-    return r?.items ?? [];
+    const r = await this.request(DocumentDiagnosticRequest.type, { textDocument: { uri } });
+    return (r && 'items' in r && r.items) || [];
   }
 
   /** Tells the server files changed on disk (config files, files it has not opened, deletions). */
   async filesChanged(changes: { uri: string; deleted: boolean }[]): Promise<void> {
     if (this.exit || changes.length === 0) return;
     for (const c of changes) {
-      if (c.deleted && this.documents.delete(c.uri)) await this.connection.sendNotification('textDocument/didClose', { textDocument: { uri: c.uri } });
+      if (c.deleted && this.documents.delete(c.uri)) await this.connection.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri: c.uri } });
     }
-    await this.connection.sendNotification('workspace/didChangeWatchedFiles', { changes: changes.map((c) => ({ uri: c.uri, type: c.deleted ? 3 : 2 })) });
+    await this.connection.sendNotification(DidChangeWatchedFilesNotification.type, { changes: changes.map((c) => ({ uri: c.uri, type: c.deleted ? FileChangeType.Deleted : FileChangeType.Changed })) });
   }
 
   openDocument(uri: string): { version: number; text: string } | undefined {
@@ -340,8 +362,8 @@ export class LspClient extends EventEmitter {
     if (this.exit) return;
     const exited = new Promise<void>((resolve) => this.once('exit', () => resolve()));
     try {
-      await Promise.race([this.request('shutdown', null), new Promise((r) => setTimeout(r, graceMs))]);
-      await this.connection.sendNotification('exit');
+      await Promise.race([this.untilExit(() => this.connection.sendRequest(ShutdownRequest.type)), new Promise((r) => setTimeout(r, graceMs))]);
+      await this.connection.sendNotification(ExitNotification.type);
     } catch {
       /* already going */
     }

@@ -1,6 +1,6 @@
 import { existsSync, promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import type { ContentItem } from '../../protocol';
+import type { ContentItem } from '../../../../protocol/src/tools';
 import type { WriteObserver } from '../../run';
 import { toUri } from './format';
 import type { DiagnosticsLedger } from './ledger';

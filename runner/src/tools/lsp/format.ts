@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { Diagnostic, DocumentSymbol, Location, LocationLink, SymbolInformation } from 'vscode-languageserver-protocol';
+import type { Diagnostic, DocumentSymbol, Location, LocationLink, SymbolInformation, WorkspaceSymbol } from 'vscode-languageserver-protocol';
 import { splitLines } from './position';
 
 export const toUri = (abs: string) => pathToFileURL(abs).href;
@@ -75,9 +75,11 @@ export class LocationFormatter {
     return `${this.display(abs)}:${d.range.start.line + 1}:${d.range.start.character + 1}: ${severityName(d.severity)}${code} ${d.message.replace(/\s*\n\s*/g, ' ')}${source}`;
   }
 
-  async workspaceSymbols(syms: SymbolInformation[]): Promise<string[]> {
+  async workspaceSymbols(syms: (SymbolInformation | WorkspaceSymbol)[]): Promise<string[]> {
     return syms.map((s) => {
-      const where = `${this.display(fromUri(s.location.uri))}:${s.location.range.start.line + 1}`;
+      // A WorkspaceSymbol may name only its file; its range would come from workspaceSymbol/resolve.
+      const line = 'range' in s.location ? `:${s.location.range.start.line + 1}` : '';
+      const where = `${this.display(fromUri(s.location.uri))}${line}`;
       return `${symbolKindName(s.kind)} ${s.name}${s.containerName ? ` (in ${s.containerName})` : ''} — ${where}`;
     });
   }

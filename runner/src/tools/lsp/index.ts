@@ -1,10 +1,11 @@
+import { ProbeCommand } from '../../../../protocol/src/lsp';
 import type { ToolRegistry } from '../../registry';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import { runLspAction } from './actions';
 import { DiagnosticsOnWrite } from './diagnosticsOnWrite';
 import { DiagnosticsLedger } from './ledger';
-import { lspCommands } from './probe';
+import { probe } from './probe';
 import { renameSymbol } from './rename';
 import { lspRenameSchema, lspSchema, type LspArgs, type LspRenameArgs } from './schemas';
 import { DEFAULT_LSP_SETTINGS, LspSession } from './session';
@@ -31,7 +32,7 @@ export function registerLsp(registry: ToolRegistry, run: RunContext): void {
   const ledger = new DiagnosticsLedger();
   run.observeWrites(new DiagnosticsOnWrite(session, ledger));
   run.onStop(() => session.supervisor.stopAll());
-  run.handleCommands('lsp', lspCommands(session));
+  run.handleCommand(ProbeCommand.type, (params) => probe(session, params));
 
   const lsp: ToolDefinition<LspArgs> = {
     name: 'lsp',

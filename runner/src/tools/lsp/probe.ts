@@ -1,37 +1,29 @@
+import { DefinitionRequest, ReferencesRequest } from 'vscode-languageserver-protocol';
+import type { ProbeParams, ProbeResult } from '../../../../protocol/src/lsp';
 import { ToolError } from '../../tool';
 import { locate } from './actions';
 import type { LspSession } from './session';
-
-export interface ProbeRequest {
-  file: string;
-  line: number;
-  symbol: string;
-  occurrence?: number;
-  method: 'textDocument/definition' | 'textDocument/references';
-  count: number;
-}
 
 /**
  * The `lsp probe` run command: sends one request straight to the file's warm server `count`
  * times and returns each round trip in ms, measured in the runner. It exists so a benchmark can
  * compare a tool call against the bare server in the same run; it is not a tool and no model sees it.
  */
-export async function probe(session: LspSession, req: ProbeRequest): Promise<{ server: string; samplesMs: number[] }> {
+export async function probe(session: LspSession, req: ProbeParams): Promise<ProbeResult> {
+  if (req.method !== DefinitionRequest.method && req.method !== ReferencesRequest.method) throw new ToolError(`probe sends ${DefinitionRequest.method} or ${ReferencesRequest.method}, not ${req.method}`);
   const signal = new AbortController().signal;
   const { synced, position } = await locate(session, req, 'probe');
-  const params = req.method === 'textDocument/references' ? { textDocument: { uri: synced.uri }, position, context: { includeDeclaration: true } } : { textDocument: { uri: synced.uri }, position };
+  const textDocument = { uri: synced.uri };
+  const { client } = synced.handle;
+  const send =
+    req.method === ReferencesRequest.method
+      ? () => client.request(ReferencesRequest.type, { textDocument, position, context: { includeDeclaration: true } }, signal)
+      : () => client.request(DefinitionRequest.type, { textDocument, position }, signal);
   const samplesMs: number[] = [];
   for (let i = 0; i < Math.min(Math.max(1, req.count), 1000); i++) {
     const t0 = process.hrtime.bigint();
-    await synced.handle.client.request(req.method, params, signal);
+    await send();
     samplesMs.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
   return { server: synced.handle.spec.id, samplesMs };
-}
-
-export function lspCommands(session: LspSession) {
-  return async (command: string, payload: unknown): Promise<unknown> => {
-    if (command === 'probe') return probe(session, payload as ProbeRequest);
-    throw new ToolError(`unknown lsp command ${command}`);
-  };
 }

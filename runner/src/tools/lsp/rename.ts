@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
-import type { Range, TextDocumentEdit, TextEdit, WorkspaceEdit } from 'vscode-languageserver-protocol';
+import { PrepareRenameRequest, RenameRequest, type TextDocumentEdit, type TextEdit, type WorkspaceEdit } from 'vscode-languageserver-protocol';
 import { commitChanges, type FileChange } from '../../fileTransaction';
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolContext } from '../../tool';
 import { locate } from './actions';
@@ -63,13 +63,13 @@ export async function renameSymbol(run: RunContext, session: LspSession, args: L
   const provider = handle.client.capabilities.renameProvider;
   if (!provider) throw new ToolError(`${handle.spec.id} does not support rename`);
   if (typeof provider === 'object' && provider.prepareProvider) {
-    const prep = await session.request<Range | { range: Range; placeholder: string } | { defaultBehavior: boolean } | null>(handle, 'textDocument/prepareRename', { textDocument, position }, ctx.signal).catch((err: Error) => {
+    const prep = await session.request(handle, PrepareRenameRequest.type, { textDocument, position }, ctx.signal).catch((err: Error) => {
       throw new ToolError(`cannot rename at ${where}: ${err.message}`);
     });
     if (prep === null) throw new ToolError(`there is no renameable symbol at ${where}`);
   }
   const edit = await session
-    .request<WorkspaceEdit | null>(handle, 'textDocument/rename', { textDocument, position, newName: args.new_name }, ctx.signal)
+    .request(handle, RenameRequest.type, { textDocument, position, newName: args.new_name }, ctx.signal)
     .catch((err: Error) => {
       throw new ToolError(`cannot rename at ${where}: ${err.message}`);
     });

@@ -1,4 +1,5 @@
 import { promises as fs, statSync } from 'node:fs';
+import type { RequestType } from 'vscode-jsonrpc';
 import type { Diagnostic } from 'vscode-languageserver-protocol';
 import { ToolError } from '../../tool';
 import type { Workspace } from '../../workspace';
@@ -109,11 +110,12 @@ export class LspSession {
   }
 
   /** An LSP request with the configured bound and the call's cancellation. */
-  async request<R>(handle: ServerHandle, method: string, params: unknown, signal: AbortSignal): Promise<R> {
+  async request<P, R>(handle: ServerHandle, type: RequestType<P, R, unknown>, params: P, signal: AbortSignal): Promise<R> {
+    const { method } = type;
     let timer: NodeJS.Timeout | undefined;
     try {
       return await Promise.race([
-        handle.client.request<R>(method, params, signal),
+        handle.client.request(type, params, signal),
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`${handle.spec.id} did not answer ${method} within ${this.settings.requestTimeoutMs} ms`)), this.settings.requestTimeoutMs);
         }),

@@ -1,4 +1,4 @@
-import type { Diagnostic } from 'vscode-languageserver-protocol';
+import { ExecuteCommandRequest, type Diagnostic } from 'vscode-languageserver-protocol';
 import type { LspClient } from './client';
 
 interface TsDiagnostic {
@@ -20,7 +20,7 @@ const SEVERITY: Record<TsDiagnostic['category'], 1 | 2 | 3 | 4> = { error: 1, wa
 export async function pullTsserverDiagnostics(client: LspClient, absFile: string): Promise<Diagnostic[]> {
   const out: Diagnostic[] = [];
   for (const command of ['syntacticDiagnosticsSync', 'semanticDiagnosticsSync']) {
-    const r = await client.request<{ body?: TsDiagnostic[] } | null>('workspace/executeCommand', {
+    const r: { body?: TsDiagnostic[] } | null = await client.request(ExecuteCommandRequest.type, {
       command: 'typescript.tsserverRequest',
       arguments: [command, { file: absFile, includeLinePosition: false }],
     });

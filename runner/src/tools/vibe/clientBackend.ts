@@ -1,5 +1,5 @@
 import type { Worker, WorkerBackend } from './roster';
-import type { WatchSnapshot, WorkerEventKind, WorkerEventPayload } from './protocol';
+import type { WatchSnapshot, WorkerEventKind, WorkerEventPayload } from '../../../../protocol/src/workers';
 
 /**
  * Workers the platform runs itself, with its own models: every start, appended brief and kill

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { logger } from '../../log';
 import { CappedTail } from './cappedTail';
 import type { Worker, WorkerBackend } from './roster';
-import type { WorkerStatus } from './protocol';
+import type { WorkerStatus } from '../../../../protocol/src/workers';
 
 export interface CommandSpec {
   command: string[];

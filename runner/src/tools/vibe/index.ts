@@ -2,7 +2,7 @@ import type { ToolRegistry } from '../../registry';
 import type { RunContext } from '../../run';
 import { ClientWorkerBackend } from './clientBackend';
 import { CommandWorkerBackend } from './commandBackend';
-import { VIBE_FAMILY, WORKER_EVENT, type ReportPayload, type ReportReply, type WatchersPayload, type WorkerTier } from './protocol';
+import { ReportCommand, WatchersCommand, WorkerEvent, type ReportPayload, type ReportReply, type WorkerTier } from '../../../../protocol/src/workers';
 import { WorkerRoster, type WorkerBackend } from './roster';
 import { MAX_TOTAL_BRIEF_CHARS } from './schemas';
 import { vibeSettings } from './settings';
@@ -14,7 +14,7 @@ const STATUSES = new Set(['running', 'done', 'failed', 'killed']);
 export function registerVibe(registry: ToolRegistry, run: RunContext): void {
   if (!run.features.vibe) return;
   const settings = vibeSettings(run);
-  const client = new ClientWorkerBackend((payload) => run.emitEvent(WORKER_EVENT, payload));
+  const client = new ClientWorkerBackend((payload) => run.emit(WorkerEvent.type, payload));
   const backends = new Map<WorkerTier, WorkerBackend>();
   const roster: WorkerRoster = new WorkerRoster(
     { maxLiveWorkers: settings.maxLiveWorkers, maxWorkers: settings.maxWorkers, maxBriefChars: MAX_TOTAL_BRIEF_CHARS },
@@ -33,17 +33,11 @@ export function registerVibe(registry: ToolRegistry, run: RunContext): void {
     );
   }
 
-  run.handleCommands(VIBE_FAMILY, async (command, payload) => {
-    switch (command) {
-      case 'watchers':
-        client.setWatchers((payload as WatchersPayload).count);
-        return client.snapshot(roster.list());
-      case 'report':
-        return report(roster, payload as ReportPayload, settings.outputLimitBytes);
-      default:
-        throw new Error(`unknown vibe command ${command}`);
-    }
+  run.handleCommand(WatchersCommand.type, ({ count }) => {
+    client.setWatchers(count);
+    return client.snapshot(roster.list());
   });
+  run.handleCommand(ReportCommand.type, (payload) => report(roster, payload, settings.outputLimitBytes));
   run.onStop(() => roster.stopAll());
   for (const tool of vibeTools(roster, settings.waitDefaultSeconds)) registry.register(tool);
 }

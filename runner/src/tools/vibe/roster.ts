@@ -1,5 +1,5 @@
 import { ToolError } from '../../tool';
-import type { WorkerStatus, WorkerTier } from './protocol';
+import type { WorkerStatus, WorkerTier } from '../../../../protocol/src/workers';
 
 export type BackendKind = 'command' | 'client';
 

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { StringEnum } from '../stringEnum';
-import type { WorkerTier } from './protocol';
+import type { WorkerTier } from '../../../../protocol/src/workers';
 
 export const MAX_BRIEF_CHARS = 64 * 1024;
 /** A brief grows with every vibe_send; past this, a fresh worker is the better tool. */

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import Ajv from 'ajv';
 import type { RunContext } from '../../run';
-import type { WorkerTier } from './protocol';
+import type { WorkerTier } from '../../../../protocol/src/workers';
 
 const clientTier = Type.Object(
   { backend: Type.Literal('client') },

@@ -1,5 +1,5 @@
 import { ok, type ToolDefinition } from '../../tool';
-import type { ToolResult } from '../../protocol';
+import type { ToolResult } from '../../../../protocol/src/tools';
 import type { Worker, WorkerRoster, WorkerView } from './roster';
 import { killSchema, listSchema, sendSchema, spawnSchema, waitSchema, type KillArgs, type SendArgs, type SpawnArgs, type WaitArgs } from './schemas';
 

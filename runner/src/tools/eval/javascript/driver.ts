@@ -12,7 +12,7 @@ import { Console } from 'node:console';
 import { Writable } from 'node:stream';
 import { createRequire } from 'node:module';
 import { JsonLineDecoder, KERNEL_IN_FD, KERNEL_OUT_FD, type KernelCommand, type KernelLimits, type KernelMessage } from '../wire';
-import type { ContentItem, ToolResult } from '../../../protocol';
+import type { ContentItem, ToolResult } from '../../../../../protocol/src/tools';
 import { CellSyntaxError, prepareCell } from './cellSource';
 
 const limits = JSON.parse(process.argv[2] ?? '{}') as KernelLimits;

@@ -3,10 +3,9 @@
  * `client`-backed workers (runner → gateway, relayed on WatchWorkers) and the commands the
  * gateway sends back (watchers connected, ReportWorker).
  */
+import { FamilyCommand, RunEventType } from './run';
 
 export const VIBE_FAMILY = 'vibe';
-/** The run event kind that carries a WorkerEventPayload. */
-export const WORKER_EVENT = 'vibe.worker';
 
 export type WorkerTier = 'fast' | 'good';
 export type WorkerStatus = 'running' | 'done' | 'failed' | 'killed';
@@ -25,6 +24,11 @@ export interface WorkerEventPayload {
   message?: string;
 }
 
+/** runner → gateway: a client worker started, got a message or was killed. */
+export namespace WorkerEvent {
+  export const type = new RunEventType<WorkerEventPayload>('vibe.worker');
+}
+
 /** Command `watchers`: how many platform streams watch this run now. */
 export interface WatchersPayload {
   count: number;
@@ -36,6 +40,11 @@ export interface WatchSnapshot {
   events: WorkerEventPayload[];
 }
 
+/** gateway → runner: the number of watchers changed; answers with the snapshot a new one starts from. */
+export namespace WatchersCommand {
+  export const type = new FamilyCommand<WatchersPayload, WatchSnapshot>(VIBE_FAMILY, 'watchers');
+}
+
 /** Command `report`: ReportWorker as the runner receives it. */
 export interface ReportPayload {
   workerId: string;
@@ -44,3 +53,8 @@ export interface ReportPayload {
 }
 
 export type ReportReply = { ok: true } | { ok: false; code: 'not_found' | 'not_client' | 'settled' | 'invalid'; message: string };
+
+/** gateway → runner: ReportWorker, progress or the result that settles a client worker's round. */
+export namespace ReportCommand {
+  export const type = new FamilyCommand<ReportPayload, ReportReply>(VIBE_FAMILY, 'report');
+}

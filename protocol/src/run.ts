@@ -1,0 +1,81 @@
+/**
+ * The life of a run's runner as the gateway drives it: initialize, family commands, run-level
+ * events and shutdown.
+ */
+import { NotificationType, RequestType, RequestType0 } from 'vscode-jsonrpc';
+import type { ToolDescriptor } from './tools';
+
+export interface RunFeatures {
+  lsp: boolean;
+  ast: boolean;
+  debug: boolean;
+  eval: boolean;
+  questions: { enabled: boolean; targetSpace: string };
+  vibe: boolean;
+}
+
+export interface InitializeParams {
+  runId: string;
+  conversationId: string;
+  /** Absolute path of the workspace as the runner sees it. */
+  workspace: string;
+  features: RunFeatures;
+  /** Per tool family settings from the server config, keyed by family name. */
+  settings: Record<string, unknown>;
+}
+
+export interface InitializeResult {
+  version: string;
+  tools: ToolDescriptor[];
+}
+
+/** gateway → runner: sets the run up and lists its tools; again after a gateway restart. */
+export namespace InitializeRequest {
+  export const type = new RequestType<InitializeParams, InitializeResult, void>('runner/initialize');
+}
+
+/** gateway → runner: orderly stop of every resource; the runner exits after answering. */
+export namespace ShutdownRequest {
+  export const type = new RequestType0<Record<string, never>, void>('runner/shutdown');
+}
+
+export interface CommandParams {
+  family: string;
+  command: string;
+  payload: unknown;
+}
+
+/** gateway → runner: a family-specific command outside a tool call (see FamilyCommand). */
+export namespace CommandRequest {
+  export const type = new RequestType<CommandParams, unknown, void>('runner/command');
+}
+
+/** A runner-side event the gateway relays outside of any one call (e.g. worker roster). */
+export interface RunEventParams {
+  kind: string;
+  payload: unknown;
+}
+
+/** runner → gateway: a run-level event (see RunEventType). */
+export namespace RunEventNotification {
+  export const type = new NotificationType<RunEventParams>('run/event');
+}
+
+/**
+ * One command of one tool family, carried by CommandRequest: its names and its payload and
+ * reply types, declared once for both sides as a RequestType is for a method.
+ */
+export class FamilyCommand<P, R> {
+  /** Never set: it carries the payload and reply types. */
+  declare readonly _: [P, R] | undefined;
+
+  constructor(readonly family: string, readonly command: string) {}
+}
+
+/** One kind of run event, carried by RunEventNotification, with its payload type. */
+export class RunEventType<P> {
+  /** Never set: it carries the payload type. */
+  declare readonly _: P | undefined;
+
+  constructor(readonly kind: string) {}
+}

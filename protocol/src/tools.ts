@@ -1,0 +1,55 @@
+/**
+ * Tools and their results as the gateway and the runner exchange them, and the request that
+ * calls one. The gateway validates untrusted input before anything crosses this boundary, so
+ * the runner trusts what it receives here.
+ */
+import { RequestType } from 'vscode-jsonrpc';
+
+export type Tier = 'read' | 'write' | 'exec';
+
+export const TIER_ORDER: Record<Tier, number> = { read: 1, write: 2, exec: 3 };
+
+/** A JSON Schema object as handed to models. */
+export type JsonSchema = Record<string, unknown>;
+
+export interface ToolDescriptor {
+  name: string;
+  description: string;
+  tier: Tier;
+  inputSchema: JsonSchema;
+  parallelSafe: boolean;
+}
+
+export type ContentItem =
+  | { type: 'text'; text: string }
+  /** data is base64. */
+  | { type: 'image'; mime: string; data: string }
+  | { type: 'table'; columns: string[]; rows: string[][]; omittedRows?: number }
+  | { type: 'json'; json: unknown };
+
+export interface ToolResult {
+  content: ContentItem[];
+  isError?: boolean;
+  structured?: unknown;
+}
+
+/** Who made the call; bridged calls inherit it from the call that made them. */
+export interface CallerSurface {
+  /** The highest tier this surface may see. */
+  maxTier: Tier;
+}
+
+export interface CallToolParams {
+  callId: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  surface: CallerSurface;
+}
+
+/**
+ * gateway → runner: runs one tool. Cancelling the request (JSON-RPC `$/cancelRequest`, sent
+ * by vscode-jsonrpc for a cancelled token) aborts the tool's signal in the runner.
+ */
+export namespace CallToolRequest {
+  export const type = new RequestType<CallToolParams, ToolResult, void>('tools/call');
+}

@@ -55,7 +55,7 @@ const Ctor = grpc.makeGenericClientConstructor(grpcDefinition(Gateway), 'Gateway
 
 /** A small typed client for tether's gRPC contract; the CLI, the tests and the benches use it. */
 export class TetherClient {
-  readonly raw: grpc.Client & Record<string, any>;
+  readonly raw: InstanceType<typeof Ctor>;
   private readonly meta: grpc.Metadata;
 
   constructor(address: string, token: string, options: grpc.ClientOptions = {}) {
@@ -63,7 +63,7 @@ export class TetherClient {
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
       'grpc.max_send_message_length': 64 * 1024 * 1024,
       ...options,
-    }) as any;
+    });
     this.meta = new grpc.Metadata();
     this.meta.set('authorization', `Bearer ${token}`);
   }

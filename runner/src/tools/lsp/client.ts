@@ -12,6 +12,8 @@ import type {
   WorkDoneProgressEnd,
   WorkDoneProgressReport,
 } from 'vscode-languageserver-protocol';
+import { withTimeout } from '../../util/timeout';
+import { TextTail } from '../../util/cappedTail';
 
 export interface ServerExit {
   at: Date;
@@ -85,7 +87,7 @@ export class LspClient extends EventEmitter {
   readonly startedAt = new Date();
   capabilities: ServerCapabilities = {};
   exit?: ServerExit;
-  private stderrTail = '';
+  private readonly stderrTail = new TextTail(2000);
   private readonly documents = new Map<string, OpenDocument>();
   private readonly diagnostics = new Map<string, PublishedDiagnostics>();
   private readonly progress = new Map<string | number, string>();
@@ -97,7 +99,7 @@ export class LspClient extends EventEmitter {
     super();
     this.process = spawn(options.command, options.args, { cwd: options.root, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
     this.process.stderr!.on('data', (d: Buffer) => {
-      this.stderrTail = (this.stderrTail + d.toString('utf8')).slice(-2000);
+      this.stderrTail.push(d.toString('utf8'));
     });
     // Writing to a dead server raises EPIPE on stdin; the exit handler reports the crash.
     this.process.stdin!.on('error', () => undefined);
@@ -132,7 +134,7 @@ export class LspClient extends EventEmitter {
 
   private markExited(code: number | null, signal: NodeJS.Signals | null, extra = ''): void {
     if (this.exit) return;
-    this.exit = { at: new Date(), code, signal, stderrTail: (this.stderrTail + extra).trim() };
+    this.exit = { at: new Date(), code, signal, stderrTail: (this.stderrTail.text() + extra).trim() };
     this.connection.dispose();
     this.emit('exit', this.exit);
   }
@@ -340,7 +342,7 @@ export class LspClient extends EventEmitter {
     if (this.exit) return;
     const exited = new Promise<void>((resolve) => this.once('exit', () => resolve()));
     try {
-      await Promise.race([this.request('shutdown', null), new Promise((r) => setTimeout(r, graceMs))]);
+      await withTimeout(this.request('shutdown', null), graceMs, () => undefined);
       await this.connection.sendNotification('exit');
     } catch {
       /* already going */

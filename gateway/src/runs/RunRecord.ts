@@ -56,10 +56,6 @@ export class RunRecord {
     readonly createdAt: Date,
   ) {}
 
-  get phase(): Readonly<RunPhase> {
-    return this.current;
-  }
-
   get state(): RunState {
     return this.current.state;
   }

@@ -1,6 +1,5 @@
 import type { Tier, ToolResult } from '../../../protocol/src/tools';
-import type { RunRecord } from '../runs/RunManager';
-import type { RunnerClient } from '../runs/RunnerClient';
+import type { ReadyRun } from '../runs/RunManager';
 import { visible } from '../surfaces';
 import { checkApproval } from './ApprovalGate';
 import type { CallStream } from './CallStream';
@@ -28,7 +27,7 @@ const MAX_BRIDGE_DEPTH = 4;
  * an eval cell alike: visibility by tier, schema validation, approval, then the runner.
  */
 export class ToolInvoker {
-  async invoke(run: RunRecord & { runner: RunnerClient }, tool: string, args: Record<string, unknown>, caller: Caller, depth = 0): Promise<ToolResult> {
+  async invoke(run: ReadyRun, tool: string, args: Record<string, unknown>, caller: Caller, depth = 0): Promise<ToolResult> {
     const desc = run.tool(tool);
     if (!desc || !visible(desc.tier, caller.cap)) throw new ToolAbsentError(tool);
     const problems = run.validator.check(tool, args);
@@ -55,7 +54,7 @@ export class ToolInvoker {
   }
 
   /** A tool() call from inside a running tool: re-enters the registry as the same caller. */
-  private async bridge(run: RunRecord & { runner: RunnerClient }, tool: string, args: unknown, caller: Caller, depth: number): Promise<ToolResult> {
+  private async bridge(run: ReadyRun, tool: string, args: unknown, caller: Caller, depth: number): Promise<ToolResult> {
     if (depth > MAX_BRIDGE_DEPTH) return errorResult(`bridged calls nest deeper than ${MAX_BRIDGE_DEPTH}; refusing ${tool}`);
     if (typeof tool !== 'string' || tool.length === 0) return errorResult('tool() needs a tool name');
     const objectArgs = args === undefined || args === null ? {} : args;

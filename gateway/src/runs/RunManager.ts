@@ -1,53 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import type { GatewayConfig, ResourceLimits } from '../config';
+import type { GatewayConfig } from '../config';
 import { invalid, notFound, GatewayError } from '../errors';
 import { status } from '@grpc/grpc-js';
 import { logger } from '../log';
-import type { RunFeatures } from '../../../protocol/src/run';
-import type { ToolDescriptor } from '../../../protocol/src/tools';
 import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider';
-import { ArgumentValidator } from '../validation';
 import { RunnerClient } from './RunnerClient';
+import { RunRecord, type ReadyRun, type RunSpec } from './RunRecord';
 
-export type RunState = 'STARTING' | 'READY' | 'FAILED' | 'STOPPED';
-export type ApprovalPolicy = 'AUTO' | 'PROMPT' | 'DENY';
-
-export interface RunSpec {
-  conversationId: string;
-  workspace: string;
-  features: RunFeatures;
-  approvals: { write: ApprovalPolicy; exec: ApprovalPolicy };
-  labels: Record<string, string>;
-  limits: ResourceLimits;
-}
-
-/** One run as the gateway knows it. Everything that matters survives in the sandbox's labels. */
-export class RunRecord {
-  state: RunState = 'STARTING';
-  error = '';
-  sandbox?: Sandbox;
-  runner?: RunnerClient;
-  tools: ToolDescriptor[] = [];
-  validator = new ArgumentValidator([]);
-
-  constructor(
-    readonly runId: string,
-    readonly tenant: string,
-    readonly spec: RunSpec,
-    readonly createdAt: Date,
-  ) {}
-
-  setTools(tools: ToolDescriptor[]): void {
-    this.tools = tools;
-    this.validator = new ArgumentValidator(tools);
-  }
-
-  tool(name: string): ToolDescriptor | undefined {
-    return this.tools.find((t) => t.name === name);
-  }
-}
+export type { ApprovalPolicy, ReadyRun, RunPhase, RunSpec, RunState } from './RunRecord';
+export { RunRecord } from './RunRecord';
 
 const VERSION = '0.1.0';
 const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
@@ -106,7 +69,7 @@ export class RunManager {
 
   async create(tenant: string, requested: RunSpec): Promise<RunRecord> {
     const spec = this.normalize(requested);
-    const live = [...this.runs.values()].filter((r) => r.tenant === tenant && (r.state === 'READY' || r.state === 'STARTING'));
+    const live = [...this.runs.values()].filter((r) => r.tenant === tenant && r.live);
     if (live.length >= this.config.runs.maxPerTenant) {
       throw new GatewayError(status.RESOURCE_EXHAUSTED, `tenant has ${live.length} live runs, the maximum is ${this.config.runs.maxPerTenant}; delete one first`);
     }
@@ -143,53 +106,38 @@ export class RunManager {
 
   /** Talks to a sandbox's runner until it answers `initialize`, then watches it. */
   private async connect(run: RunRecord, sandbox: Sandbox): Promise<void> {
-    run.sandbox = sandbox;
     const runner = new RunnerClient(sandbox);
-    run.runner = runner;
+    run.attach(sandbox, runner);
     // The connection often notices a dead runner before the sandbox's exit is reported: the
     // run is FAILED from that moment, and the exit's reason (OOM, signal) replaces the
     // provisional one when it arrives.
-    let provisional = false;
-    runner.onGone((err) => {
-      if (run.state !== 'READY' && run.state !== 'STARTING') return;
-      this.markFailed(run, `the runner stopped answering: ${err.message}`);
-      provisional = true;
-    });
+    runner.onGone((err) => this.markFailed(run, `the runner stopped answering: ${err.message}`, true));
     void sandbox.exited.then((exit) => {
       const reason = exit.oomKilled ? 'the run ran out of memory and its sandbox was killed (OOM)' : `the run's sandbox ended: ${exit.reason}`;
-      if (run.state === 'FAILED' && provisional) {
-        run.error = reason;
-        provisional = false;
-      } else if (run.state !== 'STOPPED') this.markFailed(run, reason);
+      this.failed(run, reason, run.sandboxExited(reason));
     });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`runner did not answer within ${this.config.runs.startTimeoutSeconds}s`)), this.config.runs.startTimeoutSeconds * 1000);
-    });
-    try {
-      const init = await Promise.race([
-        runner.initialize({
-          runId: run.runId,
-          conversationId: run.spec.conversationId,
-          workspace: sandbox.workspacePath,
-          features: run.spec.features,
-          settings: this.config.runner,
-        }),
-        timeout,
-      ]);
-      run.setTools(init.tools);
-      if (run.state === 'STARTING') run.state = 'READY';
-    } finally {
-      clearTimeout(timer);
-    }
+    const init = await runner.initialize(
+      {
+        runId: run.runId,
+        conversationId: run.spec.conversationId,
+        workspace: sandbox.workspacePath,
+        features: run.spec.features,
+        settings: this.config.runner,
+      },
+      this.config.runs.startTimeoutSeconds * 1000,
+    );
+    run.becomeReady(init.tools);
   }
 
-  private markFailed(run: RunRecord, reason: string): void {
-    if (run.state === 'FAILED' || run.state === 'STOPPED') return;
-    run.state = 'FAILED';
-    run.error = reason;
+  private markFailed(run: RunRecord, reason: string, provisional = false): void {
+    this.failed(run, reason, run.fail(reason, provisional));
+  }
+
+  /** What follows a transition to FAILED: the log line, and the runner let go. */
+  private failed(run: RunRecord, reason: string, left: { runner?: RunnerClient } | undefined): void {
+    if (!left) return;
     logger.warn({ runId: run.runId, tenant: run.tenant, reason }, 'run failed');
-    run.runner?.dispose();
+    left.runner?.dispose();
   }
 
   /** Another tenant's run is indistinguishable from one that does not exist. */
@@ -204,31 +152,33 @@ export class RunManager {
   }
 
   /** The run, only if it can take a tool call now. */
-  ready(tenant: string, runId: string): RunRecord & { runner: RunnerClient } {
+  ready(tenant: string, runId: string): ReadyRun {
     const run = this.get(tenant, runId);
     if (run.state === 'FAILED') throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} has failed: ${run.error}`);
-    if (run.state !== 'READY' || !run.runner) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} is ${run.state.toLowerCase()}`);
-    if (run.runner.failure) throw new GatewayError(status.UNAVAILABLE, `run ${runId} is unavailable: ${run.runner.failure.message}`);
-    return run as RunRecord & { runner: RunnerClient };
+    const ready = run.ready();
+    if (!ready) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} is ${run.state.toLowerCase()}`);
+    if (ready.runner.failure) throw new GatewayError(status.UNAVAILABLE, `run ${runId} is unavailable: ${ready.runner.failure.message}`);
+    return ready;
   }
 
   async delete(tenant: string, runId: string): Promise<void> {
     const run = this.get(tenant, runId);
-    await this.stopRun(run, 'deleted');
+    await this.stopRun(run, '');
     this.runs.delete(runId);
   }
 
+  /** Stops a run for `why` (empty for a plain delete) and removes (or only stops) its sandbox. */
   private async stopRun(run: RunRecord, why: string, remove = true): Promise<void> {
-    const wasLive = run.state === 'READY' || run.state === 'STARTING';
-    run.state = 'STOPPED';
-    if (!run.error) run.error = why === 'deleted' ? '' : why;
-    if (wasLive) await run.runner?.shutdown(1500);
-    run.runner?.dispose();
+    const left = run.stop(why);
+    if (left.state === 'STARTING' || left.state === 'READY') {
+      await left.runner?.shutdown(1500);
+      left.runner?.dispose();
+    }
     if (run.sandbox) {
       if (remove) await this.provider.remove(run.sandbox.id).catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
       else await this.provider.stop(run.sandbox.id).catch(() => undefined);
     }
-    logger.info({ runId: run.runId, why }, 'run stopped');
+    logger.info({ runId: run.runId, why: why || 'deleted' }, 'run stopped');
   }
 
   /** Finds runs that outlived a gateway restart, re-attaches live ones and removes orphans. */
@@ -280,10 +230,11 @@ export class RunManager {
   async sweep(now = Date.now()): Promise<void> {
     const { idleTimeoutSeconds, maxLifetimeSeconds } = this.config.runs;
     for (const run of this.runs.values()) {
-      if (run.state !== 'READY' || !run.runner) continue;
+      const ready = run.ready();
+      if (!ready) continue;
       if (maxLifetimeSeconds > 0 && now - run.createdAt.getTime() > maxLifetimeSeconds * 1000) {
         await this.stopRun(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
-      } else if (idleTimeoutSeconds > 0 && !run.runner.busy && now - run.runner.lastActivity > idleTimeoutSeconds * 1000) {
+      } else if (idleTimeoutSeconds > 0 && !ready.runner.busy && now - ready.runner.lastActivity > idleTimeoutSeconds * 1000) {
         await this.stopRun(run, `stopped: idle for more than ${idleTimeoutSeconds}s`);
       }
     }

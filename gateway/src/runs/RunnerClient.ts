@@ -88,8 +88,9 @@ export class RunnerClient {
     });
   }
 
-  async initialize(params: InitializeParams): Promise<InitializeResult> {
-    return this.request(this.connection.sendRequest(InitializeRequest.type, params));
+  /** The runner's tools, once it has started; gives up after `timeoutMs`. */
+  async initialize(params: InitializeParams, timeoutMs: number): Promise<InitializeResult> {
+    return this.request(this.connection.sendRequest(InitializeRequest.type, params), timeoutMs);
   }
 
   async command<P, R>(type: FamilyCommand<P, R>, payload: P): Promise<R> {
@@ -97,13 +98,19 @@ export class RunnerClient {
     return this.request(this.connection.sendRequest(CommandRequest.type, { family: type.family, command: type.command, payload })) as Promise<R>;
   }
 
-  private request<T>(p: Promise<T>): Promise<T> {
+  /** A pending request that ends with the runner, or after `timeoutMs` when given. */
+  private request<T>(p: Promise<T>, timeoutMs?: number): Promise<T> {
     if (this.gone) return Promise.reject(this.gone);
     this.lastActivity = Date.now();
     return new Promise<T>((resolve, reject) => {
       const id = randomUUID();
+      // A held timer: a gateway shutting down waits out the runner's grace.
+      const timer = timeoutMs === undefined ? undefined : setTimeout(() => reject(new Error(`runner did not answer within ${timeoutMs / 1000}s`)), timeoutMs);
       this.calls.set(id, { hooks: noHooks, reject });
-      p.then(resolve, reject).finally(() => this.calls.delete(id));
+      p.then(resolve, reject).finally(() => {
+        this.calls.delete(id);
+        clearTimeout(timer);
+      });
     });
   }
 
@@ -134,7 +141,7 @@ export class RunnerClient {
 
   async shutdown(timeoutMs = 3000): Promise<void> {
     if (this.gone) return;
-    await Promise.race([this.connection.sendRequest(ShutdownRequest.type).catch(() => undefined), new Promise((r) => setTimeout(r, timeoutMs))]);
+    await this.request(this.connection.sendRequest(ShutdownRequest.type), timeoutMs).catch(() => undefined);
   }
 
   /** Lets go of the runner on purpose: pending calls end, but nobody is told it failed. */

@@ -1,5 +1,5 @@
 import { create } from '@bufbuild/protobuf';
-import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream } from '@grpc/grpc-js';
+import { Metadata, status, type ServerWritableStream } from '@grpc/grpc-js';
 import {
   ReportWorkerResponseSchema,
   WorkerEventKind,
@@ -11,13 +11,10 @@ import {
   type WorkerEvent,
 } from '../../../gen/tether/v1/gateway_pb';
 import { ReportCommand, type ReportReply, type WorkerEventPayload, type WorkerStatus as RunnerWorkerStatus } from '../../../protocol/src/workers';
-import type { TokenAuthenticator } from '../auth';
 import { GatewayError, invalid, notFound } from '../errors';
-import type { RunManager, RunRecord } from '../runs/RunManager';
-import type { RunnerClient } from '../runs/RunnerClient';
+import type { Edge } from '../grpc/edge';
+import type { ReadyRun, RunManager } from '../runs/RunManager';
 import { WorkerWatch } from './WorkerWatch';
-
-type StatusError = { code: status; details: string };
 
 const KIND: Record<WorkerEventPayload['kind'], WorkerEventKind> = { START: WorkerEventKind.START, SEND: WorkerEventKind.SEND, KILL: WorkerEventKind.KILL };
 
@@ -39,7 +36,7 @@ function toProto(e: WorkerEventPayload): WorkerEvent {
   return create(WorkerEventSchema, { kind: KIND[e.kind], workerId: e.workerId, label: e.label, tier: e.tier, brief: e.brief, message: e.message ?? '' });
 }
 
-function vibeRun(runs: RunManager, tenant: string, runId: string): RunRecord & { runner: RunnerClient } {
+function vibeRun(runs: RunManager, tenant: string, runId: string): ReadyRun {
   const run = runs.ready(tenant, runId);
   if (!run.spec.features.vibe) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} was created without vibe mode; it has no workers`);
   return run;
@@ -49,11 +46,11 @@ function vibeRun(runs: RunManager, tenant: string, runId: string): RunRecord & {
  * WatchWorkers and ReportWorker: how a platform runs `client`-backed vibe workers. Both are
  * tenant-checked like every RPC: another tenant's run does not exist for the caller.
  */
-export function workerHandlers(runs: RunManager, auth: TokenAuthenticator, toStatus: (err: unknown) => StatusError) {
+export function workerHandlers(runs: RunManager, edge: Edge) {
   const watch = new WorkerWatch();
 
   return {
-    watchWorkers: (call: ServerWritableStream<WatchWorkersRequest, WorkerEvent>) => {
+    watchWorkers: edge.serverStream(async (call: ServerWritableStream<WatchWorkersRequest, WorkerEvent>, tenant) => {
       let unsubscribe: (() => void) | undefined;
       let ended = false;
       const end = () => {
@@ -62,44 +59,27 @@ export function workerHandlers(runs: RunManager, auth: TokenAuthenticator, toSta
         unsubscribe?.();
         if (!call.cancelled && !call.writableEnded) call.end();
       };
-      const fail = (err: unknown) => {
-        if (ended) return;
-        ended = true;
-        unsubscribe?.();
-        const s = toStatus(err);
-        call.emit('error', Object.assign(new Error(s.details), s));
-      };
       call.on('cancelled', end);
-      void (async () => {
-        const tenant = auth.authenticate(call.metadata);
-        const run = vibeRun(runs, tenant, call.request.runId);
-        const unsub = await watch.of(run.runner).add((e) => {
-          if (!ended) call.write(toProto(e));
-        });
-        if (ended) return unsub();
-        unsubscribe = unsub;
-        // Headers mark the moment the watch is live: client workers can be spawned from now on.
-        call.sendMetadata(new Metadata());
-        // The stream ends with the run.
-        void run.sandbox?.exited.then(end);
-      })().catch(fail);
-    },
+      const run = vibeRun(runs, tenant, call.request.runId);
+      const unsub = await watch.of(run.runner).add((e) => {
+        if (!ended) call.write(toProto(e));
+      });
+      if (ended) return unsub();
+      unsubscribe = unsub;
+      // Headers mark the moment the watch is live: client workers can be spawned from now on.
+      call.sendMetadata(new Metadata());
+      // The stream ends with the run.
+      void run.sandbox.exited.then(end);
+    }),
 
-    reportWorker: (call: ServerUnaryCall<ReportWorkerRequest, ReportWorkerResponse>, cb: sendUnaryData<ReportWorkerResponse>) => {
-      void (async () => {
-        const tenant = auth.authenticate(call.metadata);
-        const req = call.request;
-        const run = vibeRun(runs, tenant, req.runId);
-        if (!req.workerId) throw invalid('ReportWorker needs a worker_id');
-        const st = STATUS[req.status];
-        if (!st) throw invalid('ReportWorker needs a status: RUNNING (progress), DONE, FAILED or KILLED');
-        const reply = await run.runner.command(ReportCommand.type, { workerId: req.workerId, status: st, text: req.text });
-        if (!reply.ok) throw reply.code === 'not_found' ? notFound(reply.message) : new GatewayError(REPLY_CODE[reply.code], reply.message);
-        return create(ReportWorkerResponseSchema, {});
-      })().then(
-        (res) => cb(null, res),
-        (err) => cb(toStatus(err) as any),
-      );
-    },
+    reportWorker: edge.unary(async (req: ReportWorkerRequest, tenant): Promise<ReportWorkerResponse> => {
+      const run = vibeRun(runs, tenant, req.runId);
+      if (!req.workerId) throw invalid('ReportWorker needs a worker_id');
+      const st = STATUS[req.status];
+      if (!st) throw invalid('ReportWorker needs a status: RUNNING (progress), DONE, FAILED or KILLED');
+      const reply = await run.runner.command(ReportCommand.type, { workerId: req.workerId, status: st, text: req.text });
+      if (!reply.ok) throw reply.code === 'not_found' ? notFound(reply.message) : new GatewayError(REPLY_CODE[reply.code], reply.message);
+      return create(ReportWorkerResponseSchema, {});
+    }),
   };
 }

@@ -4,7 +4,7 @@ import { chmodSync, copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import Ajv from 'ajv';
 import { OutputBuffer } from '../../../runner/src/tools/debug/outputBuffer';
-import { findMarkerUp, findMarkersDown } from '../../../runner/src/tools/debug/rootMarkers';
+import { findMarkerUp, findMarkersDown } from '../../../runner/src/util/rootMarkers';
 import { ADAPTERS, adaptersForProgram } from '../../../runner/src/tools/debug/adapters';
 import { adapterForFile, whyUnavailable } from '../../../runner/src/tools/debug/availability';
 import { debugSchema } from '../../../runner/src/tools/debug/schemas';

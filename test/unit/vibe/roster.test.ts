@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { WorkerRoster, type Worker, type WorkerBackend } from '../../../runner/src/tools/vibe/roster';
 import { ClientWorkerBackend } from '../../../runner/src/tools/vibe/clientBackend';
 import type { WorkerEventPayload } from '../../../protocol/src/workers';
-import { CappedTail } from '../../../runner/src/tools/vibe/cappedTail';
+import { WorkerOutput } from '../../../runner/src/tools/vibe/workerOutput';
 
 /** A backend that records what the roster asked of it. */
 class RecordingBackend implements WorkerBackend {
@@ -109,7 +109,7 @@ test('the client backend numbers its events, and a snapshot holds only running c
 });
 
 test('the output tail keeps the end and says how much was left out', () => {
-  const t = new CappedTail(10);
+  const t = new WorkerOutput(10);
   t.push(Buffer.from('0123456789'));
   t.push(Buffer.from('abcdef\nlast line\n'));
   assert.equal(t.text(), '[the first 17 bytes of output were left out]\nlast line\n');

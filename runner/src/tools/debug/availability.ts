@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { ADAPTER_IDS, ADAPTERS, type AdapterCommand, type AdapterId, type AdapterSpec } from './adapters';
-import { findMarkerUp, findMarkersDown, type MarkerHit } from './rootMarkers';
+import { findMarkerUp, findMarkersDown, type MarkerHit } from '../../util/rootMarkers';
 
 /** One adapter row, decided now: root marker AND binary. */
 export interface Availability {

@@ -7,6 +7,8 @@ import type { OutputBuffer } from './outputBuffer';
 import { ReverseRequests } from './reverseRequests';
 import { connectDirect, startAdapter, type AdapterConnection } from './transport';
 import { MAX_FRAMES, MAX_VALUE_CHARS, MAX_VARIABLES } from './schemas';
+import { untilAborted } from '../../util/timeout';
+import { TextTail } from '../../util/cappedTail';
 
 /** Where a stopped thread is. `file` is absolute as the adapter reported it. */
 export interface StopLocation {
@@ -108,7 +110,7 @@ export class DebugSession {
   private readonly frames = new Map<number, number>();
   private readonly references = new Map<number, number>();
   private readonly waiters = new Set<(o: Outcome) => void>();
-  private consoleTail = '';
+  private readonly consoleTail = new TextTail(4096);
   private readonly reverse: ReverseRequests;
   private conn!: AdapterConnection;
 
@@ -163,7 +165,7 @@ export class DebugSession {
 
   /** A failed start often explains itself only in its output (dlv's build errors): add it. */
   private withDetails(err: Error): Error {
-    const details = [this.opts.output.tail(1500), this.consoleTail.trim().slice(-1000)].filter(Boolean).join('\n');
+    const details = [this.opts.output.tail(1500), this.consoleTail.text().trim().slice(-1000)].filter(Boolean).join('\n');
     return details ? new ToolError(`${err.message}\n--- output ---\n${details}`) : err;
   }
 
@@ -194,7 +196,7 @@ export class DebugSession {
       case 'output': {
         const body = (e as DebugProtocol.OutputEvent).body;
         if (body.category === 'stdout' || body.category === 'stderr') this.opts.output.push(body.category, body.output);
-        else if (body.category !== 'telemetry') this.consoleTail = (this.consoleTail + body.output).slice(-4096);
+        else if (body.category !== 'telemetry') this.consoleTail.push(body.output ?? '');
         return;
       }
       case 'breakpoint': {
@@ -317,17 +319,8 @@ export class DebugSession {
   /** Waits for the outcome, then describes a stop (top frame and its source line). */
   private async settle(wait: { promise: Promise<Outcome>; cancel(): void }, boundMs: number, signal: AbortSignal): Promise<Outcome> {
     const t0 = Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
-    const bound = new Promise<Outcome>((resolve) => {
-      timer = setTimeout(() => resolve({ kind: 'running', waitedMs: Date.now() - t0 }), boundMs);
-      onAbort = () => resolve({ kind: 'running', waitedMs: Date.now() - t0 });
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    });
-    const outcome = await Promise.race([wait.promise, bound]);
-    clearTimeout(timer);
-    if (onAbort) signal.removeEventListener('abort', onAbort);
+    const stillRunning = (): Outcome => ({ kind: 'running', waitedMs: Date.now() - t0 });
+    const outcome = await untilAborted(wait.promise, AbortSignal.any([signal, AbortSignal.timeout(boundMs)]), stillRunning);
     wait.cancel();
     if (outcome.kind === 'stopped') await this.locate(outcome.stop);
     return outcome;
@@ -529,7 +522,7 @@ export class DebugSession {
 
   /** Output the adapter printed about the program's end ("exited with status 3"), when no `exited` event said it. */
   private exitCodeFromConsole(): number | undefined {
-    const m = /exited with status\s*=?\s*(-?\d+)/i.exec(this.consoleTail);
+    const m = /exited with status\s*=?\s*(-?\d+)/i.exec(this.consoleTail.text());
     return m ? Number(m[1]) : undefined;
   }
 

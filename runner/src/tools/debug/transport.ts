@@ -3,6 +3,7 @@ import * as net from 'node:net';
 import { DapClient, type ReverseRequestHandler } from './dapClient';
 import type { AdapterCommand } from './adapters';
 import type { OutputChunk } from './outputBuffer';
+import { TextTail } from '../../util/cappedTail';
 
 const STDERR_TAIL = 4096;
 const LISTEN_TIMEOUT_MS = 15_000;
@@ -20,16 +21,6 @@ export interface AdapterConnection {
 }
 
 type ProgramOutput = (category: OutputChunk['category'], text: string) => void;
-
-class Tail {
-  private text = '';
-  add(chunk: string): void {
-    this.text = (this.text + chunk).slice(-STDERR_TAIL);
-  }
-  get value(): string {
-    return this.text.trim();
-  }
-}
 
 function killGroup(proc: ChildProcess): void {
   if (proc.pid === undefined) return;
@@ -49,7 +40,7 @@ function exitReason(code: number | null, signal: NodeJS.Signals | null): string 
 /** Starts an adapter process and connects a DAP client to it (its stdio, or the port it prints). */
 export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: ReverseRequestHandler, programOutput: ProgramOutput): Promise<AdapterConnection> {
   const proc = spawn(cmd.command, cmd.args, { cwd, env: cmd.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
-  const tail = new Tail();
+  const tail = new TextTail(STDERR_TAIL);
   const spawned = new Promise<void>((resolve, reject) => {
     proc.once('spawn', () => resolve());
     proc.once('error', (err) => reject(new Error(`cannot start ${cmd.command}: ${err.message}`)));
@@ -62,11 +53,11 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
   proc.stdin!.on('error', () => undefined);
 
   if (cmd.transport === 'stdio') {
-    proc.stderr!.on('data', (d: Buffer) => tail.add(d.toString()));
-    const ended = exited.then((r) => withTail(r, tail.value));
+    proc.stderr!.on('data', (d: Buffer) => tail.push(d.toString()));
+    const ended = exited.then((r) => withTail(r, tail.text().trim()));
     const client = new DapClient(proc.stdout!, proc.stdin!, reverse, ended);
     void ended.then((reason) => client.close(reason));
-    return { client, pid: proc.pid, ended, stderrTail: () => tail.value, kill: () => killGroup(proc) };
+    return { client, pid: proc.pid, ended, stderrTail: () => tail.text().trim(), kill: () => killGroup(proc) };
   }
 
   // `listen`: the adapter announces its port on stdout; what follows there is the debuggee's.
@@ -77,7 +68,7 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
       clearTimeout(timer);
       proc.stdout!.off('data', onData);
       killGroup(proc);
-      reject(new Error(withTail(why, tail.value + seen)));
+      reject(new Error(withTail(why, tail.text().trim() + seen)));
     };
     const onData = (d: Buffer) => {
       seen += d.toString();
@@ -91,7 +82,7 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
       resolve(Number(m[1]));
     };
     proc.stdout!.on('data', onData);
-    proc.stderr!.on('data', (d: Buffer) => tail.add(d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => tail.push(d.toString()));
     void exited.then((reason) => fail(reason));
   });
   proc.stderr!.on('data', (d: Buffer) => programOutput('stderr', d.toString()));
@@ -104,12 +95,12 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
   }
   const client = new DapClient(socket, socket, reverse);
   const ended = Promise.race([exited, new Promise<string>((resolve) => socket.once('close', () => resolve('the debug adapter closed its connection')))]);
-  void ended.then((reason) => client.close(withTail(reason, tail.value)));
+  void ended.then((reason) => client.close(withTail(reason, tail.text().trim())));
   return {
     client,
     pid: proc.pid,
-    ended: ended.then((r) => withTail(r, tail.value)),
-    stderrTail: () => tail.value,
+    ended: ended.then((r) => withTail(r, tail.text().trim())),
+    stderrTail: () => tail.text().trim(),
     kill: () => {
       socket.destroy();
       killGroup(proc);

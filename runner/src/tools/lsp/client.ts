@@ -29,6 +29,8 @@ import {
   type WorkDoneProgressEnd,
   type WorkDoneProgressReport,
 } from 'vscode-languageserver-protocol';
+import { withTimeout } from '../../util/timeout';
+import { TextTail } from '../../util/cappedTail';
 
 export interface ServerExit {
   at: Date;
@@ -102,7 +104,7 @@ export class LspClient extends EventEmitter {
   readonly startedAt = new Date();
   capabilities: ServerCapabilities = {};
   exit?: ServerExit;
-  private stderrTail = '';
+  private readonly stderrTail = new TextTail(2000);
   private readonly documents = new Map<string, OpenDocument>();
   private readonly diagnostics = new Map<string, PublishedDiagnostics>();
   private readonly progress = new Map<string | number, string>();
@@ -114,7 +116,7 @@ export class LspClient extends EventEmitter {
     super();
     this.process = spawn(options.command, options.args, { cwd: options.root, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
     this.process.stderr!.on('data', (d: Buffer) => {
-      this.stderrTail = (this.stderrTail + d.toString('utf8')).slice(-2000);
+      this.stderrTail.push(d.toString('utf8'));
     });
     // Writing to a dead server raises EPIPE on stdin; the exit handler reports the crash.
     this.process.stdin!.on('error', () => undefined);
@@ -149,7 +151,7 @@ export class LspClient extends EventEmitter {
 
   private markExited(code: number | null, signal: NodeJS.Signals | null, extra = ''): void {
     if (this.exit) return;
-    this.exit = { at: new Date(), code, signal, stderrTail: (this.stderrTail + extra).trim() };
+    this.exit = { at: new Date(), code, signal, stderrTail: (this.stderrTail.text() + extra).trim() };
     this.connection.dispose();
     this.emit('exit', this.exit);
   }
@@ -362,7 +364,7 @@ export class LspClient extends EventEmitter {
     if (this.exit) return;
     const exited = new Promise<void>((resolve) => this.once('exit', () => resolve()));
     try {
-      await Promise.race([this.untilExit(() => this.connection.sendRequest(ShutdownRequest.type)), new Promise((r) => setTimeout(r, graceMs))]);
+      await withTimeout(this.untilExit(() => this.connection.sendRequest(ShutdownRequest.type)), graceMs, () => undefined);
       await this.connection.sendNotification(ExitNotification.type);
     } catch {
       /* already going */

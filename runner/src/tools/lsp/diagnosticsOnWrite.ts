@@ -5,15 +5,11 @@ import type { WriteObserver } from '../../run';
 import { toUri } from './format';
 import type { DiagnosticsLedger } from './ledger';
 import { errorsAndWarnings, type LspSession } from './session';
+import { withTimeout } from '../../util/timeout';
 
 const TIMED_OUT = Symbol('timed out');
 
-function before<T>(p: Promise<T>, deadline: number): Promise<T | typeof TIMED_OUT> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<typeof TIMED_OUT>((r) => (timer = setTimeout(() => r(TIMED_OUT), Math.max(0, deadline - Date.now()))))]).finally(() =>
-    clearTimeout(timer),
-  );
-}
+const before = <T>(p: Promise<T>, deadline: number) => withTimeout(p, deadline - Date.now(), (): typeof TIMED_OUT => TIMED_OUT);
 
 /**
  * Folds newly introduced diagnostics into the result of a write: each written file is synced

@@ -8,6 +8,7 @@ import { LocationFormatter, toUri } from './format';
 import { pullTsserverDiagnostics } from './tsserverDiagnostics';
 import { SERVERS, type ServerSpec } from './servers';
 import { ServerSupervisor, type Placement, type ServerHandle, type SupervisorSettings } from './supervisor';
+import { withTimeout } from '../../util/timeout';
 
 export interface LspSettings extends SupervisorSettings {
   /** Bound on waiting for a file's diagnostics in `lsp diagnostics`. */
@@ -102,8 +103,7 @@ export class LspSession {
     const client = f.handle.client;
     const pull = f.handle.spec.diagnostics === 'tsserver-pull' ? () => pullTsserverDiagnostics(client, f.abs) : client.pullsDiagnostics ? () => client.pullDiagnostics(f.uri) : undefined;
     if (pull) {
-      let timer: NodeJS.Timeout | undefined;
-      const pulled = await Promise.race([pull(), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs)))]).finally(() => clearTimeout(timer));
+      const pulled = await withTimeout(pull(), timeoutMs, () => undefined);
       return pulled && { version: f.version, diagnostics: pulled, seq: client.diagnosticsSeq };
     }
     return f.handle.client.waitDiagnostics(f.uri, f.version, f.changed ? f.seqBefore : 0, Date.now() + timeoutMs, this.settings.diagnosticsSettleMs, f.handle.spec.diagnostics === 'versioned-push');
@@ -112,18 +112,12 @@ export class LspSession {
   /** An LSP request with the configured bound and the call's cancellation. */
   async request<P, R>(handle: ServerHandle, type: RequestType<P, R, unknown>, params: P, signal: AbortSignal): Promise<R> {
     const { method } = type;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      return await Promise.race([
-        handle.client.request(type, params, signal),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`${handle.spec.id} did not answer ${method} within ${this.settings.requestTimeoutMs} ms`)), this.settings.requestTimeoutMs);
-        }),
-      ]);
+      return await withTimeout(handle.client.request(type, params, signal), this.settings.requestTimeoutMs, () => {
+        throw new Error(`${handle.spec.id} did not answer ${method} within ${this.settings.requestTimeoutMs} ms`);
+      });
     } catch (err) {
       throw new ToolError(`${handle.spec.id}: ${method} failed: ${(err as Error).message}`);
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

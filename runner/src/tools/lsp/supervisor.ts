@@ -4,6 +4,7 @@ import { resolveBinary } from './binaries';
 import { LspClient, type ServerExit } from './client';
 import { RootDetector } from './roots';
 import { SERVERS, serverForExtension, type ServerSpec } from './servers';
+import { withTimeout } from '../../util/timeout';
 
 export interface SupervisorSettings {
   /** Bound on initialize plus indexing progress before the first answer. */
@@ -133,21 +134,15 @@ export class ServerSupervisor {
       clearTimeout(slot.idleTimer);
     });
     const deadline = Date.now() + this.settings.readyTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        client.initialize(),
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer to initialize within ${this.settings.readyTimeoutMs} ms`)), this.settings.readyTimeoutMs);
-        }),
-      ]);
+      await withTimeout(client.initialize(), this.settings.readyTimeoutMs, () => {
+        throw new Error(`no answer to initialize within ${this.settings.readyTimeoutMs} ms`);
+      });
     } catch (err) {
       this.stoppedOnPurpose.add(client);
       client.process.kill('SIGKILL');
       const why = client.exit ? client.describeExit() : (err as Error).message;
       throw new ToolError(`${p.spec.id} for ${this.describeRoot(p.root)} failed to start: ${why}`);
-    } finally {
-      clearTimeout(timer);
     }
     const idle = await client.waitIdle(deadline, this.settings.progressGraceMs);
     const handle: ServerHandle = { spec: p.spec, root: p.root, binary: p.binary, client };

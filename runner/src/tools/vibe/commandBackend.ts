@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { logger } from '../../log';
-import { CappedTail } from './cappedTail';
+import { WorkerOutput } from './workerOutput';
 import type { Worker, WorkerBackend } from './roster';
 import type { WorkerStatus } from '../../../../protocol/src/workers';
 
@@ -55,7 +55,7 @@ export class CommandWorkerBackend implements WorkerBackend {
   begin(worker: Worker): void {
     const { id, round } = worker;
     const [cmd, ...args] = this.spec.command;
-    const out = new CappedTail(this.opts.outputLimitBytes);
+    const out = new WorkerOutput(this.opts.outputLimitBytes);
     const child = spawn(cmd, args, {
       cwd: this.cwd,
       detached: true,

@@ -1,0 +1,76 @@
+import {
+  status,
+  type handleBidiStreamingCall,
+  type handleClientStreamingCall,
+  type handleServerStreamingCall,
+  type handleUnaryCall,
+  type ServerDuplexStream,
+  type ServerReadableStream,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+} from '@grpc/grpc-js';
+import type { TokenAuthenticator } from '../auth';
+import { ToolAbsentError } from '../calls/ToolInvoker';
+import { GatewayError } from '../errors';
+import { logger } from '../log';
+import { RunnerGoneError } from '../runs/RunnerClient';
+
+/** The one status a failure is answered with; unknown errors are INTERNAL and logged. */
+export function toStatus(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof RunnerGoneError) return new GatewayError(status.UNAVAILABLE, `the run's runner is gone: ${err.message}`);
+  if (err instanceof ToolAbsentError) return new GatewayError(status.NOT_FOUND, err.message);
+  logger.error({ err }, 'internal error');
+  return new GatewayError(status.INTERNAL, `internal error: ${(err as Error | undefined)?.message ?? String(err)}`);
+}
+
+/** Ends a streaming call with the status of `err`, unless the call is already over. */
+function failStream<Req, Res>(call: ServerWritableStream<Req, Res> | ServerDuplexStream<Req, Res>, err: unknown): void {
+  if (call.destroyed) return;
+  call.emit('error', toStatus(err));
+}
+
+/**
+ * Every handler enters here: the caller is authenticated before anything else runs, and
+ * whatever the handler throws leaves as a gRPC status. Handlers see only the tenant.
+ */
+export class Edge {
+  constructor(private readonly auth: TokenAuthenticator) {}
+
+  unary<Req, Res>(fn: (req: Req, tenant: string, call: ServerUnaryCall<Req, Res>) => Promise<Res>): handleUnaryCall<Req, Res> {
+    return (call, cb) => {
+      void (async () => fn(call.request, this.auth.authenticate(call.metadata), call))().then(
+        (res) => cb(null, res),
+        (err: unknown) => cb(toStatus(err)),
+      );
+    };
+  }
+
+  /** A client stream answered once; the handler resolves with the response or rejects. */
+  clientStream<Req, Res>(fn: (call: ServerReadableStream<Req, Res>, tenant: string) => Promise<Res>): handleClientStreamingCall<Req, Res> {
+    return (call, cb) => {
+      void (async () => fn(call, this.auth.authenticate(call.metadata)))().then(
+        (res) => cb(null, res),
+        (err: unknown) => cb(toStatus(err)),
+      );
+    };
+  }
+
+  /** A server stream: the handler writes and ends it; a rejection ends it with a status. */
+  serverStream<Req, Res>(fn: (call: ServerWritableStream<Req, Res>, tenant: string) => Promise<void>): handleServerStreamingCall<Req, Res> {
+    return (call) => {
+      void (async () => fn(call, this.auth.authenticate(call.metadata)))().catch((err: unknown) => failStream(call, err));
+    };
+  }
+
+  /**
+   * A bidirectional stream. Its handler is driven by incoming messages, so besides a
+   * rejection it gets `fail` to end the call with a status from any later event.
+   */
+  bidi<Req, Res>(fn: (call: ServerDuplexStream<Req, Res>, tenant: string, fail: (err: unknown) => void) => void | Promise<void>): handleBidiStreamingCall<Req, Res> {
+    return (call) => {
+      const fail = (err: unknown) => failStream(call, err);
+      void (async () => fn(call, this.auth.authenticate(call.metadata), fail))().catch(fail);
+    };
+  }
+}

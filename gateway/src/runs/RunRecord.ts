@@ -1,0 +1,138 @@
+import type { ResourceLimits } from '../config';
+import type { RunFeatures } from '../../../protocol/src/run';
+import type { ToolDescriptor } from '../../../protocol/src/tools';
+import type { Sandbox } from '../sandbox/provider';
+import { ArgumentValidator } from '../validation';
+import type { RunnerClient } from './RunnerClient';
+
+export type ApprovalPolicy = 'AUTO' | 'PROMPT' | 'DENY';
+
+export interface RunSpec {
+  conversationId: string;
+  workspace: string;
+  features: RunFeatures;
+  approvals: { write: ApprovalPolicy; exec: ApprovalPolicy };
+  labels: Record<string, string>;
+  limits: ResourceLimits;
+}
+
+/**
+ * Where a run is in its life, and what it holds there. A sandbox outlives a failure (its
+ * workspace can still be read until DeleteRun); a runner connection lives only while the
+ * run is starting or ready.
+ */
+export type RunPhase =
+  | { state: 'STARTING'; sandbox?: Sandbox; runner?: RunnerClient }
+  | { state: 'READY'; sandbox: Sandbox; runner: RunnerClient; tools: ToolDescriptor[]; validator: ArgumentValidator }
+  /** `provisional`: the connection noticed first; the sandbox's exit will say why. */
+  | { state: 'FAILED'; reason: string; provisional: boolean; sandbox?: Sandbox }
+  | { state: 'STOPPED'; reason: string; sandbox?: Sandbox };
+
+export type RunState = RunPhase['state'];
+
+/** A run that can take a tool call now: what a call needs, without optional fields. */
+export interface ReadyRun {
+  readonly runId: string;
+  readonly tenant: string;
+  readonly spec: RunSpec;
+  readonly sandbox: Sandbox;
+  readonly runner: RunnerClient;
+  readonly tools: ToolDescriptor[];
+  readonly validator: ArgumentValidator;
+  tool(name: string): ToolDescriptor | undefined;
+}
+
+/**
+ * One run as the gateway knows it. Everything that matters survives in the sandbox's
+ * labels. Its phase changes only through the transitions below, each legal from named
+ * states only.
+ */
+export class RunRecord {
+  private current: RunPhase = { state: 'STARTING' };
+
+  constructor(
+    readonly runId: string,
+    readonly tenant: string,
+    readonly spec: RunSpec,
+    readonly createdAt: Date,
+  ) {}
+
+  get state(): RunState {
+    return this.current.state;
+  }
+
+  /** Why the run failed or stopped; empty while it lives and after a plain delete. */
+  get error(): string {
+    return this.current.state === 'FAILED' || this.current.state === 'STOPPED' ? this.current.reason : '';
+  }
+
+  get sandbox(): Sandbox | undefined {
+    return this.current.sandbox;
+  }
+
+  get runner(): RunnerClient | undefined {
+    return this.current.state === 'STARTING' || this.current.state === 'READY' ? this.current.runner : undefined;
+  }
+
+  get live(): boolean {
+    return this.current.state === 'STARTING' || this.current.state === 'READY';
+  }
+
+  /** STARTING: the sandbox exists and its runner is being talked to. */
+  attach(sandbox: Sandbox, runner: RunnerClient): void {
+    if (this.current.state !== 'STARTING') throw new Error(`run ${this.runId}: attach while ${this.current.state}`);
+    this.current = { state: 'STARTING', sandbox, runner };
+  }
+
+  /** STARTING → READY once the runner has answered `initialize`; false if it failed meanwhile. */
+  becomeReady(tools: ToolDescriptor[]): boolean {
+    const c = this.current;
+    if (c.state !== 'STARTING') return false;
+    if (!c.sandbox || !c.runner) throw new Error(`run ${this.runId}: ready without a sandbox`);
+    this.current = { state: 'READY', sandbox: c.sandbox, runner: c.runner, tools, validator: new ArgumentValidator(tools) };
+    return true;
+  }
+
+  /**
+   * STARTING|READY → FAILED. Returns the runner to let go of, or undefined when the run had
+   * already ended (the first reason stands).
+   */
+  fail(reason: string, provisional = false): { runner?: RunnerClient } | undefined {
+    const c = this.current;
+    if (c.state !== 'STARTING' && c.state !== 'READY') return undefined;
+    this.current = { state: 'FAILED', reason, provisional, sandbox: c.sandbox };
+    return { runner: c.runner };
+  }
+
+  /**
+   * The sandbox ended: a provisional failure takes the exit's reason (OOM, signal); a live
+   * run fails with it. Returns what `fail` returns, or undefined when nothing changed state.
+   */
+  sandboxExited(reason: string): { runner?: RunnerClient } | undefined {
+    const c = this.current;
+    if (c.state === 'FAILED' && c.provisional) {
+      this.current = { ...c, reason, provisional: false };
+      return undefined;
+    }
+    return this.fail(reason);
+  }
+
+  /**
+   * Any state → STOPPED. A failure's reason is kept; otherwise `why`. Returns the phase it
+   * left, so the caller can shut down what that phase held.
+   */
+  stop(why: string): RunPhase {
+    const before = this.current;
+    const reason = before.state === 'FAILED' || before.state === 'STOPPED' ? before.reason || why : why;
+    this.current = { state: 'STOPPED', reason, sandbox: before.sandbox };
+    return before;
+  }
+
+  /** The run as a call sees it, or undefined unless READY. */
+  ready(): ReadyRun | undefined {
+    const c = this.current;
+    if (c.state !== 'READY') return undefined;
+    const { runId, tenant, spec } = this;
+    return { runId, tenant, spec, sandbox: c.sandbox, runner: c.runner, tools: c.tools, validator: c.validator, tool: (name) => c.tools.find((t) => t.name === name) };
+  }
+}

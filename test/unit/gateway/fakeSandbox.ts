@@ -1,0 +1,135 @@
+import { PassThrough, Readable } from 'node:stream';
+import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { CreateRunRequestSchema } from '../../../gen/tether/v1/gateway_pb';
+import { defaultConfig, type GatewayConfig } from '../../../gateway/src/config';
+import { specFromRequest } from '../../../gateway/src/grpc/convert';
+import type { RunSpec } from '../../../gateway/src/runs/RunManager';
+import type { Sandbox, SandboxExit, SandboxInfo, SandboxProvider, SandboxSpec } from '../../../gateway/src/sandbox/provider';
+import { InitializeRequest, ShutdownRequest } from '../../../protocol/src/run';
+import type { ToolDescriptor } from '../../../protocol/src/tools';
+
+export const TOOLS: ToolDescriptor[] = [
+  { name: 'echo', description: 'echoes', tier: 'read', inputSchema: { type: 'object' }, parallelSafe: true },
+  { name: 'write', description: 'writes', tier: 'write', inputSchema: { type: 'object' }, parallelSafe: false },
+];
+
+/** How the fake runner answers; set per test. Runs once per connection (create and attach). */
+export type RunnerScript = (conn: MessageConnection, sandbox: FakeSandbox) => void;
+
+export const answersInitialize: RunnerScript = (conn) => {
+  conn.onRequest(InitializeRequest.type, () => ({ version: 'fake', tools: TOOLS }));
+  conn.onRequest(ShutdownRequest.type, () => ({}));
+};
+
+/**
+ * A sandbox whose runner is a JSON-RPC connection in this process: the gateway's real
+ * RunnerClient talks to it over a pair of in-memory streams, as it would to a container's stdio.
+ */
+export class FakeSandbox implements Sandbox {
+  stdin = new PassThrough();
+  stdout = new PassThrough();
+  readonly exited: Promise<SandboxExit>;
+  runner!: MessageConnection;
+  running = true;
+  private resolveExit!: (e: SandboxExit) => void;
+
+  constructor(
+    readonly id: string,
+    readonly runId: string,
+    readonly labels: Record<string, string>,
+    private readonly script: RunnerScript,
+  ) {
+    this.exited = new Promise((resolve) => (this.resolveExit = resolve));
+    this.connect();
+  }
+
+  readonly workspacePath = '/workspace';
+
+  private connect(): void {
+    this.runner = createMessageConnection(new StreamMessageReader(this.stdin), new StreamMessageWriter(this.stdout));
+    this.script(this.runner, this);
+    this.runner.listen();
+  }
+
+  /** New stdio for a gateway that re-attaches (the old streams went with the old gateway). */
+  reattach(): this {
+    this.runner.dispose();
+    this.stdin = new PassThrough();
+    this.stdout = new PassThrough();
+    this.connect();
+    return this;
+  }
+
+  /** The runner process ends: its stdio closes and the exit is reported. */
+  exit(exit: Partial<SandboxExit> = {}): void {
+    if (!this.running) return;
+    this.running = false;
+    this.runner.dispose();
+    this.stdout.end();
+    this.resolveExit({ reason: 'exited with code 1', oomKilled: false, exitCode: 1, ...exit });
+  }
+
+  async putArchive(): Promise<void> {}
+
+  async getArchive(): Promise<Readable> {
+    return Readable.from([]);
+  }
+}
+
+export class FakeProvider implements SandboxProvider {
+  readonly name = 'fake';
+  readonly sandboxes = new Map<string, FakeSandbox>();
+  readonly removed: string[] = [];
+  private next = 0;
+
+  constructor(public script: RunnerScript = answersInitialize) {}
+
+  async create(spec: SandboxSpec): Promise<FakeSandbox> {
+    const sb = new FakeSandbox(`sb-${++this.next}`, spec.runId, spec.labels, this.script);
+    this.sandboxes.set(sb.id, sb);
+    return sb;
+  }
+
+  async attach(id: string): Promise<FakeSandbox> {
+    const sb = this.sandboxes.get(id);
+    if (!sb) throw new Error(`no sandbox ${id}`);
+    return sb.reattach();
+  }
+
+  async stop(id: string): Promise<void> {
+    this.sandboxes.get(id)?.exit({ reason: 'stopped', exitCode: 0 });
+  }
+
+  async remove(id: string): Promise<void> {
+    this.sandboxes.get(id)?.exit({ reason: 'removed', exitCode: 0 });
+    this.sandboxes.delete(id);
+    this.removed.push(id);
+  }
+
+  async list(labels: Record<string, string>): Promise<SandboxInfo[]> {
+    return [...this.sandboxes.values()]
+      .filter((sb) => Object.entries(labels).every(([k, v]) => sb.labels[k] === v))
+      .map((sb) => ({ id: sb.id, labels: sb.labels, running: sb.running }));
+  }
+
+  async close(): Promise<void> {}
+}
+
+export function testConfig(runs: Partial<GatewayConfig['runs']> = {}): GatewayConfig {
+  const base = defaultConfig();
+  return { ...base, instance: 'unit', runs: { ...base.runs, startTimeoutSeconds: 2, ...runs } };
+}
+
+export function runSpec(init: MessageInitShape<typeof CreateRunRequestSchema> = {}): RunSpec {
+  return specFromRequest(create(CreateRunRequestSchema, init));
+}
+
+/** Polls until `check` is true; fails after `ms`. */
+export async function until(check: () => boolean, ms = 2000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -1,0 +1,180 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { status } from '@grpc/grpc-js';
+import { GatewayError } from '../../../gateway/src/errors';
+import { RunManager } from '../../../gateway/src/runs/RunManager';
+import { RunnerGoneError } from '../../../gateway/src/runs/RunnerClient';
+import { InitializeRequest, ShutdownRequest } from '../../../protocol/src/run';
+import { CallToolRequest } from '../../../protocol/src/tools';
+import { answersInitialize, FakeProvider, runSpec, testConfig, TOOLS, until, type FakeSandbox } from './fakeSandbox';
+
+const code = (c: status) => (err: unknown) => err instanceof GatewayError && err.code === c;
+const noHooks = {
+  progress: () => undefined,
+  ask: async () => ({ kind: 'unavailable' as const, reason: 'none' }),
+  bridge: async () => ({ content: [], isError: true }),
+};
+
+async function manager(runs: Parameters<typeof testConfig>[0] = {}, provider = new FakeProvider()) {
+  const m = new RunManager(testConfig(runs), provider);
+  return { m, provider };
+}
+
+test('create: STARTING until the runner answers initialize, then READY with its tools', async () => {
+  const { m, provider } = await manager();
+  const run = await m.create('alice', runSpec({ conversationId: 'c1', labels: { team: 'x' } }));
+  assert.equal(run.state, 'READY');
+  assert.equal(run.error, '');
+  assert.deepEqual(m.ready('alice', run.runId).tools.map((t) => t.name), TOOLS.map((t) => t.name));
+  const sb = provider.sandboxes.get(run.sandbox!.id)!;
+  assert.equal(sb.labels['dev.tether.tenant'], 'alice');
+  assert.equal(sb.labels.team, 'x');
+  await m.close(false);
+});
+
+test("another tenant's run does not exist for the caller", async () => {
+  const { m } = await manager();
+  const run = await m.create('alice', runSpec());
+  assert.throws(() => m.get('bob', run.runId), code(status.NOT_FOUND));
+  assert.throws(() => m.ready('bob', run.runId), code(status.NOT_FOUND));
+  await assert.rejects(m.delete('bob', run.runId), code(status.NOT_FOUND));
+  assert.deepEqual(m.list('bob'), []);
+  assert.deepEqual(m.list('alice').map((r) => r.runId), [run.runId]);
+  assert.equal(m.get('alice', run.runId).state, 'READY', 'untouched by the other tenant');
+  await m.close(false);
+});
+
+test('a tenant may hold at most maxPerTenant live runs; failed ones do not count', async () => {
+  const { m, provider } = await manager({ maxPerTenant: 1 });
+  const first = await m.create('alice', runSpec());
+  await assert.rejects(m.create('alice', runSpec()), (e) => code(status.RESOURCE_EXHAUSTED)(e) && /maximum is 1/.test((e as Error).message));
+  assert.equal((await m.create('bob', runSpec())).state, 'READY', 'the limit is per tenant');
+  provider.sandboxes.get(first.sandbox!.id)!.exit();
+  await until(() => first.state === 'FAILED');
+  assert.equal((await m.create('alice', runSpec())).state, 'READY');
+  await m.close(false);
+});
+
+test('a runner that never answers initialize: FAILED with the timeout, sandbox removed', async () => {
+  const provider = new FakeProvider((conn) => conn.onRequest(InitializeRequest.type, () => new Promise(() => undefined)));
+  const { m } = await manager({ startTimeoutSeconds: 0.1 }, provider);
+  const run = await m.create('alice', runSpec());
+  assert.equal(run.state, 'FAILED');
+  assert.equal(run.error, 'could not start the run: runner did not answer within 0.1s');
+  assert.deepEqual(provider.removed, [run.sandbox!.id]);
+  assert.throws(() => m.ready('alice', run.runId), (e) => code(status.FAILED_PRECONDITION)(e) && /has failed: could not start/.test((e as Error).message));
+  await m.close(false);
+});
+
+test('the runner dies: FAILED with the exit reason, pending calls end at once, the workspace stays readable', async () => {
+  let called!: () => void;
+  const calledP = new Promise<void>((r) => (called = r));
+  const provider = new FakeProvider((conn, sb) => {
+    answersInitialize(conn, sb);
+    conn.onRequest(CallToolRequest.type, () => {
+      called();
+      return new Promise(() => undefined);
+    });
+  });
+  const { m } = await manager({}, provider);
+  const run = await m.create('alice', runSpec());
+  const ready = m.ready('alice', run.runId);
+  const pending = ready.runner.callTool('echo', {}, { maxTier: 'read' }, noHooks, new AbortController().signal);
+  await calledP;
+  assert.equal(ready.runner.busy, true);
+  (run.sandbox as FakeSandbox).exit({ reason: 'killed by SIGKILL', oomKilled: true, exitCode: 137 });
+  await assert.rejects(pending, RunnerGoneError);
+  await until(() => run.state === 'FAILED' && /OOM/.test(run.error));
+  // The connection closing first gives a provisional reason; the exit's reason replaces it.
+  assert.equal(run.error, 'the run ran out of memory and its sandbox was killed (OOM)');
+  assert.equal(run.runner, undefined, 'a failed run holds no runner');
+  assert.ok(run.sandbox, 'but keeps its sandbox until DeleteRun');
+  assert.throws(() => m.ready('alice', run.runId), code(status.FAILED_PRECONDITION));
+  await m.close(false);
+});
+
+test('a runner that stops answering fails the run before its sandbox is reported gone', async () => {
+  const { m } = await manager();
+  const run = await m.create('alice', runSpec());
+  const sb = run.sandbox as FakeSandbox;
+  sb.stdout.end();
+  await until(() => run.state === 'FAILED');
+  assert.match(run.error, /^the runner stopped answering: /);
+  sb.exit({ reason: 'exited with code 3', exitCode: 3 });
+  await until(() => run.error === "the run's sandbox ended: exited with code 3");
+  await m.close(false);
+});
+
+test('delete: the runner is asked to shut down, the sandbox removed, the run forgotten', async () => {
+  let shutdowns = 0;
+  const provider = new FakeProvider((conn) => {
+    conn.onRequest(InitializeRequest.type, () => ({ version: 'fake', tools: TOOLS }));
+    conn.onRequest(ShutdownRequest.type, () => {
+      shutdowns++;
+      return {};
+    });
+  });
+  const { m } = await manager({}, provider);
+  const run = await m.create('alice', runSpec());
+  const id = run.sandbox!.id;
+  await m.delete('alice', run.runId);
+  assert.equal(run.state, 'STOPPED');
+  assert.equal(run.error, '', 'a plain delete has no reason');
+  assert.equal(shutdowns, 1);
+  assert.deepEqual(provider.removed, [id]);
+  assert.throws(() => m.get('alice', run.runId), code(status.NOT_FOUND));
+  await m.close(false);
+});
+
+test('shutdown is bounded: a runner that ignores it does not hold up delete', async () => {
+  const provider = new FakeProvider((conn) => {
+    conn.onRequest(InitializeRequest.type, () => ({ version: 'fake', tools: TOOLS }));
+    conn.onRequest(ShutdownRequest.type, () => new Promise(() => undefined));
+  });
+  const { m } = await manager({}, provider);
+  const run = await m.create('alice', runSpec());
+  const t0 = Date.now();
+  await m.delete('alice', run.runId);
+  assert.ok(Date.now() - t0 < 2500, `delete took ${Date.now() - t0} ms`);
+  await m.close(false);
+});
+
+test('sweep: idle runs and runs past their lifetime are STOPPED with the reason; busy ones are not idle', async () => {
+  const { m } = await manager({ idleTimeoutSeconds: 60, maxLifetimeSeconds: 3600 });
+  const idle = await m.create('alice', runSpec());
+  await m.sweep(Date.now() + 30_000);
+  assert.equal(idle.state, 'READY');
+  await m.sweep(Date.now() + 61_000);
+  assert.equal(idle.state, 'STOPPED');
+  assert.equal(idle.error, 'stopped: idle for more than 60s');
+  assert.throws(() => m.ready('alice', idle.runId), (e) => code(status.FAILED_PRECONDITION)(e) && /is stopped/.test((e as Error).message));
+
+  const old = await m.create('alice', runSpec());
+  await m.sweep(old.createdAt.getTime() + 3601_000);
+  assert.equal(old.state, 'STOPPED');
+  assert.equal(old.error, 'stopped: reached the maximum lifetime of 3600s');
+  await m.close(false);
+});
+
+test('after a restart, live runs are re-attached with their tenant and spec; dead ones removed', async () => {
+  const provider = new FakeProvider();
+  const first = new RunManager(testConfig(), provider);
+  const kept = await first.create('alice', runSpec({ conversationId: 'conv-7', labels: { k: 'v' } }));
+  const dead = await first.create('alice', runSpec());
+  await first.close(true);
+  const deadSandbox = dead.sandbox as FakeSandbox;
+  deadSandbox.exit();
+
+  const second = new RunManager(testConfig(), provider);
+  assert.deepEqual(await second.recover(), { recovered: 1, removed: 1 });
+  const again = second.get('alice', kept.runId);
+  assert.equal(again.state, 'READY');
+  assert.equal(again.spec.conversationId, 'conv-7');
+  assert.deepEqual(again.spec.labels, { k: 'v' });
+  assert.equal(again.createdAt.getTime(), kept.createdAt.getTime());
+  assert.throws(() => second.get('bob', kept.runId), code(status.NOT_FOUND));
+  assert.throws(() => second.get('alice', dead.runId), code(status.NOT_FOUND));
+  assert.ok(provider.removed.includes(deadSandbox.id));
+  assert.deepEqual(second.ready('alice', kept.runId).tools.map((t) => t.name), TOOLS.map((t) => t.name));
+  await second.close(false);
+});

@@ -15,6 +15,7 @@ export class RunContext {
   readonly features: RunFeatures;
   private readonly settings: Record<string, unknown>;
   private readonly observers: WriteObserver[] = [];
+  private readonly arrivals: ((absPath: string) => void)[] = [];
   private readonly stoppers: (() => Promise<void> | void)[] = [];
   private readonly commands = new Map<string, (command: string, payload: unknown) => Promise<unknown>>();
   /** Set by the runner's main: sends a run-level event up to the gateway. */
@@ -26,6 +27,13 @@ export class RunContext {
     this.workspace = new Workspace(init.workspace);
     this.features = init.features;
     this.settings = init.settings ?? {};
+    // The gateway says when files arrived from outside the tools (PutFiles): payload { path }.
+    this.handleCommands('workspace', async (command, payload) => {
+      const rel = (payload as { path?: unknown } | null)?.path;
+      if (command !== 'filesArrived' || typeof rel !== 'string') throw new Error('workspace commands: filesArrived { path }');
+      this.filesArrived(await this.workspace.resolve(rel));
+      return {};
+    });
   }
 
   /** A family's settings from the server config, merged over its defaults. */
@@ -43,6 +51,15 @@ export class RunContext {
     const extra: ContentItem[] = [];
     for (const o of this.observers) extra.push(...(await o.afterWrite(absPaths, ctx)));
     return extra;
+  }
+
+  /** Told when files arrived in the workspace other than through a tool (a directory or a file). */
+  observeArrivals(fn: (absPath: string) => void): void {
+    this.arrivals.push(fn);
+  }
+
+  filesArrived(absPath: string): void {
+    for (const fn of this.arrivals) fn(absPath);
   }
 
   /** Lets a family take gateway → runner commands outside any tool call (see Methods.command). */

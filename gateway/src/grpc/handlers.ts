@@ -101,6 +101,8 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       }
       let tar: PassThrough | undefined;
       let counted: PassThrough | undefined;
+      let runId = '';
+      let rel = '';
       let done: Promise<void> | undefined;
       let files = 0;
       let bytes = 0;
@@ -117,7 +119,8 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
           if (msg.msg.case === 'header') {
             if (tar) throw invalid('PutFiles: the header may only be sent once, first');
             const run = runs.ready(tenant, msg.msg.value.runId);
-            const rel = workspaceRelative(msg.msg.value.path);
+            runId = run.runId;
+            rel = workspaceRelative(msg.msg.value.path);
             // Two independent streams: the sandbox may start reading later than the counter.
             tar = new PassThrough();
             counted = new PassThrough();
@@ -154,7 +157,16 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
         if (!tar || !done) return fail(invalid('PutFiles: no header was sent'));
         tar.end();
         counted!.end();
-        done.then(() => !failed && cb(null, create(PutFilesResponseSchema, { filesWritten: files, bytesWritten: BigInt(bytes) })), fail);
+        done.then(() => {
+          if (failed) return;
+          // Lets the runner index the new files in the background; best effort, never awaited.
+          try {
+            runs.ready(tenant, runId).runner.command('workspace', 'filesArrived', { path: rel || '.' }).catch(() => undefined);
+          } catch {
+            // the run stopped meanwhile
+          }
+          cb(null, create(PutFilesResponseSchema, { filesWritten: files, bytesWritten: BigInt(bytes) }));
+        }, fail);
       });
       call.on('error', fail);
     },

@@ -22,8 +22,9 @@ const NAMED = 1;
 const EXTRA = 2;
 const MISSING = 4;
 
-/** Per language, the names of its node kinds (shared by all its trees). */
+/** Per language, the names of its node kinds (shared by all its trees) and which are named. */
 const kindNames = new WeakMap<Language, readonly string[]>();
+const kindNamed = new WeakMap<Language, Uint8Array>();
 const kindNamesById = new Map<string, readonly string[]>();
 
 /** Per language: which node kinds turned out to be extras (comments) the first time each was seen. */
@@ -43,11 +44,24 @@ export class FlatTree {
     readonly flags: Uint8Array,
     readonly starts: Uint32Array,
     readonly ends: Uint32Array,
-    readonly rows: Uint32Array,
+    /** Where each line of the source starts (rows are found by binary search). */
+    readonly lines: Uint32Array,
     readonly parents: Int32Array,
     /** Nodes in each node's subtree, itself included: the next sibling is at i + size. */
     readonly sizes: Uint32Array,
   ) {}
+
+  /** The 0-based line of a character offset. */
+  rowOf(index: number): number {
+    let lo = 0;
+    let hi = this.lines.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      if (this.lines[mid] <= index) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
 
   get nodeCount(): number {
     return this.typeIds.length;
@@ -55,7 +69,7 @@ export class FlatTree {
 
   /** Bytes the arrays hold (the source is counted by the cache). */
   get bytes(): number {
-    return this.typeIds.byteLength + this.flags.byteLength + this.starts.byteLength + this.ends.byteLength + this.rows.byteLength + this.parents.byteLength + this.sizes.byteLength;
+    return this.typeIds.byteLength + this.flags.byteLength + this.starts.byteLength + this.ends.byteLength + this.lines.byteLength + this.parents.byteLength + this.sizes.byteLength;
   }
 
   get rootNode(): FlatNode {
@@ -106,17 +120,22 @@ export class FlatTree {
     let extras = extraKinds.get(language);
     if (!extras) extraKinds.set(language, (extras = new Map()));
     let names = kindNames.get(language);
-    if (!names) {
+    let named = kindNamed.get(language);
+    if (!names || !named) {
       const list: string[] = [];
-      for (let id = 0; id < language.nodeTypeCount; id++) list.push(language.nodeTypeForId(id) ?? '');
+      named = new Uint8Array(language.nodeTypeCount);
+      for (let id = 0; id < language.nodeTypeCount; id++) {
+        list.push(language.nodeTypeForId(id) ?? '');
+        named[id] = language.nodeTypeIsNamed(id) ? 1 : 0;
+      }
       kindNames.set(language, (names = list));
+      kindNamed.set(language, named);
     }
     const n = tree.rootNode.descendantCount;
     const typeIds = new Uint16Array(n);
     const flags = new Uint8Array(n);
     const starts = new Uint32Array(n);
     const ends = new Uint32Array(n);
-    const rows = new Uint32Array(n);
     const parents = new Int32Array(n);
     const sizes = new Uint32Array(n);
     const stack: number[] = [];
@@ -127,8 +146,11 @@ export class FlatTree {
         if (i >= n) throw new Error('the tree has more nodes than it counted');
         const t = cursor.nodeTypeId;
         typeIds[i] = t;
-        let f = cursor.nodeIsNamed ? NAMED : 0;
-        if (cursor.nodeIsMissing) f |= MISSING;
+        // Each cursor read is a call into WebAssembly: what the kind tells is not read per node.
+        const start = cursor.startIndex;
+        const end = cursor.endIndex;
+        let f = named[t] ? NAMED : 0;
+        if (start === end && cursor.nodeIsMissing) f |= MISSING;
         // Whether a kind is an extra (a comment) is read from a node the first time the kind is
         // seen, and again for every node of a kind that was an extra once.
         const known = extras.get(t);
@@ -138,9 +160,8 @@ export class FlatTree {
           if (extra) f |= EXTRA;
         }
         flags[i] = f;
-        starts[i] = cursor.startIndex;
-        ends[i] = cursor.endIndex;
-        rows[i] = cursor.startPosition.row;
+        starts[i] = start;
+        ends[i] = end;
         parents[i] = stack.length ? stack[stack.length - 1] : -1;
         i++;
         if (cursor.gotoFirstChild()) {
@@ -163,12 +184,12 @@ export class FlatTree {
       cursor.delete();
     }
     const fit = <T extends Uint8Array | Uint16Array | Uint32Array | Int32Array>(a: T): T => (i === n ? a : (a.slice(0, i) as T));
-    return new FlatTree(source, names, fit(typeIds), fit(flags), fit(starts), fit(ends), fit(rows), fit(parents), fit(sizes));
+    return new FlatTree(source, names, fit(typeIds), fit(flags), fit(starts), fit(ends), lineStarts(source), fit(parents), fit(sizes));
   }
 
   /** The arrays to hand to postMessage's transfer list. */
   transferables(): ArrayBuffer[] {
-    return [this.typeIds, this.flags, this.starts, this.ends, this.rows, this.parents, this.sizes].map((a) => a.buffer as ArrayBuffer);
+    return [this.typeIds, this.flags, this.starts, this.ends, this.lines, this.parents, this.sizes].map((a) => a.buffer as ArrayBuffer);
   }
 
   /**
@@ -178,8 +199,14 @@ export class FlatTree {
   static revive(t: FlatTree, languageId: string): FlatTree {
     let names = kindNamesById.get(languageId);
     if (!names || names.length !== t.typeNames.length) kindNamesById.set(languageId, (names = t.typeNames));
-    return new FlatTree(t.source, names, t.typeIds, t.flags, t.starts, t.ends, t.rows, t.parents, t.sizes);
+    return new FlatTree(t.source, names, t.typeIds, t.flags, t.starts, t.ends, t.lines, t.parents, t.sizes);
   }
+}
+
+function lineStarts(source: string): Uint32Array {
+  const starts = [0];
+  for (let at = source.indexOf('\n'); at >= 0; at = source.indexOf('\n', at + 1)) starts.push(at + 1);
+  return Uint32Array.from(starts);
 }
 
 /** One node of a FlatTree; made on demand, compared by `id`. */
@@ -208,7 +235,7 @@ export class FlatNode implements SyntaxNode {
     return this.tree.ends[this.id];
   }
   get startPosition(): { row: number } {
-    return { row: this.tree.rows[this.id] };
+    return { row: this.tree.rowOf(this.startIndex) };
   }
   get text(): string {
     return this.tree.source.slice(this.startIndex, this.endIndex);

@@ -8,7 +8,14 @@ import { parseFlat } from './treeCache';
 import { walkFiles } from './walker';
 
 /** The background index thread (see indexer.ts). */
-const { maxFileBytes } = workerData as { maxFileBytes: number };
+const { maxFileBytes, part, parts } = workerData as { maxFileBytes: number; part: number; parts: number };
+
+/** This thread's share of the files (by path, so a file always goes to the same thread). */
+function mine(abs: string): boolean {
+  let h = 2166136261;
+  for (let i = 0; i < abs.length; i++) h = Math.imul(h ^ abs.charCodeAt(i), 16777619);
+  return (h >>> 0) % parts === part;
+}
 
 // On Linux the priority of pid 0 is the calling thread's: only this thread is lowered.
 try {
@@ -25,7 +32,7 @@ let running = false;
 async function indexOne(abs: string, mtimeMs: number, size: number): Promise<void> {
   const language = languageForFile(abs);
   const version = `${mtimeMs}:${size}`;
-  if (!language || size > maxFileBytes || done.get(abs) === version) return;
+  if (!language || size > maxFileBytes || !mine(abs) || done.get(abs) === version) return;
   done.set(abs, version);
   const buf = readFileSync(abs);
   if (buf.subarray(0, 8192).includes(0)) return;
@@ -40,12 +47,12 @@ async function serve(req: IndexRequest): Promise<void> {
   const isDir = req.kind === 'dir' && statSync(req.abs, { throwIfNoEntry: false })?.isDirectory();
   const paths = req.kind === 'dir' ? [req.abs] : req.abs;
   const files = isDir
-      ? (await walkFiles(req.abs as string, (name) => languageForFile(name) !== undefined, maxFileBytes)).files
-      : paths.flatMap((abs) => {
-          const st = statSync(abs, { throwIfNoEntry: false });
-          return st?.isFile() ? [{ abs, mtimeMs: st.mtimeMs, size: st.size }] : [];
-        });
-  for (const f of files) {
+    ? (await walkFiles(paths[0], (name) => languageForFile(name) !== undefined, maxFileBytes)).files
+    : paths.flatMap((abs) => {
+        const st = statSync(abs, { throwIfNoEntry: false });
+        return st?.isFile() ? [{ abs, mtimeMs: st.mtimeMs, size: st.size }] : [];
+      });
+  for (const f of files.filter((f) => mine(f.abs))) {
     try {
       await indexOne(f.abs, f.mtimeMs, f.size);
     } catch {

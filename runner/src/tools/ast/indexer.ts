@@ -24,6 +24,40 @@ export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; i
  * it if there is room. Queries never wait for this: they parse what is not there yet.
  */
 export class BackgroundIndexer {
+  private readonly threads: IndexThread[];
+
+  /** `threads` index in parallel, each its share of the files (they only use idle CPU). */
+  constructor(maxFileBytes: number, deliver: (file: IndexedFile) => void, threads = 1) {
+    this.threads = Array.from({ length: Math.max(1, threads) }, (_, part) => new IndexThread(maxFileBytes, deliver, part, Math.max(1, threads)));
+  }
+
+  /** Files indexed so far. */
+  get indexed(): number {
+    return this.threads.reduce((n, t) => n + t.indexed, 0);
+  }
+
+  /** Indexes everything under a directory (as a search would walk it). */
+  indexDir(abs: string): void {
+    this.threads.forEach((t) => t.send({ kind: 'dir', abs }));
+  }
+
+  /** Indexes these files again (they were written). */
+  indexFiles(abs: string[]): void {
+    if (abs.length > 0) this.threads.forEach((t) => t.send({ kind: 'files', abs }));
+  }
+
+  /** Resolves once every request sent so far is done (for tests and benchmarks). */
+  async idle(): Promise<void> {
+    await Promise.all(this.threads.map((t) => t.idle()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.threads.map((t) => t.close()));
+  }
+}
+
+/** One index thread, owning the files whose path hashes to its part. */
+class IndexThread {
   private worker?: Worker;
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
@@ -32,11 +66,13 @@ export class BackgroundIndexer {
   constructor(
     private readonly maxFileBytes: number,
     private readonly deliver: (file: IndexedFile) => void,
+    private readonly part: number,
+    private readonly parts: number,
   ) {}
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(path.join(__dirname, 'indexWorker.js'), { workerData: { maxFileBytes: this.maxFileBytes } });
+    const w = new Worker(path.join(__dirname, 'indexWorker.js'), { workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts } });
     w.on('message', (reply: IndexReply) => {
       if (reply.kind === 'file') {
         this.indexed++;
@@ -60,22 +96,11 @@ export class BackgroundIndexer {
     return w;
   }
 
-  /** Indexes everything under a directory (as a search would walk it). */
-  indexDir(abs: string): void {
-    this.send({ kind: 'dir', abs });
-  }
-
-  /** Indexes these files again (they were written). */
-  indexFiles(abs: string[]): void {
-    if (abs.length > 0) this.send({ kind: 'files', abs });
-  }
-
-  private send(req: IndexRequest): void {
+  send(req: IndexRequest): void {
     this.busy++;
     this.start().postMessage(req);
   }
 
-  /** Resolves once every request sent so far is done (for tests and benchmarks). */
   idle(): Promise<void> {
     if (this.busy === 0) return Promise.resolve();
     this.worker?.ref(); // someone waits: stay alive until the work is done

@@ -99,7 +99,7 @@ class ShardWorker {
   /** Starts the worker if need be: a background tree is worth keeping before any query. */
   adopt(file: IndexedFile): void {
     const { tree, summary } = file;
-    const arrays = [tree.typeIds, tree.flags, tree.starts, tree.ends, tree.rows, tree.parents, tree.sizes, summary.kinds, summary.words];
+    const arrays = [tree.typeIds, tree.flags, tree.starts, tree.ends, tree.lines, tree.parents, tree.sizes, summary.kinds, summary.words];
     this.start().postMessage({ kind: 'adopt', file } satisfies WorkerRequest, arrays.map((a) => a.buffer as ArrayBuffer));
   }
 

@@ -194,9 +194,16 @@ export class TreeCache {
     const withTree = sourceBytes(tree.source, utf8Bytes) + tree.bytes + summaryBytes(summary);
     const before = known?.bytes ?? 0;
     const file: CachedFile = { kind: 'text', source: tree.source, tree, language: summary.language };
-    // Whole entry when it fits, else the summary alone (it still narrows the next query).
+    // Whole entry when it fits, else the summary alone (it still narrows the next query, and
+    // is worth more per byte than a tree: other background trees give way to it).
     const [bytes, keep] = this.total - before + withTree <= this.limitBytes ? [withTree, file] : [summaryBytes(summary), undefined];
-    if (this.total - before + bytes > this.limitBytes) return false;
+    if (this.total - before + bytes > this.limitBytes) {
+      for (const e of this.entries.values()) {
+        if (this.total - before + bytes <= this.limitBytes) break;
+        if (e.pass === -1 && e.file && e !== known) this.shrink(e);
+      }
+      if (this.total - before + bytes > this.limitBytes) return false;
+    }
     if (known) this.drop(known);
     // Background entries belong to no pass: the next search may evict them first.
     this.entries.set(abs, { abs, mtimeMs, size, file: keep, summary, bytes, pass: -1 });

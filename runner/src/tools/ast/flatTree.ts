@@ -32,7 +32,7 @@ const extraKinds = new WeakMap<Language, Map<number, boolean>>();
 
 /**
  * A syntax tree copied out of tree-sitter into typed arrays, nodes in document (pre-)order.
- * A tree-sitter tree costs about 27 bytes per character of Python; this copy about 5, and it
+ * A tree-sitter tree costs about 27 bytes per character of Python; this copy about 4, and it
  * lives in ordinary JavaScript memory, so it can be moved between threads and is freed by the
  * garbage collector. Only visible nodes are kept (those a cursor visits).
  */

@@ -1,15 +1,19 @@
 /**
- * ast_grep on large real code against `ast-grep run` in the same run: time of the first
- * query (fresh runner: grammar load, reading and parsing) and of repeated queries (tree
- * cache), and peak memory of each. Corpora: Python's standard library and the TypeScript
- * sources under node_modules, copied to a temp dir once (so .gitignore rules of this repo
- * do not apply and both tools see the same files).
+ * ast_grep on large real code against `ast-grep run` in the same run. For each pattern, in a
+ * fresh runner each time: the first query issued right after the files arrived (the runner is
+ * told, as PutFiles tells it, and starts indexing in the background), the first query issued
+ * 5 s after, and the first query with background indexing off (the cold baseline); then
+ * repeated queries, and the runner's peak memory. Also pyright's first diagnostics with and
+ * without the background indexing starting at the same moment. Corpora: Python's standard
+ * library and the TypeScript sources under node_modules, copied to a temp dir once (so
+ * .gitignore rules of this repo do not apply and both tools see the same files).
  *
- *   node dist/bench/ast.js            # all corpora, default settings (cache 512 MB)
- *   AST_BENCH_WORKERS=0 node ...      # ours without worker threads
- *   AST_BENCH_CACHE_MB=1024 node ...  # a larger tree cache (results go to ast-cache1024.json)
+ *   node dist/bench/ast.js                        # all corpora, default cache budget
+ *   AST_BENCH_CORPORA=python-stdlib node ...      # only these corpora
+ *   AST_BENCH_WORKERS=0 node ...                  # ours without worker threads
+ *   AST_BENCH_CACHE_MB=1024 node ...              # another budget (results go to ast-cache1024.json)
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -19,6 +23,10 @@ const REPO = path.resolve(__dirname, '../..');
 const AST_GREP = path.join(REPO, 'node_modules/.bin/ast-grep');
 const ROOT = path.join(os.tmpdir(), 'tether-bench-ast');
 const REPEATS = 5;
+const DEFAULT_CACHE_MB = 256;
+/** How long after the files arrived the "5 s" first query is issued. */
+const ARRIVAL_DELAY_MS = 5000;
+const PYRIGHT = 'pyright@1.1.414';
 
 interface Corpus {
   name: string;
@@ -77,13 +85,23 @@ function astGrep(c: Corpus, pattern: string): { ms: number; peakMB: number; matc
   return { ms, peakMB: Math.round(peakKB / 1024), matches: (JSON.parse(r.stdout || '[]') as unknown[]).length };
 }
 
-/** Our side, in a fresh process per pattern so the first query is really first. */
-function ours(c: Corpus, pattern: string, workers: number, cacheMB: number): { firstMs: number; repeatedMs: ReturnType<typeof summary>; peakMB: number; matches: number } {
-  const out = execFileSync(process.execPath, [__filename, '--child', c.dir, c.language, pattern, String(workers), String(cacheMB)], { encoding: 'utf8', maxBuffer: 1 << 26 });
+interface OursResult {
+  firstMs: number;
+  /** Files the background pass had indexed when the first query was issued. */
+  indexedAtQuery: number;
+  repeatedMs?: ReturnType<typeof summary>;
+  peakMB: number;
+  matches: number;
+}
+
+/** Our side, in a fresh process per measurement so the first query is really first. */
+function ours(c: Corpus, pattern: string, workers: number, cacheMB: number, delayMs: number, index: boolean, repeats: number): OursResult {
+  const args = [__filename, '--child', c.dir, c.language, pattern, String(workers), String(cacheMB), String(delayMs), index ? '1' : '0', String(repeats)];
+  const out = execFileSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
   return JSON.parse(out.trim().split('\n').pop()!);
 }
 
-async function child(dir: string, language: string, pattern: string, workers: number, cacheMB: number): Promise<void> {
+async function astRun(dir: string, workers: number, cacheMB: number, index: boolean) {
   const { RunContext } = await import('../runner/src/run');
   const { ToolRegistry } = await import('../runner/src/registry');
   const { registerAst } = await import('../runner/src/tools/ast');
@@ -91,56 +109,147 @@ async function child(dir: string, language: string, pattern: string, workers: nu
   // Only the ast family, as a runner with feature `ast` has it.
   const run = new RunContext({ runId: 'bench', conversationId: 'bench', workspace: dir, features: { ...NO_FEATURES, ast: true }, settings: { ast: { workers, cacheMB } } });
   const registry = new ToolRegistry();
-  registerAst(registry, run);
+  const family = registerAst(registry, run, { indexOnArrival: index })!;
   const call = (tool: string, args: unknown) => registry.call(tool, args, runnerContext());
+  return { run, family, call };
+}
+
+async function child(dir: string, language: string, pattern: string, workers: number, cacheMB: number, delayMs: number, index: boolean, repeats: number): Promise<void> {
+  const { run, family, call } = await astRun(dir, workers, cacheMB, index);
   const query = async () => {
     const t = process.hrtime.bigint();
     const r = await call('ast_grep', { pattern, language, max_results: 50 });
     if (r.isError) throw new Error(JSON.stringify(r.content));
     return { ms: Number(process.hrtime.bigint() - t) / 1e6, total: (r.structured as { total: number }).total };
   };
+  // The files just arrived: the runner is told as the gateway tells it after PutFiles.
+  await run.command({ family: 'workspace', command: 'filesArrived', payload: { path: '.' } });
+  await new Promise((r) => setTimeout(r, delayMs));
+  const indexedAtQuery = family.indexer?.indexed ?? 0;
   const first = await query();
   const repeated: number[] = [];
-  for (let i = 0; i < REPEATS; i++) repeated.push((await query()).ms);
+  for (let i = 0; i < repeats; i++) repeated.push((await query()).ms);
   const peakMB = Math.round(process.resourceUsage().maxRSS / 1024);
-  console.log(JSON.stringify({ firstMs: Math.round(first.ms), repeatedMs: summary(repeated), peakMB, matches: first.total }));
+  const result: OursResult = { firstMs: Math.round(first.ms), indexedAtQuery, repeatedMs: repeats ? summary(repeated) : undefined, peakMB, matches: first.total };
+  console.log(JSON.stringify(result));
+  process.exit(0);
+}
+
+/** pyright-langserver from the registry (the version the runner image ships), installed once. */
+function pyrightServer(): string {
+  const prefix = path.join(ROOT, 'pyright');
+  const js = path.join(prefix, 'node_modules/pyright/langserver.index.js');
+  if (!existsSync(js)) execFileSync('npm', ['install', '--no-save', '--no-fund', '--no-audit', '--prefix', prefix, PYRIGHT], { stdio: 'ignore' });
+  return js;
+}
+
+/** Milliseconds from spawning pyright on `dir` to its first diagnostics for `file`. */
+function pyrightFirstDiagnostics(server: string, dir: string, file: string): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  const p = spawn(process.execPath, [server, '--stdio'], { cwd: dir, stdio: ['pipe', 'pipe', 'ignore'] });
+  const send = (msg: unknown) => {
+    const body = JSON.stringify({ jsonrpc: '2.0', ...(msg as object) });
+    p.stdin.write(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  };
+  const uri = `file://${path.join(dir, file)}`;
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const timer = setTimeout(() => reject(new Error('pyright gave no diagnostics in 300 s')), 300_000);
+    p.stdout.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      for (;;) {
+        const head = buf.indexOf('\r\n\r\n');
+        if (head < 0) return;
+        const len = Number(/Content-Length: (\d+)/i.exec(buf.subarray(0, head).toString())?.[1]);
+        if (buf.length < head + 4 + len) return;
+        const msg = JSON.parse(buf.subarray(head + 4, head + 4 + len).toString());
+        buf = buf.subarray(head + 4 + len);
+        if (msg.id === 1 && msg.result) {
+          send({ method: 'initialized', params: {} });
+          send({ method: 'textDocument/didOpen', params: { textDocument: { uri, languageId: 'python', version: 1, text: readFileSync(path.join(dir, file), 'utf8') } } });
+        } else if (msg.method === 'workspace/configuration') {
+          send({ id: msg.id, result: (msg.params.items as unknown[]).map(() => null) });
+        } else if (msg.id !== undefined && msg.method) {
+          send({ id: msg.id, result: null });
+        } else if (msg.method === 'textDocument/publishDiagnostics' && msg.params.uri === uri) {
+          clearTimeout(timer);
+          p.kill();
+          resolve(Number(process.hrtime.bigint() - t0) / 1e6);
+        }
+      }
+    });
+    send({ id: 1, method: 'initialize', params: { processId: process.pid, rootUri: `file://${dir}`, capabilities: {}, workspaceFolders: [{ uri: `file://${dir}`, name: 'bench' }] } });
+  });
+}
+
+/** In a fresh process: pyright starts as the files arrive, with or without our background indexing. */
+async function pyrightChild(dir: string, file: string, workers: number, cacheMB: number, index: boolean): Promise<void> {
+  const server = pyrightServer();
+  const { run, family } = await astRun(dir, workers, cacheMB, index);
+  await run.command({ family: 'workspace', command: 'filesArrived', payload: { path: '.' } });
+  const ms = await pyrightFirstDiagnostics(server, dir, file);
+  console.log(JSON.stringify({ ms: Math.round(ms), indexedMeanwhile: family.indexer?.indexed ?? 0 }));
   process.exit(0);
 }
 
 async function main(): Promise<void> {
   const workers = Number(process.env.AST_BENCH_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())));
-  const cacheMB = Number(process.env.AST_BENCH_CACHE_MB ?? 512);
-  const results: Record<string, unknown> = { workers, cacheMB, repeats: REPEATS, note: 'ast-grep is run twice per pattern; its second run is the baseline for our repeated query' };
-  for (const c of corpora()) {
+  const cacheMB = Number(process.env.AST_BENCH_CACHE_MB ?? DEFAULT_CACHE_MB);
+  const only = process.env.AST_BENCH_CORPORA?.split(',');
+  const results: Record<string, unknown> = {
+    workers,
+    cacheMB,
+    repeats: REPEATS,
+    arrivalDelayMs: ARRIVAL_DELAY_MS,
+    note: 'ast-grep is run twice per pattern: its first run is the baseline for our first queries, its second for our repeats. Ours: a fresh runner per measurement, told that the files arrived (as after PutFiles); first query issued at once (firstAt0) or 5 s later (firstAt5, then the repeats), and with background indexing off (firstNoIndex).',
+    loadAverageBefore: os.loadavg(),
+  };
+  for (const c of corpora().filter((c) => !only || only.includes(c.name))) {
     const size = countFiles(c.dir, c.language === 'python' ? '.py' : '.ts');
     const rows = [];
     for (const pattern of c.patterns) {
       const theirsFirst = astGrep(c, pattern);
       const theirsAgain = astGrep(c, pattern);
-      const mine = ours(c, pattern, workers, cacheMB);
+      const at0 = ours(c, pattern, workers, cacheMB, 0, true, 0);
+      const at5 = ours(c, pattern, workers, cacheMB, ARRIVAL_DELAY_MS, true, REPEATS);
+      const cold = ours(c, pattern, workers, cacheMB, 0, false, 0);
       rows.push({
         pattern,
         astGrep: { firstMs: Math.round(theirsFirst.ms), secondMs: Math.round(theirsAgain.ms), peakMB: Math.max(theirsFirst.peakMB, theirsAgain.peakMB), matches: theirsFirst.matches },
-        tether: mine,
-        firstSpeedup: +(theirsFirst.ms / mine.firstMs).toFixed(2),
-        repeatedSpeedup: +(theirsAgain.ms / mine.repeatedMs.p50).toFixed(2),
+        tether: { firstAt0: at0, firstAt5: at5, firstNoIndex: cold },
+        firstAt0Speedup: +(theirsFirst.ms / at0.firstMs).toFixed(2),
+        firstAt5Speedup: +(theirsFirst.ms / at5.firstMs).toFixed(2),
+        repeatedSpeedup: +(theirsAgain.ms / at5.repeatedMs!.p50).toFixed(2),
       });
-      console.error(`${c.name} ${pattern}: ast-grep ${Math.round(theirsFirst.ms)}/${Math.round(theirsAgain.ms)} ms, tether first ${mine.firstMs} ms, repeated p50 ${mine.repeatedMs.p50} ms, peak ${mine.peakMB} MB vs ${theirsFirst.peakMB} MB, matches ${mine.matches} vs ${theirsFirst.matches}`);
+      console.error(
+        `${c.name} ${pattern}: ast-grep ${Math.round(theirsFirst.ms)}/${Math.round(theirsAgain.ms)} ms; tether first at 0 s ${at0.firstMs} ms, at 5 s ${at5.firstMs} ms (${at5.indexedAtQuery} files indexed), no index ${cold.firstMs} ms; repeated p50 ${at5.repeatedMs!.p50} ms; peak ${at5.peakMB} MB vs ${theirsFirst.peakMB} MB; matches ${at5.matches}/${at0.matches}/${cold.matches} vs ${theirsFirst.matches}`,
+      );
     }
     results[c.name] = { files: size.files, megabytes: +(size.bytes / 2 ** 20).toFixed(1), rows };
+    if (c.language === 'python') {
+      // pyright starting as the files arrive, alternately without and with our indexing.
+      const runs: { index: boolean; ms: number; indexedMeanwhile: number }[] = [];
+      for (const index of [false, true, false, true]) {
+        const out = execFileSync(process.execPath, [__filename, '--pyright', c.dir, 'json/decoder.py', String(workers), String(cacheMB), index ? '1' : '0'], { encoding: 'utf8' });
+        runs.push({ index, ...JSON.parse(out.trim().split('\n').pop()!) });
+        console.error(`pyright first diagnostics ${index ? 'with' : 'without'} indexing: ${runs[runs.length - 1].ms} ms`);
+      }
+      results[`${c.name}-pyright`] = { server: PYRIGHT, file: 'json/decoder.py', runs };
+    }
   }
   results.loadAverage = os.loadavg();
-  writeResult(cacheMB === 512 ? 'ast' : `ast-cache${cacheMB}`, results);
+  writeResult(cacheMB === DEFAULT_CACHE_MB ? 'ast' : `ast-cache${cacheMB}`, results);
 }
 
-if (process.argv[2] === '--child') {
-  child(process.argv[3], process.argv[4], process.argv[5], Number(process.argv[6]), Number(process.argv[7])).catch((err) => {
-    console.error(err);
-    process.exit(1);
-  });
+const fail = (err: unknown) => {
+  console.error(err);
+  process.exit(1);
+};
+const argv = process.argv;
+if (argv[2] === '--child') {
+  child(argv[3], argv[4], argv[5], Number(argv[6]), Number(argv[7]), Number(argv[8]), argv[9] === '1', Number(argv[10])).catch(fail);
+} else if (argv[2] === '--pyright') {
+  pyrightChild(argv[3], argv[4], Number(argv[5]), Number(argv[6]), argv[7] === '1').catch(fail);
 } else {
-  main().catch((err) => {
-    console.error(err);
-    process.exit(1);
-  });
+  main().catch(fail);
 }

@@ -1,5 +1,6 @@
 import type { CommandParams, FamilyCommand, InitializeParams, RunEventParams, RunEventType, RunFeatures } from '../../protocol/src/run';
 import type { ContentItem } from '../../protocol/src/tools';
+import { FilesArrivedCommand } from '../../protocol/src/workspace';
 import type { ToolContext } from './tool';
 import { Workspace } from './workspace';
 
@@ -16,6 +17,7 @@ export class RunContext {
   readonly features: RunFeatures;
   private readonly settings: Record<string, unknown>;
   private readonly observers: WriteObserver[] = [];
+  private readonly arrivals: ((absPath: string) => void)[] = [];
   private readonly stoppers: (() => Promise<void> | void)[] = [];
   /** Family command handlers, keyed by family, then command. */
   private readonly commands = new Map<string, Map<string, (payload: unknown) => Promise<unknown>>>();
@@ -28,6 +30,12 @@ export class RunContext {
     this.workspace = new Workspace(init.workspace);
     this.features = init.features;
     this.settings = init.settings ?? {};
+    // The gateway says when files arrived from outside the tools (PutFiles).
+    this.handleCommand(FilesArrivedCommand.type, async ({ path }) => {
+      if (typeof path !== 'string') throw new Error('filesArrived needs a path');
+      this.filesArrived(await this.workspace.resolve(path));
+      return {};
+    });
   }
 
   /** A family's settings from the server config, merged over its defaults. */
@@ -50,6 +58,15 @@ export class RunContext {
   /** Sends a run-level event of a declared kind up to the gateway. */
   emit<P>(type: RunEventType<P>, payload: P): void {
     this.sendEvent({ kind: type.kind, payload });
+  }
+
+  /** Told when files arrived in the workspace other than through a tool (a directory or a file). */
+  observeArrivals(fn: (absPath: string) => void): void {
+    this.arrivals.push(fn);
+  }
+
+  filesArrived(absPath: string): void {
+    for (const fn of this.arrivals) fn(absPath);
   }
 
   /** Lets a family take one gateway → runner command outside any tool call (CommandRequest). */

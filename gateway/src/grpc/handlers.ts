@@ -24,6 +24,7 @@ import { workerHandlers } from '../workers/handlers';
 import { serveCallTool } from './callTool';
 import { runToProto, specFromRequest } from './convert';
 import { Edge } from './edge';
+import { FilesArrivedCommand } from '../../../protocol/src/workspace';
 import { receivePutFiles } from './putFiles';
 import { workspaceRelative } from './workspacePath';
 
@@ -51,16 +52,28 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       return create(ListToolsResponseSchema, { tools });
     }),
 
-    putFiles: edge.clientStream((call, tenant) =>
-      receivePutFiles(
+    putFiles: edge.clientStream(async (call, tenant) => {
+      let arrived: { runId: string; path: string } | undefined;
+      const res = await receivePutFiles(
         call,
         (header) => {
-          const { sandbox } = runs.ready(tenant, header.runId);
-          return { sandbox, relDir: workspaceRelative(header.path) };
+          const { runId, sandbox } = runs.ready(tenant, header.runId);
+          const relDir = workspaceRelative(header.path);
+          arrived = { runId, path: relDir || '.' };
+          return { sandbox, relDir };
         },
         config.maxPutFilesBytes,
-      ),
-    ),
+      );
+      // Lets the runner index the new files in the background; best effort, never awaited.
+      if (arrived) {
+        try {
+          runs.ready(tenant, arrived.runId).runner.command(FilesArrivedCommand.type, { path: arrived.path }).catch(() => undefined);
+        } catch {
+          // the run stopped meanwhile
+        }
+      }
+      return res;
+    }),
 
     getFiles: edge.serverStream(async (call: ServerWritableStream<GetFilesRequest, GetFilesResponse>, tenant) => {
       // A FAILED run's workspace is still there until DeleteRun: its work can be taken out.

@@ -1,4 +1,4 @@
-import type { Node, Tree } from 'web-tree-sitter';
+import type { FlatTree, SyntaxNode as Node } from './flatTree';
 import type { MetaVar } from './metavar';
 import type { CompiledPattern, PatternNode } from './pattern';
 
@@ -211,12 +211,12 @@ export function matchAt(pattern: CompiledPattern, node: Node): Captures | undefi
  * contains each literal, so climbing from the occurrences finds all candidates without
  * visiting the rest of the tree. Returned outer first, in document order.
  */
-function enclosingCandidates(tree: Tree, source: string, literal: string, type: string): Node[] {
+function enclosingCandidates(tree: FlatTree, source: string, literal: string, type: string): Node[] {
   const seen = new Set<number>();
   const found: { node: Node; depth: number }[] = [];
   for (let at = source.indexOf(literal); at >= 0; at = source.indexOf(literal, at + literal.length)) {
     const chain: Node[] = [];
-    for (let n: Node | null = tree.rootNode.descendantForIndex(at, at + literal.length); n; n = n.parent) {
+    for (let n: Node | null = tree.descendantForIndex(at, at + literal.length); n; n = n.parent) {
       if (n.type === type && !seen.has(n.id)) {
         seen.add(n.id);
         chain.push(n);
@@ -237,7 +237,7 @@ function holdsAll(source: string, literals: string[], start: number, end: number
 }
 
 /** Every node of the tree the pattern matches, in document order, nested matches included. */
-export function findAll(pattern: CompiledPattern, tree: Tree, source: string): Match[] {
+export function findAll(pattern: CompiledPattern, tree: FlatTree, source: string): Match[] {
   const out: Match[] = [];
   const root = pattern.root;
   const consider = (node: Node) => {
@@ -252,22 +252,10 @@ export function findAll(pattern: CompiledPattern, tree: Tree, source: string): M
       enclosingCandidates(tree, source, literal, root.type).forEach(consider);
       return out;
     }
-    // Only nodes of the pattern root's kind can match; tree-sitter finds them natively.
-    const top = tree.rootNode;
-    if (top.type === root.type) consider(top);
-    for (const node of top.descendantsOfType(root.type)) if (node) consider(node);
+    // Only nodes of the pattern root's kind can match.
+    for (const node of tree.ofType(root.type)) consider(node);
     return out;
   }
-  const cursor = tree.walk();
-  try {
-    for (;;) {
-      consider(cursor.currentNode);
-      if (cursor.gotoFirstChild()) continue;
-      while (!cursor.gotoNextSibling()) {
-        if (!cursor.gotoParent()) return out;
-      }
-    }
-  } finally {
-    cursor.delete();
-  }
+  for (let i = 0; i < tree.nodeCount; i++) consider(tree.node(i));
+  return out;
 }

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { ToolError } from '../../tool';
 import { Shard, type FileOutcome, type ShardJob } from './shard';
+import type { IndexedFile } from './indexer';
 import type { WorkerReply, WorkerRequest } from './worker';
 
 /** Runs shard jobs: on worker threads, or in this thread when `workers` is 0. */
@@ -9,6 +10,8 @@ export interface SearchEngine {
   /** Each file always goes to the same shard, so its cached tree is found again. */
   run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]>;
   invalidate(abs: string): void;
+  /** Offers a tree parsed in the background to the shard that owns the file. */
+  adopt(file: IndexedFile): void;
   close(): Promise<void>;
 }
 
@@ -36,6 +39,9 @@ export class InProcessEngine implements SearchEngine {
   invalidate(abs: string): void {
     this.shard.invalidate(abs);
   }
+  adopt(file: IndexedFile): void {
+    this.shard.adopt(file);
+  }
   async close(): Promise<void> {
     this.shard.clear();
   }
@@ -51,7 +57,6 @@ class ShardWorker {
   private start(): Worker {
     if (this.worker) return this.worker;
     const w = new Worker(path.join(__dirname, 'worker.js'), { workerData: { cacheBytes: this.cacheBytes } });
-    w.unref(); // an idle pool must not keep the runner alive
     w.on('message', (reply: WorkerReply) => {
       const p = this.waiting.get(reply.id);
       if (!p) return;
@@ -66,6 +71,8 @@ class ShardWorker {
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`exit code ${code}`)));
+    // After the listeners: adding a 'message' listener refs the worker's port again.
+    w.unref(); // an idle pool must not keep the runner alive
     this.worker = w;
     return w;
   }
@@ -87,6 +94,13 @@ class ShardWorker {
 
   send(msg: WorkerRequest): void {
     this.worker?.postMessage(msg);
+  }
+
+  /** Starts the worker if need be: a background tree is worth keeping before any query. */
+  adopt(file: IndexedFile): void {
+    const { tree, summary } = file;
+    const arrays = [tree.typeIds, tree.flags, tree.starts, tree.ends, tree.lines, tree.parents, tree.sizes, summary.kinds, summary.words];
+    this.start().postMessage({ kind: 'adopt', file } satisfies WorkerRequest, arrays.map((a) => a.buffer as ArrayBuffer));
   }
 
   async close(): Promise<void> {
@@ -115,6 +129,10 @@ export class WorkerPoolEngine implements SearchEngine {
 
   invalidate(abs: string): void {
     this.workers[shardOf(abs, this.workers.length)].send({ kind: 'invalidate', abs });
+  }
+
+  adopt(file: IndexedFile): void {
+    this.workers[shardOf(file.abs, this.workers.length)].adopt(file);
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,4 @@
-import type { Node } from 'web-tree-sitter';
+import type { SyntaxNode as Node } from './flatTree';
 import type { Captures, Match } from './matcher';
 
 /**

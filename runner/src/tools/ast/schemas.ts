@@ -18,7 +18,7 @@ export interface AstSettings {
   workers: number;
 }
 export const DEFAULT_AST_SETTINGS: AstSettings = {
-  cacheMB: 512,
+  cacheMB: 256,
   maxFileBytes: 2 * 1024 * 1024,
   editTtlMinutes: 30,
   workers: Math.max(1, Math.min(4, availableParallelism())),

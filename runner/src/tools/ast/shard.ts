@@ -1,9 +1,13 @@
-import type { Node } from 'web-tree-sitter';
+import type { SyntaxNode as Node } from './flatTree';
 import { ToolError } from '../../tool';
 import { languageById } from './languages';
 import { findAll, type Captures, type Match } from './matcher';
 import { compilePattern, type CompiledPattern } from './pattern';
 import { applyReplacements, RewriteTemplate, type Replacement } from './rewrite';
+import { FlatTree } from './flatTree';
+import type { IndexedFile } from './indexer';
+import { mayMatch, needsOf, type Needs } from './fileIndex';
+import type { PatternNode } from './pattern';
 import { TreeCache, type CachedFile } from './treeCache';
 
 const READ_AHEAD = 32;
@@ -55,6 +59,13 @@ export interface FileOutcome {
   edit?: { expected: string; next: string; applied: Replacement[] };
 }
 
+/** Node kinds every match contains: each pattern node but a metavariable meets its own kind. */
+function kindsOf(node: PatternNode, into: number[] = []): number[] {
+  if (node.kind !== 'metavar') into.push(node.typeId);
+  if (node.kind === 'inner') node.children.forEach((c) => kindsOf(c, into));
+  return into;
+}
+
 function plainCaptures(caps: Captures): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, node] of caps.single) out[name] = cut(node.text, MAX_CAPTURE_CHARS);
@@ -75,6 +86,7 @@ function plain(m: Match, source: string): PlainMatch {
 export class Shard {
   readonly cache: TreeCache;
   private readonly patterns = new Map<string, Promise<CompiledPattern>>();
+  private readonly needs = new WeakMap<CompiledPattern, Needs>();
 
   constructor(cacheBytes: number) {
     this.cache = new TreeCache(cacheBytes);
@@ -92,30 +104,55 @@ export class Shard {
     return p;
   }
 
+  private needsOf(compiled: CompiledPattern): Needs {
+    let n = this.needs.get(compiled);
+    if (!n) this.needs.set(compiled, (n = needsOf(kindsOf(compiled.root), compiled.literals)));
+    return n;
+  }
+
   /** Runs a job; `cancelled` is polled between files (the event loop gets a turn every few files). */
   async run(job: ShardJob, cancelled: () => boolean = () => false): Promise<FileOutcome[]> {
     const template = job.rewrite === undefined ? undefined : new RewriteTemplate(job.rewrite);
     this.cache.beginPass();
     const out: FileOutcome[] = [];
     let described = 0;
+    const compiledFor = new Map<string, CompiledPattern | undefined>();
+    for (const language of new Set(job.files.map((f) => f.language))) {
+      compiledFor.set(
+        language,
+        await this.compiled(job.pattern, language).catch((err: unknown) => {
+          if (err instanceof ToolError) return undefined;
+          throw err;
+        }),
+      );
+    }
+    // A file whose summary rules it out is neither read nor parsed.
+    const skip = job.files.map((f) => {
+      const compiled = compiledFor.get(f.language);
+      if (!compiled) return true;
+      const summary = this.cache.summary(f.abs, f.mtimeMs, f.size, f.language);
+      return !!summary && !mayMatch(summary, this.needsOf(compiled));
+    });
     // Reads run ahead of parsing: one file at a time would wait on the disk most of the time.
-    const loads: Promise<CachedFile | undefined>[] = [];
+    const loads: (Promise<CachedFile | undefined> | undefined)[] = [];
     const loadAhead = (upTo: number) => {
       for (let i = loads.length; i < Math.min(upTo, job.files.length); i++) {
         const f = job.files[i];
-        loads.push(this.cache.load(f.abs, f.mtimeMs, f.size).catch(() => undefined)); // vanished since the walk: skip
+        loads.push(skip[i] ? undefined : this.cache.load(f.abs, f.mtimeMs, f.size).catch(() => undefined)); // vanished since the walk: skip
       }
     };
     for (const [i, f] of job.files.entries()) {
       if (i % YIELD_EVERY === YIELD_EVERY - 1) await new Promise((r) => setImmediate(r));
       if (cancelled()) throw new ToolError('cancelled: the search was stopped');
       loadAhead(i + READ_AHEAD);
-      const compiled = await this.compiled(job.pattern, f.language).catch((err: unknown) => {
-        if (err instanceof ToolError) return undefined;
-        throw err;
-      });
+      const compiled = compiledFor.get(f.language);
+      if (!compiled) continue;
+      if (skip[i]) {
+        out.push({ abs: f.abs, prefiltered: true, total: 0, matches: [] });
+        continue;
+      }
       const file = await loads[i];
-      if (!compiled || !file) continue;
+      if (!file) continue;
       if (file.kind === 'binary') {
         out.push({ abs: f.abs, binary: true, total: 0, matches: [] });
         continue;
@@ -142,6 +179,11 @@ export class Shard {
       out.push(outcome);
     }
     return out;
+  }
+
+  /** Takes a tree parsed by the background indexer. */
+  adopt(found: IndexedFile): boolean {
+    return this.cache.adopt(found.abs, found.mtimeMs, found.size, found.utf8Bytes, FlatTree.revive(found.tree, found.summary.language), found.summary);
   }
 
   invalidate(abs: string): void {

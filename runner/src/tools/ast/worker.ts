@@ -1,8 +1,14 @@
 import { parentPort, workerData } from 'node:worker_threads';
+import type { IndexedFile } from './indexer';
 import { Shard, type ShardJob } from './shard';
 
 /** A search worker: owns one shard (its own parsers and tree cache) and answers jobs. */
-export type WorkerRequest = { id: number; kind: 'run'; job: ShardJob } | { id: number; kind: 'cancel' } | { kind: 'invalidate'; abs: string } | { kind: 'clear' };
+export type WorkerRequest =
+  | { id: number; kind: 'run'; job: ShardJob }
+  | { id: number; kind: 'cancel' }
+  | { kind: 'invalidate'; abs: string }
+  | { kind: 'adopt'; file: IndexedFile }
+  | { kind: 'clear' };
 export type WorkerReply = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string; tool: boolean };
 
 const shard = new Shard((workerData as { cacheBytes: number }).cacheBytes);
@@ -11,6 +17,7 @@ const cancelled = new Set<number>();
 parentPort!.on('message', (msg: WorkerRequest) => {
   if (msg.kind === 'invalidate') return shard.invalidate(msg.abs);
   if (msg.kind === 'clear') return shard.clear();
+  if (msg.kind === 'adopt') return void shard.adopt(msg.file);
   if (msg.kind === 'cancel') return void cancelled.add(msg.id);
   const id = msg.id;
   shard

@@ -1,0 +1,83 @@
+import { readFileSync, statSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import { parentPort, workerData } from 'node:worker_threads';
+import { summarize } from './fileIndex';
+import type { IndexReply, IndexRequest } from './indexer';
+import { languageForFile } from './languages';
+import { parseFlat } from './treeCache';
+import { walkFiles } from './walker';
+
+/** The background index thread (see indexer.ts). */
+const { maxFileBytes, part, parts } = workerData as { maxFileBytes: number; part: number; parts: number };
+
+/** This thread's share of the files (by path, so a file always goes to the same thread). */
+function mine(abs: string): boolean {
+  let h = 2166136261;
+  for (let i = 0; i < abs.length; i++) h = Math.imul(h ^ abs.charCodeAt(i), 16777619);
+  return (h >>> 0) % parts === part;
+}
+
+// On Linux the priority of pid 0 is the calling thread's: only this thread is lowered.
+try {
+  setPriority(0, 19);
+} catch {
+  // not permitted here: index at normal priority
+}
+
+/** Versions already indexed, so a second arrival of the same files costs only the walk. */
+const done = new Map<string, string>();
+const queue: IndexRequest[] = [];
+let running = false;
+
+async function indexOne(abs: string, mtimeMs: number, size: number): Promise<void> {
+  const language = languageForFile(abs);
+  const version = `${mtimeMs}:${size}`;
+  if (!language || size > maxFileBytes || !mine(abs) || done.get(abs) === version) return;
+  done.set(abs, version);
+  const buf = readFileSync(abs);
+  if (buf.subarray(0, 8192).includes(0)) return;
+  const source = buf.toString('utf8');
+  const tree = await parseFlat(source, language);
+  const summary = summarize(tree, language.id);
+  const reply: IndexReply = { kind: 'file', file: { abs, mtimeMs, size, utf8Bytes: buf.length, tree, summary } };
+  parentPort!.postMessage(reply, [...tree.transferables(), summary.kinds.buffer as ArrayBuffer, summary.words.buffer as ArrayBuffer]);
+}
+
+async function serve(req: IndexRequest): Promise<void> {
+  const isDir = req.kind === 'dir' && statSync(req.abs, { throwIfNoEntry: false })?.isDirectory();
+  const paths = req.kind === 'dir' ? [req.abs] : req.abs;
+  const files = isDir
+    ? (await walkFiles(paths[0], (name) => languageForFile(name) !== undefined, maxFileBytes)).files
+    : paths.flatMap((abs) => {
+        const st = statSync(abs, { throwIfNoEntry: false });
+        return st?.isFile() ? [{ abs, mtimeMs: st.mtimeMs, size: st.size }] : [];
+      });
+  for (const f of files.filter((f) => mine(f.abs))) {
+    try {
+      await indexOne(f.abs, f.mtimeMs, f.size);
+    } catch {
+      // vanished, unreadable or unparsable: the query that needs it will say so
+    }
+    // A turn of the event loop between files lets new requests queue up.
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+async function drain(): Promise<void> {
+  if (running) return;
+  running = true;
+  while (queue.length > 0) {
+    const req = queue.shift()!;
+    try {
+      await serve(req);
+    } finally {
+      parentPort!.postMessage({ kind: 'idle', indexed: done.size } satisfies IndexReply);
+    }
+  }
+  running = false;
+}
+
+parentPort!.on('message', (req: IndexRequest) => {
+  queue.push(req);
+  void drain();
+});

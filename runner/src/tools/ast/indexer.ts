@@ -1,0 +1,119 @@
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { FileSummary } from './fileIndex';
+import type { FlatTree } from './flatTree';
+
+/** A file parsed in the background, on its way to the shard that owns it. */
+export interface IndexedFile {
+  abs: string;
+  mtimeMs: number;
+  size: number;
+  utf8Bytes: number;
+  tree: FlatTree;
+  summary: FileSummary;
+}
+
+/** What the index thread is asked: walk a directory, or look again at some files. */
+export type IndexRequest = { kind: 'dir'; abs: string } | { kind: 'files'; abs: string[] };
+export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; indexed: number };
+
+/**
+ * Parses files as they arrive in the workspace, on one thread of its own at the lowest CPU
+ * priority (nice 19), so it only uses time nothing else wants: language servers starting at
+ * the same moment are not slowed. Each tree goes to `deliver` (the search shards), which keep
+ * it if there is room. Queries never wait for this: they parse what is not there yet.
+ */
+export class BackgroundIndexer {
+  private readonly threads: IndexThread[];
+
+  /** `threads` index in parallel, each its share of the files (they only use idle CPU). */
+  constructor(maxFileBytes: number, deliver: (file: IndexedFile) => void, threads = 1) {
+    this.threads = Array.from({ length: Math.max(1, threads) }, (_, part) => new IndexThread(maxFileBytes, deliver, part, Math.max(1, threads)));
+  }
+
+  /** Files indexed so far. */
+  get indexed(): number {
+    return this.threads.reduce((n, t) => n + t.indexed, 0);
+  }
+
+  /** Indexes everything under a directory (as a search would walk it). */
+  indexDir(abs: string): void {
+    this.threads.forEach((t) => t.send({ kind: 'dir', abs }));
+  }
+
+  /** Indexes these files again (they were written). */
+  indexFiles(abs: string[]): void {
+    if (abs.length > 0) this.threads.forEach((t) => t.send({ kind: 'files', abs }));
+  }
+
+  /** Resolves once every request sent so far is done (for tests and benchmarks). */
+  async idle(): Promise<void> {
+    await Promise.all(this.threads.map((t) => t.idle()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.threads.map((t) => t.close()));
+  }
+}
+
+/** One index thread, owning the files whose path hashes to its part. */
+class IndexThread {
+  private worker?: Worker;
+  private busy = 0;
+  private idleWaiters: (() => void)[] = [];
+  indexed = 0;
+
+  constructor(
+    private readonly maxFileBytes: number,
+    private readonly deliver: (file: IndexedFile) => void,
+    private readonly part: number,
+    private readonly parts: number,
+  ) {}
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const w = new Worker(path.join(__dirname, 'indexWorker.js'), { workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts } });
+    w.on('message', (reply: IndexReply) => {
+      if (reply.kind === 'file') {
+        this.indexed++;
+        this.deliver(reply.file);
+        return;
+      }
+      if (--this.busy === 0) {
+        this.idleWaiters.splice(0).forEach((fn) => fn());
+      }
+    });
+    const stop = () => {
+      this.worker = undefined;
+      this.busy = 0;
+      this.idleWaiters.splice(0).forEach((fn) => fn());
+    };
+    w.on('error', stop);
+    w.on('exit', stop);
+    // After the listeners: adding a 'message' listener refs the worker's port again.
+    w.unref(); // background work must not keep the runner alive
+    this.worker = w;
+    return w;
+  }
+
+  send(req: IndexRequest): void {
+    this.busy++;
+    this.start().postMessage(req);
+  }
+
+  idle(): Promise<void> {
+    if (this.busy === 0) return Promise.resolve();
+    this.worker?.ref(); // someone waits: stay alive until the work is done
+    return new Promise((r) =>
+      this.idleWaiters.push(() => {
+        this.worker?.unref();
+        r();
+      }),
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.worker?.terminate();
+    this.worker = undefined;
+  }
+}

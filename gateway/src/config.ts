@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import * as os from 'node:os';
 import Ajv from 'ajv';
+import { checkTenancy, defaultTenancy, tenancySchema, type TenancyConfig } from './tenancy/config';
 
 export type ProviderName = 'docker' | 'process';
 
@@ -9,6 +10,8 @@ export interface ResourceLimits {
   memoryMb: number;
   cpuMillis: number;
   pids: number;
+  /** Size of the run's workspace filesystem, MiB (0 for a bind-mounted host workspace). */
+  diskMb: number;
 }
 
 export interface GatewayConfig {
@@ -35,7 +38,9 @@ export interface GatewayConfig {
   maxPutFilesBytes: number;
   runs: { idleTimeoutSeconds: number; maxLifetimeSeconds: number; maxPerTenant: number; startTimeoutSeconds: number };
   questions: { timeoutSeconds: number };
-  docker: { socketPath: string; image: string; runtime: string; runtimeArgs: string[]; keepOnShutdown: boolean; user: string };
+  docker: { socketPath: string; image: string; runtime: string; runtimeArgs: string[]; keepOnShutdown: boolean; user: string; disk: 'loop' | 'none' };
+  /** Per-tenant quotas, rate limits and fair admission (gateway/src/tenancy). */
+  tenancy: TenancyConfig;
   /** Settings handed to the runner's tool families, keyed by family. */
   runner: Record<string, unknown>;
 }
@@ -50,21 +55,22 @@ export function defaultConfig(): GatewayConfig {
     workspaceRoots: [],
     stateDir: path.join(os.tmpdir(), 'tether'),
     limits: {
-      default: { memoryMb: 2048, cpuMillis: 2000, pids: 512 },
-      max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096 },
+      default: { memoryMb: 2048, cpuMillis: 2000, pids: 512, diskMb: 2048 },
+      max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096, diskMb: 20480 },
     },
     maxMessageBytes: 16 * 1024 * 1024,
     maxPutFilesBytes: 1024 * 1024 * 1024,
     runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
     questions: { timeoutSeconds: 600 },
-    docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000' },
+    docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000', disk: 'loop' },
+    tenancy: defaultTenancy(),
     runner: {},
   };
 }
 
 const limitsSchema = {
   type: 'object',
-  properties: { memoryMb: { type: 'integer', minimum: 64 }, cpuMillis: { type: 'integer', minimum: 100 }, pids: { type: 'integer', minimum: 16 } },
+  properties: { memoryMb: { type: 'integer', minimum: 64 }, cpuMillis: { type: 'integer', minimum: 100 }, pids: { type: 'integer', minimum: 16 }, diskMb: { type: 'integer', minimum: 16 } },
   additionalProperties: false,
 };
 
@@ -101,10 +107,12 @@ const configSchema = {
         runtimeArgs: { type: 'array', items: { type: 'string' } },
         keepOnShutdown: { type: 'boolean' },
         user: { type: 'string' },
+        disk: { enum: ['loop', 'none'] },
       },
       additionalProperties: false,
     },
     runner: { type: 'object' },
+    tenancy: tenancySchema,
   },
   additionalProperties: false,
 };
@@ -168,6 +176,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overr
     throw new Error('the process provider runs tools without isolation; enable it explicitly with allowProcessProvider (TETHER_ALLOW_PROCESS_PROVIDER=1)');
   }
   if (Object.keys(cfg.tokens).length === 0) throw new Error('no tokens configured: set "tokens" in the config file or TETHER_TOKENS=token=tenant');
+  checkTenancy(cfg.tenancy, cfg.tokens);
   return cfg;
 }
 
@@ -175,7 +184,7 @@ function validate(value: unknown, where: string): void {
   const ajv = new Ajv({ allErrors: true });
   const check = ajv.compile(configSchema);
   if (!check(value)) {
-    const why = (check.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
+    const why = (check.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}${e.params?.additionalProperty ? `: ${e.params.additionalProperty}` : ''}`).join('; ');
     throw new Error(`invalid config in ${where}: ${why}`);
   }
 }

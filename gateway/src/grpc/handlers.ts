@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { create } from '@bufbuild/protobuf';
-import { status, type sendUnaryData, type ServerDuplexStream, type ServerReadableStream, type ServerUnaryCall, type ServerWritableStream, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { status, type Metadata, type sendUnaryData, type ServerDuplexStream, type ServerReadableStream, type ServerUnaryCall, type ServerWritableStream, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import * as tarStream from 'tar-stream';
 import {
   DeleteRunResponseSchema,
@@ -38,10 +38,11 @@ import { workerHandlers } from '../workers/handlers';
 export interface GrpcStatusError {
   code: status;
   details: string;
+  metadata?: Metadata;
 }
 
 export function toStatus(err: unknown): GrpcStatusError {
-  if (err instanceof GatewayError) return { code: err.code, details: err.message };
+  if (err instanceof GatewayError) return { code: err.code, details: err.message, metadata: err.metadata };
   if (err instanceof RunnerGoneError) return { code: status.UNAVAILABLE, details: `the run's runner is gone: ${err.message}` };
   if (err instanceof ToolAbsentError) return { code: status.NOT_FOUND, details: err.message };
   logger.error({ err }, 'internal error');
@@ -76,8 +77,11 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
 
   return {
     createRun: unary(async (req: CreateRunRequest, tenant) => runToProto(await runs.create(tenant, specFromRequest(req))), auth),
-    getRun: unary(async (req: GetRunRequest, tenant) => runToProto(runs.get(tenant, req.runId)), auth),
-    listRuns: unary(async (_req: ListRunsRequest, tenant) => create(ListRunsResponseSchema, { runs: runs.list(tenant).map(runToProto) }), auth),
+    getRun: unary(async (req: GetRunRequest, tenant) => {
+      const run = runs.get(tenant, req.runId);
+      return runToProto(run, await runs.usage(run));
+    }, auth),
+    listRuns: unary(async (_req: ListRunsRequest, tenant) => create(ListRunsResponseSchema, { runs: runs.list(tenant).map((r) => runToProto(r)) }), auth),
     deleteRun: unary(async (req: DeleteRunRequest, tenant) => {
       await runs.delete(tenant, req.runId);
       return create(DeleteRunResponseSchema, {});
@@ -201,6 +205,7 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
         void (async () => {
           try {
             const tenant = auth.authenticate(call.metadata);
+            runs.tenancy.limitRate(tenant, 'callTool');
             const run = runs.ready(tenant, start.runId);
             stream = new CallStream(call, start, run.spec.features.questions.targetSpace, config.questions.timeoutSeconds);
             const cap = maxTierOf(start.surface);

@@ -168,6 +168,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overr
   if (env.TETHER_STATE_DIR) fromEnv.stateDir = env.TETHER_STATE_DIR;
   if (env.TETHER_IMAGE) fromEnv.docker = { image: env.TETHER_IMAGE };
   if (env.TETHER_RUNTIME) fromEnv.docker = { ...(fromEnv.docker ?? {}), runtime: env.TETHER_RUNTIME };
+  if (env.TETHER_DISK) fromEnv.docker = { ...(fromEnv.docker ?? {}), disk: env.TETHER_DISK as 'loop' | 'none' };
   if (env.DOCKER_SOCKET) fromEnv.docker = { ...(fromEnv.docker ?? {}), socketPath: env.DOCKER_SOCKET };
   cfg = merge(cfg, fromEnv);
   cfg = merge(cfg, opts.overrides);

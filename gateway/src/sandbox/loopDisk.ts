@@ -93,8 +93,12 @@ export class LoopDisks {
     return removed;
   }
 
+  /**
+   * Only images of this instance are ever detached or deleted. By name rather than by full
+   * path: a gateway restarted with another state directory still releases its old images.
+   */
   private owns(image: string): boolean {
-    return path.dirname(path.resolve(image)) === path.resolve(this.dir);
+    return path.isAbsolute(image) && image.endsWith('.img') && path.basename(path.dirname(image)) === path.basename(this.dir);
   }
 
   /** The loop devices backed by an image, from sysfs (`losetup -j` would do the same). */

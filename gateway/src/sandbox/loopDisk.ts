@@ -54,7 +54,9 @@ export class LoopDisks {
       await sh('mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', `root_owner=${owner.uid}:${owner.gid},lazy_itable_init=1,nodiscard`, image]);
       // An empty root: the workspace must not show a lost+found (fsck recreates it if needed).
       await sh('debugfs', ['-w', '-R', 'rmdir lost+found', image]);
-      const device = await sh('losetup', ['--find', '--show', image]);
+      // Direct I/O: the image's pages are not cached twice (in the run's filesystem and in the
+      // gateway host's); measured here, buffered loop writes ran at a third of the speed.
+      const device = await sh('losetup', ['--find', '--show', '--direct-io=on', image]);
       return { image, device };
     } catch (err) {
       await fs.rm(image, { force: true });

@@ -8,8 +8,9 @@ const run = promisify(execFile);
 const env = { ...process.env, PATH: `${process.env.PATH ?? ''}:/usr/sbin:/sbin:/usr/bin:/bin` };
 
 export const NEEDS =
-  'disk limits need losetup and mkfs.ext4 (util-linux, e2fsprogs) and the right to attach loop devices: run the gateway as root, ' +
-  'or its container with --privileged -v /dev:/dev; or set docker.disk to "none" to run without disk limits';
+  'disk limits need losetup, mkfs.ext4 and debugfs (util-linux, e2fsprogs) and the right to attach loop devices: run the gateway as root, ' +
+  "or its container with -v /dev:/dev --device-cgroup-rule='b 7:* rmw' --device-cgroup-rule='c 10:237 rmw'; " +
+  'or set docker.disk to "none" to run without disk limits';
 
 export interface LoopDisk {
   /** The filesystem image on the gateway's disk (sparse: it grows as the run writes). */

@@ -8,11 +8,20 @@ import { containersOf, docker, gatewayImage, removeInstance, runnerImage, until 
 
 // The gateway image, started the way a Testcontainers user would: the engine's socket mounted,
 // the gateway on the host network (the engine here has no bridge), driven over gRPC. Disk
-// limits attach loop devices, which takes a privileged container that sees the host's /dev.
+// limits attach loop devices: the container sees the host's /dev and may use the loop
+// devices (device cgroup rules), with no added capability and without --privileged.
 process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
 process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost';
 
 import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+
+/** Testcontainers has no builder method for device cgroup rules. */
+class GatewayContainer extends GenericContainer {
+  withLoopDevices(): this {
+    this.hostConfig.DeviceCgroupRules = ['b 7:* rmw', 'c 10:237 rmw'];
+    return this;
+  }
+}
 
 let gateway: StartedTestContainer;
 let client: TetherClient;
@@ -31,9 +40,9 @@ async function freePort(): Promise<number> {
 
 before(async () => {
   const port = await freePort();
-  gateway = await new GenericContainer(gatewayImage())
+  gateway = await new GatewayContainer(gatewayImage())
     .withNetworkMode('host')
-    .withPrivilegedMode()
+    .withLoopDevices()
     .withBindMounts([
       { source: '/var/run/docker.sock', target: '/var/run/docker.sock' },
       { source: '/dev', target: '/dev' },
@@ -86,7 +95,7 @@ test('the gateway image gives a run a size-limited workspace on a loop device, a
   assert.match(device, /^\/dev\/loop\d+$/);
   assert.ok(loopBound(device));
   const cell = "import os\nn = 0\ntry:\n    with open('f.bin', 'wb') as f:\n        while n < (200 << 20): n += f.write(b'\\0' * (1 << 20))\nexcept OSError as e:\n    print('stopped', n >> 20, e.strerror)";
-  const out = await client.callTool(run.runId, 'eval', { code: cell, description: 'fill the workspace' });
+  const out = await client.callTool(run.runId, 'eval', { code: cell, description: 'fill the workspace past its disk limit' });
   const m = /stopped (\d+) No space left on device/.exec(resultText(out.result));
   assert.ok(m && Number(m[1]) <= 48, resultText(out.result));
   const usage = (await client.getRun(run.runId)).usage;

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import Ajv from 'ajv';
+import { checkTenancy } from './tenancy/config';
 import { CONFIG_ANNOTATIONS, configLeaves, configSchema, partialSchema, type GatewayConfig } from './configSchema';
 
 export type { GatewayConfig, ProviderName, ResourceLimits } from './configSchema';
@@ -20,7 +21,7 @@ export function defaultConfig(): GatewayConfig {
 }
 
 function defaultsOf(schema: Json): unknown {
-  if (schema.type === 'object' && isObject(schema.properties)) {
+  if (schema.type === 'object' && isObject(schema.properties) && !('default' in schema)) {
     return Object.fromEntries(Object.entries(schema.properties).map(([k, s]) => [k, defaultsOf(s as Json)]));
   }
   return structuredClone(schema.default);
@@ -95,6 +96,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overr
     throw new Error('the process provider runs tools without isolation; enable it explicitly with allowProcessProvider (TETHER_ALLOW_PROCESS_PROVIDER=1)');
   }
   if (Object.keys(cfg.tokens).length === 0) throw new Error('no tokens configured: set "tokens" in the config file or TETHER_TOKENS=token=tenant');
+  checkTenancy(cfg.tenancy, cfg.tokens);
   return cfg;
 }
 

@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { tenancySchema } from './tenancy/config';
 
 /**
  * The gateway config, written once: the JSON Schema below validates the file and the effective
@@ -14,12 +15,13 @@ export const CONFIG_ANNOTATIONS = ['env', 'docDefault'] as const;
 
 const PROVIDERS = ['docker', 'process'] as const;
 
-const limits = (whose: string, memoryMb: number, cpuMillis: number, pids: number) =>
+const limits = (whose: string, memoryMb: number, cpuMillis: number, pids: number, diskMb: number) =>
   Type.Object(
     {
       memoryMb: Type.Integer({ minimum: 64, default: memoryMb, description: `${whose} memory, in MiB` }),
       cpuMillis: Type.Integer({ minimum: 100, default: cpuMillis, description: `${whose} CPU, in thousandths of a core` }),
       pids: Type.Integer({ minimum: 16, default: pids, description: `${whose} number of processes` }),
+      diskMb: Type.Integer({ minimum: 16, default: diskMb, description: `${whose} size of the workspace filesystem, in MiB (see docs/tenancy.md)` }),
     },
     { additionalProperties: false },
   );
@@ -62,12 +64,12 @@ export const configSchema = Type.Object(
       default: path.join(os.tmpdir(), 'tether'),
       env: 'TETHER_STATE_DIR',
       docDefault: '`$TMPDIR/tether`',
-      description: 'where the gateway keeps the per-run workspaces it creates itself',
+      description: 'where the process provider keeps workspaces and the docker provider the runs\' disk images',
     }),
     limits: Type.Object(
       {
-        default: limits('per-run default:', 2048, 2000, 512),
-        max: limits('per-run maximum (requests above it are refused):', 8192, 2000, 4096),
+        default: limits('per-run default:', 2048, 2000, 512, 2048),
+        max: limits('per-run maximum (requests above it are refused):', 8192, 2000, 4096, 20480),
       },
       { additionalProperties: false },
     ),
@@ -82,7 +84,7 @@ export const configSchema = Type.Object(
       {
         idleTimeoutSeconds: Type.Number({ minimum: 0, default: 3600, description: 'a run with no calls for this long is stopped' }),
         maxLifetimeSeconds: Type.Number({ minimum: 0, default: 6 * 3600, description: 'a run is stopped after this long' }),
-        maxPerTenant: Type.Integer({ minimum: 1, default: 50, description: 'live runs per tenant' }),
+        maxPerTenant: Type.Integer({ minimum: 1, default: 50, description: 'live runs per tenant (the default of `tenancy.default.liveRuns`)' }),
         startTimeoutSeconds: Type.Number({ minimum: 1, default: 60, description: 'time for a new runner to answer' }),
       },
       { additionalProperties: false },
@@ -107,9 +109,17 @@ export const configSchema = Type.Object(
         }),
         keepOnShutdown: Type.Boolean({ default: false, description: 'leave runs running when the gateway stops (they are re-attached on the next start)' }),
         user: Type.String({ default: '1000:1000', description: 'the non-root user runs execute as' }),
+        disk: Type.Unsafe<'loop' | 'none'>({
+          enum: ['loop', 'none'],
+          default: 'loop',
+          env: 'TETHER_DISK',
+          description:
+            "`loop`: each fresh workspace is an ext4 image of `diskMb` on a loop device (needs root, or a gateway container with `-v /dev:/dev` and loop device cgroup rules; docs/tenancy.md); `none`: no disk limit",
+        }),
       },
       { additionalProperties: false },
     ),
+    tenancy: tenancySchema,
     runner: Type.Unsafe<Record<string, unknown>>({
       type: 'object',
       default: {},
@@ -134,7 +144,8 @@ export interface ConfigLeaf {
 
 /** The settable keys in declaration order. */
 export function configLeaves(schema: TSchema = configSchema, at: string[] = []): ConfigLeaf[] {
-  if (schema.type === 'object' && schema.properties) {
+  // A key with a default of its own is one setting, whatever its shape.
+  if (schema.type === 'object' && schema.properties && !('default' in schema)) {
     return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([k, s]) => configLeaves(s, [...at, k]));
   }
   return [{ key: at.join('.'), path: at, schema }];

@@ -1,7 +1,11 @@
+import type { Metadata } from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
 
 /** A failure answered with a gRPC status: transport, auth, unknown runs, absent tools. */
 export class GatewayError extends Error {
+  /** Trailers sent with the status (retry hints, rich error details). */
+  metadata?: Metadata;
+
   constructor(readonly code: status, message: string) {
     super(message);
     this.name = 'GatewayError';

@@ -37,7 +37,11 @@ export async function startTestGateway(over: Overrides = {}, provider?: SandboxP
     stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-test-')),
     ...over,
     runs: { ...base.runs, ...(over.runs as object) },
-    limits: { ...base.limits, ...(over.limits as object) },
+    limits: {
+      default: { ...base.limits.default, ...(over.limits as GatewayConfig['limits'] | undefined)?.default },
+      max: { ...base.limits.max, ...(over.limits as GatewayConfig['limits'] | undefined)?.max },
+    },
+    tenancy: { ...base.tenancy, ...(over.tenancy as object) },
     questions: { ...base.questions, ...(over.questions as object) },
     docker: { ...base.docker, image: process.env.TETHER_IMAGE ?? base.docker.image, ...(over.docker as object) },
   } as GatewayConfig;

@@ -29,6 +29,7 @@ export function serveCallTool(
     if (msg.msg.case !== 'start') return abortWith(invalid('CallTool: the first message must be start'));
     const start = msg.msg.value;
     void (async () => {
+      deps.runs.tenancy.limitRate(tenant, 'callTool');
       const run = deps.runs.ready(tenant, start.runId);
       stream = new CallStream(call, start, run.spec.features.questions.targetSpace, deps.questionTimeoutSeconds);
       const cap = maxTierOf(start.surface);

@@ -8,10 +8,12 @@ import {
   QuestionsFeatureSchema,
   RunSchema,
   RunState,
+  RunUsageSchema,
   type CreateRunRequest,
   type Run,
 } from '../../../gen/tether/v1/gateway_pb';
 import type { ApprovalPolicy, RunRecord, RunSpec } from '../runs/RunManager';
+import type { SandboxUsage } from '../sandbox/provider';
 
 const approvalFrom = (a: Approval | undefined, fallback: ApprovalPolicy): ApprovalPolicy =>
   a === Approval.AUTO ? 'AUTO' : a === Approval.PROMPT ? 'PROMPT' : a === Approval.DENY ? 'DENY' : fallback;
@@ -34,13 +36,13 @@ export function specFromRequest(req: CreateRunRequest): RunSpec {
     // Unspecified approvals default to AUTO: the platform opts into prompts per tier.
     approvals: { write: approvalFrom(req.approvals?.write, 'AUTO'), exec: approvalFrom(req.approvals?.exec, 'AUTO') },
     labels: { ...req.labels },
-    limits: { memoryMb: req.limits?.memoryMb ?? 0, cpuMillis: req.limits?.cpuMillis ?? 0, pids: req.limits?.pids ?? 0 },
+    limits: { memoryMb: req.limits?.memoryMb ?? 0, cpuMillis: req.limits?.cpuMillis ?? 0, pids: req.limits?.pids ?? 0, diskMb: req.limits?.diskMb ?? 0 },
   };
 }
 
 const stateTo = { STARTING: RunState.STARTING, READY: RunState.READY, FAILED: RunState.FAILED, STOPPED: RunState.STOPPED } as const;
 
-export function runToProto(r: RunRecord): Run {
+export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
   const f = r.spec.features;
   return create(RunSchema, {
     runId: r.runId,
@@ -59,6 +61,7 @@ export function runToProto(r: RunRecord): Run {
       questions: create(QuestionsFeatureSchema, { enabled: f.questions.enabled, targetSpace: f.questions.targetSpace }),
     }),
     approvals: create(ApprovalsSchema, { write: approvalTo(r.spec.approvals.write), exec: approvalTo(r.spec.approvals.exec) }),
-    limits: create(LimitsSchema, r.spec.limits),
+    limits: create(LimitsSchema, { ...r.spec.limits, diskMb: r.spec.limits.diskMb ?? 0 }),
+    usage: usage && create(RunUsageSchema, { diskBytes: BigInt(usage.diskBytes), memoryBytes: BigInt(usage.memoryBytes), cpuTimeMs: BigInt(usage.cpuMillis) }),
   });
 }

@@ -36,8 +36,11 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
 
   return {
     createRun: edge.unary(async (req: CreateRunRequest, tenant) => runToProto(await runs.create(tenant, specFromRequest(req)))),
-    getRun: edge.unary(async (req: GetRunRequest, tenant) => runToProto(runs.get(tenant, req.runId))),
-    listRuns: edge.unary(async (_req: ListRunsRequest, tenant) => create(ListRunsResponseSchema, { runs: runs.list(tenant).map(runToProto) })),
+    getRun: edge.unary(async (req: GetRunRequest, tenant) => {
+      const run = runs.get(tenant, req.runId);
+      return runToProto(run, await runs.usage(run));
+    }),
+    listRuns: edge.unary(async (_req: ListRunsRequest, tenant) => create(ListRunsResponseSchema, { runs: runs.list(tenant).map((r) => runToProto(r)) })),
     deleteRun: edge.unary(async (req: DeleteRunRequest, tenant) => {
       await runs.delete(tenant, req.runId);
       return create(DeleteRunResponseSchema, {});

@@ -5,9 +5,11 @@ import type { GatewayConfig } from '../config';
 import { invalid, notFound, GatewayError } from '../errors';
 import { status } from '@grpc/grpc-js';
 import { logger } from '../log';
-import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider';
+import { LABELS, type Sandbox, type SandboxProvider, type SandboxUsage } from '../sandbox/provider';
+import { Tenancy } from '../tenancy/Tenancy';
+import type { Reserved } from '../tenancy/quota';
 import { RunnerClient } from './RunnerClient';
-import { RunRecord, type ReadyRun, type RunSpec } from './RunRecord';
+import { RunRecord, type ReadyRun, type RunSpec, type RunState } from './RunRecord';
 
 export type { ApprovalPolicy, ReadyRun, RunPhase, RunSpec, RunState } from './RunRecord';
 export { RunRecord } from './RunRecord';
@@ -19,11 +21,14 @@ const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
 export class RunManager {
   private readonly runs = new Map<string, RunRecord>();
   private sweeper?: NodeJS.Timeout;
+  readonly tenancy: Tenancy;
 
   constructor(
     private readonly config: GatewayConfig,
     readonly provider: SandboxProvider,
-  ) {}
+  ) {
+    this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
+  }
 
   /** Checks a CreateRun request against the server's rules before anything starts. */
   normalize(spec: RunSpec): RunSpec {
@@ -42,13 +47,17 @@ export class RunManager {
       if (asked > m) throw invalid(`limits.${name} ${asked} is above the server maximum ${m}`);
       return asked > 0 ? asked : Math.min(d, m);
     };
+    // A host workspace belongs to the platform: the gateway neither sizes nor reserves it.
+    if (spec.workspace && spec.limits.diskMb > 0) throw invalid('limits.disk_mb applies only to workspaces the gateway creates, not to a host workspace');
     const limits = {
       memoryMb: pick(spec.limits.memoryMb, def.memoryMb, max.memoryMb, 'memory_mb'),
       cpuMillis: pick(spec.limits.cpuMillis, def.cpuMillis, max.cpuMillis, 'cpu_millis'),
       pids: pick(spec.limits.pids, def.pids, max.pids, 'pids'),
+      diskMb: spec.workspace ? 0 : pick(spec.limits.diskMb ?? 0, def.diskMb, max.diskMb, 'disk_mb'),
     };
     if (limits.memoryMb < 64) throw invalid('limits.memory_mb must be at least 64');
     if (limits.pids < 16) throw invalid('limits.pids must be at least 16');
+    if (!spec.workspace && limits.diskMb < 16) throw invalid('limits.disk_mb must be at least 16');
     return { ...spec, limits };
   }
 
@@ -68,28 +77,56 @@ export class RunManager {
   }
 
   async create(tenant: string, requested: RunSpec): Promise<RunRecord> {
+    this.tenancy.limitRate(tenant, 'createRun');
     const spec = this.normalize(requested);
-    const live = [...this.runs.values()].filter((r) => r.tenant === tenant && r.live);
-    if (live.length >= this.config.runs.maxPerTenant) {
-      throw new GatewayError(status.RESOURCE_EXHAUSTED, `tenant has ${live.length} live runs, the maximum is ${this.config.runs.maxPerTenant}; delete one first`);
-    }
     const hostWorkspace = spec.workspace ? await this.checkWorkspace(spec.workspace) : undefined;
+    // From here to runs.set nothing awaits: the quota check sees every run, queued ones too,
+    // and a refusal leaves nothing behind.
+    this.tenancy.checkQuota(tenant, this.reservedBy(tenant), spec.limits);
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date());
+    const started = this.tenancy.admit(tenant, () => this.start(run, hostWorkspace));
     this.runs.set(run.runId, run);
+    await started;
+    return run;
+  }
+
+  private async start(run: RunRecord, hostWorkspace: string | undefined): Promise<void> {
+    if (run.state !== 'STARTING') return; // deleted while it waited for admission
     try {
       const sandbox = await this.provider.create({
         runId: run.runId,
-        tenant,
+        tenant: run.tenant,
         hostWorkspace,
-        limits: spec.limits,
+        limits: run.spec.limits,
         labels: this.labelsFor(run),
       });
+      if ((run.state as RunState) === 'STOPPED') return void (await this.provider.remove(sandbox.id).catch(() => undefined)); // deleted meanwhile
       await this.connect(run, sandbox);
     } catch (err) {
       this.markFailed(run, `could not start the run: ${(err as Error).message}`);
       if (run.sandbox) await this.provider.remove(run.sandbox.id).catch(() => undefined);
+      // Its workspace is gone with it: it no longer holds disk.
+      run.sandboxRemoved();
     }
-    return run;
+  }
+
+  /**
+   * What a tenant's runs hold against its quotas: memory, CPU and a slot while live (queued,
+   * starting or ready); disk while the workspace exists (until DeleteRun, failed runs too).
+   */
+  reservedBy(tenant: string): Reserved {
+    const held: Reserved = { liveRuns: 0, memoryMb: 0, cpuMillis: 0, diskMb: 0 };
+    for (const r of this.runs.values()) {
+      if (r.tenant !== tenant) continue;
+      const live = r.state === 'STARTING' || r.state === 'READY';
+      if (live) {
+        held.liveRuns++;
+        held.memoryMb += r.spec.limits.memoryMb;
+        held.cpuMillis += r.spec.limits.cpuMillis;
+      }
+      if (live || (r.state === 'FAILED' && r.sandbox)) held.diskMb += r.spec.limits.diskMb ?? 0;
+    }
+    return held;
   }
 
   private labelsFor(run: RunRecord): Record<string, string> {
@@ -145,6 +182,15 @@ export class RunManager {
     const run = this.runs.get(runId);
     if (!run || run.tenant !== tenant) throw notFound(`run ${runId} not found`);
     return run;
+  }
+
+  /** What the run uses now, as its provider measures it; undefined when it cannot say. */
+  async usage(run: RunRecord): Promise<SandboxUsage | undefined> {
+    if (!run.sandbox || run.state === 'STOPPED' || !this.provider.usage) return undefined;
+    return this.provider.usage(run.sandbox.id).catch((err: Error) => {
+      logger.debug({ runId: run.runId, err: err.message }, 'no usage');
+      return undefined;
+    });
   }
 
   list(tenant: string): RunRecord[] {

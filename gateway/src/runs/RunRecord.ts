@@ -117,6 +117,12 @@ export class RunRecord {
     return this.fail(reason);
   }
 
+  /** FAILED|STOPPED: the sandbox (and its workspace) was removed; it holds no disk any more. */
+  sandboxRemoved(): void {
+    const c = this.current;
+    if (c.state === 'FAILED' || c.state === 'STOPPED') this.current = { ...c, sandbox: undefined };
+  }
+
   /**
    * Any state → STOPPED. A failure's reason is kept; otherwise `why`. Returns the phase it
    * left, so the caller can shut down what that phase held.

@@ -1,16 +1,22 @@
 import Docker from 'dockerode';
 import { createReadStream } from 'node:fs';
+import * as path from 'node:path';
 import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config';
 import { logger } from '../log';
 import { resolveImage } from './image';
-import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec } from './provider';
+import { LoopDisks } from './loopDisk';
+import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec, type SandboxUsage } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 
 /** Where the runner image keeps the workspace and the run user's home. */
 export const WORKSPACE = '/workspace';
 const HOME = '/home/tether';
 const VOLUME_PREFIX = 'tether-ws-';
+/** On a size-limited workspace volume: the filesystem image behind its loop device. */
+const DISK_IMAGE_LABEL = 'dev.tether.disk-image';
+/** /dev/shm: memory-backed like /tmp, and small (Docker's own default). */
+const SHM_BYTES = 64 * 1024 * 1024;
 
 interface Live {
   runId: string;
@@ -38,9 +44,13 @@ export class DockerProvider implements SandboxProvider {
   private events?: Readable;
   private watching?: Promise<void>;
   private closed = false;
+  /** Workspace filesystem images of this instance, by container id once known. */
+  private readonly disks: LoopDisks;
+  private readonly diskImages = new Map<string, string>();
 
   constructor(private readonly config: GatewayConfig) {
     this.docker = new Docker({ socketPath: config.docker.socketPath });
+    this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance));
   }
 
   private get user(): { uid: number; gid: number; spec: string } {
@@ -55,11 +65,7 @@ export class DockerProvider implements SandboxProvider {
     if (!image) throw new Error('no runner image configured: run scripts/setup.sh, or set TETHER_IMAGE / docker.image');
     await this.watchOom();
     const volume = spec.hostWorkspace ? undefined : `${VOLUME_PREFIX}${spec.runId}`;
-    if (volume) {
-      const keep = [LABELS.managed, LABELS.instance, LABELS.runId, LABELS.tenant] as string[];
-      const labels = Object.fromEntries(Object.entries(spec.labels).filter(([k]) => keep.includes(k)));
-      await this.docker.createVolume({ Name: volume, Labels: labels });
-    }
+    const image_ = volume ? await this.createVolume(volume, spec) : undefined;
     let container: Docker.Container | undefined;
     try {
       container = await this.docker.createContainer(this.containerOptions(spec, image, volume)).catch((err) => {
@@ -71,19 +77,51 @@ export class DockerProvider implements SandboxProvider {
       const sandbox = await this.connect(container.id, spec.runId, new Promise<void>((r) => (started = r)));
       await container.start();
       started();
+      if (image_) this.diskImages.set(container.id, image_);
       return sandbox;
     } catch (err) {
       if (container) await this.remove(container.id).catch(() => undefined);
       else if (volume) await this.docker.getVolume(volume).remove().catch(() => undefined);
+      if (image_) await this.disks.release({ image: image_ }).catch(() => undefined);
       throw err;
     }
+  }
+
+  /**
+   * The run's workspace volume; with a disk limit, a volume over its own loop-mounted ext4
+   * image (overlay2 on ext4 has no per-container size limit). Returns the image, if any.
+   */
+  private async createVolume(volume: string, spec: SandboxSpec): Promise<string | undefined> {
+    const keep = [LABELS.managed, LABELS.instance, LABELS.runId, LABELS.tenant] as string[];
+    const labels = Object.fromEntries(Object.entries(spec.labels).filter(([k]) => keep.includes(k)));
+    if (this.config.docker.disk === 'none' || !spec.limits.diskMb) {
+      await this.docker.createVolume({ Name: volume, Labels: labels });
+      return undefined;
+    }
+    const disk = await this.disks.create(spec.runId, spec.limits.diskMb, this.user);
+    try {
+      // `discard`: files a run deletes give their space back to the host.
+      await this.docker.createVolume({
+        Name: volume,
+        Driver: 'local',
+        DriverOpts: { type: 'ext4', device: disk.device, o: 'discard' },
+        Labels: { ...labels, [DISK_IMAGE_LABEL]: disk.image },
+      });
+    } catch (err) {
+      await this.disks.release(disk);
+      throw err;
+    }
+    return disk.image;
   }
 
   private containerOptions(spec: SandboxSpec, image: string, volume: string | undefined): Docker.ContainerCreateOptions {
     const { limits } = spec;
     const memory = limits.memoryMb * 1024 * 1024;
     const { uid, gid } = this.user;
-    const tmpfs = (mode: string) => `rw,nosuid,nodev,size=${limits.memoryMb}m,mode=${mode},uid=${uid},gid=${gid}`;
+    // tmpfs pages are charged to the run's memory; a quarter each keeps a full /tmp or home an
+    // ENOSPC for the writer rather than an OOM kill of the whole run.
+    const tmpfsMb = Math.max(16, Math.floor(limits.memoryMb / 4));
+    const tmpfs = (mode: string) => `rw,nosuid,nodev,size=${tmpfsMb}m,mode=${mode},uid=${uid},gid=${gid}`;
     return {
       name: `tether-${spec.runId}`,
       Image: image,
@@ -104,6 +142,7 @@ export class DockerProvider implements SandboxProvider {
         SecurityOpt: ['no-new-privileges'],
         ReadonlyRootfs: true,
         Tmpfs: { '/tmp': tmpfs('1777'), [HOME]: tmpfs('700') },
+        ShmSize: SHM_BYTES,
         // A small init as PID 1 reaps the zombies of debuggees and language servers.
         Init: true,
         PidsLimit: limits.pids,
@@ -266,8 +305,43 @@ export class DockerProvider implements SandboxProvider {
     const info = await container.inspect().catch((err) => (status(err) === 404 ? undefined : Promise.reject(err)));
     await container.remove({ force: true }).catch(ignoreMissing);
     const volume = info?.Mounts?.find((m) => m.Type === 'volume' && m.Destination === WORKSPACE && m.Name?.startsWith(VOLUME_PREFIX))?.Name;
-    if (volume) await this.docker.getVolume(volume).remove().catch(ignoreMissing);
+    if (volume) await this.removeVolume(volume);
+    this.diskImages.delete(id);
     this.release(id);
+  }
+
+  /** Removes a workspace volume and then the loop device and image under it. */
+  private async removeVolume(name: string): Promise<void> {
+    const v = this.docker.getVolume(name);
+    const image = (await v.inspect().catch(() => undefined))?.Labels?.[DISK_IMAGE_LABEL];
+    await v.remove().catch(ignoreMissing);
+    if (image) await this.disks.release({ image });
+  }
+
+  /**
+   * One sample, no waiting for a second one (`one-shot`): memory without page cache, CPU time
+   * from the cgroup, disk as the blocks the workspace image holds on the host.
+   */
+  async usage(id: string): Promise<SandboxUsage> {
+    const stats = (await this.docker.getContainer(id).stats({ stream: false, 'one-shot': true } as { stream: false })) as Docker.ContainerStats;
+    const mem = stats.memory_stats ?? ({} as Docker.ContainerStats['memory_stats']);
+    const cache = mem.stats?.total_inactive_file ?? mem.stats?.inactive_file ?? mem.stats?.cache ?? 0;
+    const image = await this.diskImageOf(id);
+    return {
+      memoryBytes: Math.max(0, (mem.usage ?? 0) - cache),
+      cpuMillis: Math.round((stats.cpu_stats?.cpu_usage?.total_usage ?? 0) / 1e6),
+      diskBytes: image ? await this.disks.usedBytes(image).catch(() => 0) : 0,
+    };
+  }
+
+  private async diskImageOf(id: string): Promise<string | undefined> {
+    if (this.diskImages.has(id)) return this.diskImages.get(id);
+    // A run found again after a restart: its volume's label names the image.
+    const info = await this.docker.getContainer(id).inspect();
+    const volume = info.Mounts?.find((m) => m.Type === 'volume' && m.Destination === WORKSPACE)?.Name;
+    const image = volume ? (await this.docker.getVolume(volume).inspect().catch(() => undefined))?.Labels?.[DISK_IMAGE_LABEL] : undefined;
+    this.diskImages.set(id, image ?? '');
+    return image;
   }
 
   async list(labels: Record<string, string>): Promise<SandboxInfo[]> {
@@ -278,18 +352,25 @@ export class DockerProvider implements SandboxProvider {
     return found.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, running: c.State === 'running' }));
   }
 
-  /** Removes workspace volumes whose container is gone (the gateway died between the two). */
+  /**
+   * Removes workspace volumes whose container is gone (the gateway died between the two), then
+   * workspace images of this instance that no volume uses, with their loop devices.
+   */
   async sweep(labels: Record<string, string>): Promise<number> {
     const filters = JSON.stringify({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) });
     const withContainer = new Set((await this.list(labels)).map((c) => c.labels[LABELS.runId]));
     const { Volumes } = await this.docker.listVolumes({ filters });
     let removed = 0;
+    const inUse = new Set<string>();
     for (const v of Volumes ?? []) {
       const runId = v.Labels?.[LABELS.runId];
-      if (!v.Name.startsWith(VOLUME_PREFIX) || !runId || withContainer.has(runId)) continue;
-      await this.docker.getVolume(v.Name).remove().then(() => removed++, ignoreMissing);
+      if (!v.Name.startsWith(VOLUME_PREFIX) || !runId || withContainer.has(runId)) {
+        if (v.Labels?.[DISK_IMAGE_LABEL]) inUse.add(v.Labels[DISK_IMAGE_LABEL]);
+        continue;
+      }
+      await this.removeVolume(v.Name).then(() => removed++, ignoreMissing);
     }
-    return removed;
+    return removed + (await this.disks.sweep(inUse));
   }
 
   /** Lets go of a container without touching it. */

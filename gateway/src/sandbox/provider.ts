@@ -44,6 +44,16 @@ export interface Sandbox {
   getArchive(relPath: string): Promise<Readable>;
 }
 
+/** What a sandbox uses now: for billing and warnings, not for enforcement. */
+export interface SandboxUsage {
+  /** Bytes its writable places hold on the host's disk (0 when the provider cannot tell). */
+  diskBytes: number;
+  /** Memory its processes hold now, page cache excluded. */
+  memoryBytes: number;
+  /** CPU time its processes have used since it started, in milliseconds. */
+  cpuMillis: number;
+}
+
 export interface SandboxInfo {
   id: string;
   labels: Record<string, string>;
@@ -68,5 +78,6 @@ export interface SandboxProvider {
    * created just before a crash). Called on start-up, before any run is created.
    */
   sweep?(labels: Record<string, string>): Promise<number>;
+  usage?(id: string): Promise<SandboxUsage>;
   close(): Promise<void>;
 }

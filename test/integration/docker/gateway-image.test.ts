@@ -1,16 +1,27 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
+import { existsSync } from 'node:fs';
 import { RunState } from '../../../gen/tether/v1/gateway_pb';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { containersOf, docker, gatewayImage, removeInstance, runnerImage, until } from './support';
 
 // The gateway image, started the way a Testcontainers user would: the engine's socket mounted,
-// the gateway on the host network (the engine here has no bridge), driven over gRPC.
+// the gateway on the host network (the engine here has no bridge), driven over gRPC. Disk
+// limits attach loop devices: the container sees the host's /dev and may use the loop
+// devices (device cgroup rules), with no added capability and without --privileged.
 process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
 process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost';
 
 import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+
+/** Testcontainers has no builder method for device cgroup rules. */
+class GatewayContainer extends GenericContainer {
+  withLoopDevices(): this {
+    this.hostConfig.DeviceCgroupRules = ['b 7:* rmw', 'c 10:237 rmw'];
+    return this;
+  }
+}
 
 let gateway: StartedTestContainer;
 let client: TetherClient;
@@ -29,9 +40,13 @@ async function freePort(): Promise<number> {
 
 before(async () => {
   const port = await freePort();
-  gateway = await new GenericContainer(gatewayImage())
+  gateway = await new GatewayContainer(gatewayImage())
     .withNetworkMode('host')
-    .withBindMounts([{ source: '/var/run/docker.sock', target: '/var/run/docker.sock' }])
+    .withLoopDevices()
+    .withBindMounts([
+      { source: '/var/run/docker.sock', target: '/var/run/docker.sock' },
+      { source: '/dev', target: '/dev' },
+    ])
     .withEnvironment({
       TETHER_LISTEN: `127.0.0.1:${port}`,
       TETHER_TOKENS: 'tc-token=acme',
@@ -69,13 +84,35 @@ test('the gateway image creates a hardened run container per run, and DeleteRun 
   assert.equal((await containersOf(run.runId)).length, 0, 'the container vanished');
 });
 
+const loopBound = (device: string) => existsSync(`/sys/block/${device.replace('/dev/', '')}/loop/backing_file`);
+
+test('the gateway image gives a run a size-limited workspace on a loop device, and releases it on DeleteRun', async () => {
+  const run = await client.createRun({ conversationId: 'disk', features: { eval: true }, limits: { diskMb: 48 } });
+  assert.equal(run.state, RunState.READY, run.error);
+  const [c] = await containersOf(run.runId);
+  const volume = await docker.getVolume(c.Mounts.find((m) => m.Destination === '/workspace')!.Name!).inspect();
+  const device = (volume.Options ?? {}).device;
+  assert.match(device, /^\/dev\/loop\d+$/);
+  assert.ok(loopBound(device));
+  const cell = "import os\nn = 0\ntry:\n    with open('f.bin', 'wb') as f:\n        while n < (200 << 20): n += f.write(b'\\0' * (1 << 20))\nexcept OSError as e:\n    print('stopped', n >> 20, e.strerror)";
+  const out = await client.callTool(run.runId, 'eval', { code: cell, description: 'fill the workspace past its disk limit' });
+  const m = /stopped (\d+) No space left on device/.exec(resultText(out.result));
+  assert.ok(m && Number(m[1]) <= 48, resultText(out.result));
+  const usage = (await client.getRun(run.runId)).usage;
+  assert.ok(Number(usage?.diskBytes) > 32 * 2 ** 20, `usage ${usage?.diskBytes}`);
+  await client.deleteRun(run.runId);
+  assert.equal(loopBound(device), false, 'the loop device is detached');
+});
+
 test('stopping the gateway container stops and removes its runs', async () => {
   const runs = await Promise.all([client.createRun({ conversationId: 'a' }), client.createRun({ conversationId: 'b' })]);
   for (const r of runs) assert.equal(r.state, RunState.READY, r.error);
   const boxes = (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat();
   assert.equal(boxes.length, 2);
   const volumes = boxes.map((b) => b.Mounts.find((m) => m.Destination === '/workspace')!.Name!);
+  const devices = await Promise.all(volumes.map(async (v) => ((await docker.getVolume(v).inspect()).Options ?? {}).device));
   await gateway.stop({ timeout: 15_000 });
   await until('the run containers to vanish', async () => (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat().length === 0, 10000);
   for (const v of volumes) await assert.rejects(docker.getVolume(v).inspect(), /no such volume/i, `volume ${v} was removed`);
+  for (const d of devices) assert.equal(loopBound(d), false, `${d} was detached`);
 });

@@ -24,7 +24,7 @@ test('every config key documents itself, and the table has one row per key', () 
   const leaves = configLeaves();
   for (const { key, schema } of leaves) assert.ok(typeof schema.description === 'string' && schema.description.length > 0, `${key} has no description`);
   assert.equal(configTable().split('\n').length, leaves.length + 2);
-  assert.ok(configTable().includes('| `runs.maxPerTenant` | — | 50 | live runs per tenant |'));
+  assert.ok(configTable().includes('| `runs.maxPerTenant` | — | 50 | live runs per tenant (the default of `tenancy.default.liveRuns`) |'));
 });
 
 test("the schema's defaults are the built-in config", () => {
@@ -36,12 +36,13 @@ test("the schema's defaults are the built-in config", () => {
     allowProcessProvider: false,
     workspaceRoots: [],
     stateDir: path.join(os.tmpdir(), 'tether'),
-    limits: { default: { memoryMb: 2048, cpuMillis: 2000, pids: 512 }, max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096 } },
+    limits: { default: { memoryMb: 2048, cpuMillis: 2000, pids: 512, diskMb: 2048 }, max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096, diskMb: 20480 } },
     maxMessageBytes: 16 * 1024 * 1024,
     maxPutFilesBytes: 1024 * 1024 * 1024,
     runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
     questions: { timeoutSeconds: 600 },
-    docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000' },
+    docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000', disk: 'loop' },
+    tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },
     runner: {},
   });
   const a = defaultConfig();

@@ -634,7 +634,10 @@ type Limits struct {
 	// CPU in thousandths of a core; 0 means the server default.
 	CpuMillis uint32 `protobuf:"varint,2,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
 	// Maximum number of processes; 0 means the server default.
-	Pids          uint32 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	Pids uint32 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	// Size of the run's workspace filesystem in MiB; 0 means the server default. Writes past
+	// it fail inside the run with ENOSPC. Must be 0 with a host workspace, which is not sized.
+	DiskMb        uint32 `protobuf:"varint,4,opt,name=disk_mb,json=diskMb,proto3" json:"disk_mb,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +689,13 @@ func (x *Limits) GetCpuMillis() uint32 {
 func (x *Limits) GetPids() uint32 {
 	if x != nil {
 		return x.Pids
+	}
+	return 0
+}
+
+func (x *Limits) GetDiskMb() uint32 {
+	if x != nil {
+		return x.DiskMb
 	}
 	return 0
 }
@@ -789,8 +799,11 @@ type Run struct {
 	Labels         map[string]string      `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Approvals      *Approvals             `protobuf:"bytes,9,opt,name=approvals,proto3" json:"approvals,omitempty"`
 	Limits         *Limits                `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What the run uses now. Filled by GetRun only (ListRuns leaves it unset), and only while
+	// the run's sandbox exists.
+	Usage         *RunUsage `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -893,6 +906,78 @@ func (x *Run) GetLimits() *Limits {
 	return nil
 }
 
+func (x *Run) GetUsage() *RunUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// A run's consumption as its sandbox provider measures it, for billing and warnings.
+type RunUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes the run's workspace holds on the host's disk (its filesystem image's allocated
+	// blocks); 0 for a host workspace or a provider that cannot tell.
+	DiskBytes uint64 `protobuf:"varint,1,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Memory its processes hold now, page cache excluded.
+	MemoryBytes uint64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// CPU time its processes have used since the sandbox started, in milliseconds.
+	CpuTimeMs     uint64 `protobuf:"varint,3,opt,name=cpu_time_ms,json=cpuTimeMs,proto3" json:"cpu_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunUsage) Reset() {
+	*x = RunUsage{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunUsage) ProtoMessage() {}
+
+func (x *RunUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunUsage.ProtoReflect.Descriptor instead.
+func (*RunUsage) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RunUsage) GetDiskBytes() uint64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *RunUsage) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *RunUsage) GetCpuTimeMs() uint64 {
+	if x != nil {
+		return x.CpuTimeMs
+	}
+	return 0
+}
+
 type GetRunRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -902,7 +987,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[6]
+	mi := &file_tether_v1_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +999,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[6]
+	mi := &file_tether_v1_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1012,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -945,7 +1030,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	mi := &file_tether_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1042,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	mi := &file_tether_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1055,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 type ListRunsResponse struct {
@@ -982,7 +1067,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[8]
+	mi := &file_tether_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1079,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[8]
+	mi := &file_tether_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1092,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -1026,7 +1111,7 @@ type DeleteRunRequest struct {
 
 func (x *DeleteRunRequest) Reset() {
 	*x = DeleteRunRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[9]
+	mi := &file_tether_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1123,7 @@ func (x *DeleteRunRequest) String() string {
 func (*DeleteRunRequest) ProtoMessage() {}
 
 func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[9]
+	mi := &file_tether_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1136,7 @@ func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRunRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRunRequest) GetRunId() string {
@@ -1069,7 +1154,7 @@ type DeleteRunResponse struct {
 
 func (x *DeleteRunResponse) Reset() {
 	*x = DeleteRunResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[10]
+	mi := &file_tether_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1166,7 @@ func (x *DeleteRunResponse) String() string {
 func (*DeleteRunResponse) ProtoMessage() {}
 
 func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[10]
+	mi := &file_tether_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1179,7 @@ func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRunResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 type PutFilesRequest struct {
@@ -1110,7 +1195,7 @@ type PutFilesRequest struct {
 
 func (x *PutFilesRequest) Reset() {
 	*x = PutFilesRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[11]
+	mi := &file_tether_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1207,7 @@ func (x *PutFilesRequest) String() string {
 func (*PutFilesRequest) ProtoMessage() {}
 
 func (x *PutFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[11]
+	mi := &file_tether_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1220,7 @@ func (x *PutFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesRequest.ProtoReflect.Descriptor instead.
 func (*PutFilesRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PutFilesRequest) GetMsg() isPutFilesRequest_Msg {
@@ -1191,7 +1276,7 @@ type PutFilesHeader struct {
 
 func (x *PutFilesHeader) Reset() {
 	*x = PutFilesHeader{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[12]
+	mi := &file_tether_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1288,7 @@ func (x *PutFilesHeader) String() string {
 func (*PutFilesHeader) ProtoMessage() {}
 
 func (x *PutFilesHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[12]
+	mi := &file_tether_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1301,7 @@ func (x *PutFilesHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesHeader.ProtoReflect.Descriptor instead.
 func (*PutFilesHeader) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PutFilesHeader) GetRunId() string {
@@ -1243,7 +1328,7 @@ type PutFilesResponse struct {
 
 func (x *PutFilesResponse) Reset() {
 	*x = PutFilesResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[13]
+	mi := &file_tether_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1340,7 @@ func (x *PutFilesResponse) String() string {
 func (*PutFilesResponse) ProtoMessage() {}
 
 func (x *PutFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[13]
+	mi := &file_tether_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1353,7 @@ func (x *PutFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesResponse.ProtoReflect.Descriptor instead.
 func (*PutFilesResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PutFilesResponse) GetFilesWritten() uint32 {
@@ -1296,7 +1381,7 @@ type GetFilesRequest struct {
 
 func (x *GetFilesRequest) Reset() {
 	*x = GetFilesRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	mi := &file_tether_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1393,7 @@ func (x *GetFilesRequest) String() string {
 func (*GetFilesRequest) ProtoMessage() {}
 
 func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	mi := &file_tether_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1406,7 @@ func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesRequest.ProtoReflect.Descriptor instead.
 func (*GetFilesRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetFilesRequest) GetRunId() string {
@@ -1347,7 +1432,7 @@ type GetFilesResponse struct {
 
 func (x *GetFilesResponse) Reset() {
 	*x = GetFilesResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	mi := &file_tether_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1444,7 @@ func (x *GetFilesResponse) String() string {
 func (*GetFilesResponse) ProtoMessage() {}
 
 func (x *GetFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	mi := &file_tether_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1457,7 @@ func (x *GetFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesResponse.ProtoReflect.Descriptor instead.
 func (*GetFilesResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetFilesResponse) GetChunk() []byte {
@@ -1394,7 +1479,7 @@ type Surface struct {
 
 func (x *Surface) Reset() {
 	*x = Surface{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	mi := &file_tether_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1491,7 @@ func (x *Surface) String() string {
 func (*Surface) ProtoMessage() {}
 
 func (x *Surface) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	mi := &file_tether_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1504,7 @@ func (x *Surface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Surface.ProtoReflect.Descriptor instead.
 func (*Surface) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Surface) GetMode() SurfaceMode {
@@ -1446,7 +1531,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	mi := &file_tether_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1543,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	mi := &file_tether_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1556,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListToolsRequest) GetRunId() string {
@@ -1503,7 +1588,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[18]
+	mi := &file_tether_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1600,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[18]
+	mi := &file_tether_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1613,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Tool) GetName() string {
@@ -1575,7 +1660,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[19]
+	mi := &file_tether_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1672,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[19]
+	mi := &file_tether_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1685,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -1628,7 +1713,7 @@ type CallToolStart struct {
 
 func (x *CallToolStart) Reset() {
 	*x = CallToolStart{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[20]
+	mi := &file_tether_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1725,7 @@ func (x *CallToolStart) String() string {
 func (*CallToolStart) ProtoMessage() {}
 
 func (x *CallToolStart) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[20]
+	mi := &file_tether_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1738,7 @@ func (x *CallToolStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStart.ProtoReflect.Descriptor instead.
 func (*CallToolStart) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallToolStart) GetRunId() string {
@@ -1720,7 +1805,7 @@ type Answer struct {
 
 func (x *Answer) Reset() {
 	*x = Answer{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[21]
+	mi := &file_tether_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1817,7 @@ func (x *Answer) String() string {
 func (*Answer) ProtoMessage() {}
 
 func (x *Answer) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[21]
+	mi := &file_tether_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1830,7 @@ func (x *Answer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Answer.ProtoReflect.Descriptor instead.
 func (*Answer) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Answer) GetQuestionId() string {
@@ -1793,7 +1878,7 @@ type BridgeResult struct {
 
 func (x *BridgeResult) Reset() {
 	*x = BridgeResult{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[22]
+	mi := &file_tether_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1890,7 @@ func (x *BridgeResult) String() string {
 func (*BridgeResult) ProtoMessage() {}
 
 func (x *BridgeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[22]
+	mi := &file_tether_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1903,7 @@ func (x *BridgeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeResult.ProtoReflect.Descriptor instead.
 func (*BridgeResult) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BridgeResult) GetBridgeId() string {
@@ -1844,7 +1929,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[23]
+	mi := &file_tether_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1941,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[23]
+	mi := &file_tether_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +1954,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Cancel) GetReason() string {
@@ -1894,7 +1979,7 @@ type CallToolInput struct {
 
 func (x *CallToolInput) Reset() {
 	*x = CallToolInput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[24]
+	mi := &file_tether_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +1991,7 @@ func (x *CallToolInput) String() string {
 func (*CallToolInput) ProtoMessage() {}
 
 func (x *CallToolInput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[24]
+	mi := &file_tether_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2004,7 @@ func (x *CallToolInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolInput.ProtoReflect.Descriptor instead.
 func (*CallToolInput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CallToolInput) GetMsg() isCallToolInput_Msg {
@@ -2002,7 +2087,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[25]
+	mi := &file_tether_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2099,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[25]
+	mi := &file_tether_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2112,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Progress) GetText() string {
@@ -2049,7 +2134,7 @@ type QuestionOption struct {
 
 func (x *QuestionOption) Reset() {
 	*x = QuestionOption{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[26]
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2146,7 @@ func (x *QuestionOption) String() string {
 func (*QuestionOption) ProtoMessage() {}
 
 func (x *QuestionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[26]
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2159,7 @@ func (x *QuestionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionOption.ProtoReflect.Descriptor instead.
 func (*QuestionOption) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QuestionOption) GetNumber() uint32 {
@@ -2116,7 +2201,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2213,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2226,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Question) GetId() string {
@@ -2218,7 +2303,7 @@ type BridgeCall struct {
 
 func (x *BridgeCall) Reset() {
 	*x = BridgeCall{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2315,7 @@ func (x *BridgeCall) String() string {
 func (*BridgeCall) ProtoMessage() {}
 
 func (x *BridgeCall) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2328,7 @@ func (x *BridgeCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeCall.ProtoReflect.Descriptor instead.
 func (*BridgeCall) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BridgeCall) GetBridgeId() string {
@@ -2277,7 +2362,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2374,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2387,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ImageContent) GetMime() string {
@@ -2328,7 +2413,7 @@ type TableRow struct {
 
 func (x *TableRow) Reset() {
 	*x = TableRow{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2425,7 @@ func (x *TableRow) String() string {
 func (*TableRow) ProtoMessage() {}
 
 func (x *TableRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2438,7 @@ func (x *TableRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRow.ProtoReflect.Descriptor instead.
 func (*TableRow) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TableRow) GetCells() []string {
@@ -2375,7 +2460,7 @@ type TableContent struct {
 
 func (x *TableContent) Reset() {
 	*x = TableContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2472,7 @@ func (x *TableContent) String() string {
 func (*TableContent) ProtoMessage() {}
 
 func (x *TableContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2485,7 @@ func (x *TableContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableContent.ProtoReflect.Descriptor instead.
 func (*TableContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TableContent) GetColumns() []string {
@@ -2439,7 +2524,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2536,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2549,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Content) GetItem() isContent_Item {
@@ -2549,7 +2634,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2646,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2659,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2613,7 +2698,7 @@ type CallToolOutput struct {
 
 func (x *CallToolOutput) Reset() {
 	*x = CallToolOutput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2710,7 @@ func (x *CallToolOutput) String() string {
 func (*CallToolOutput) ProtoMessage() {}
 
 func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2723,7 @@ func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolOutput.ProtoReflect.Descriptor instead.
 func (*CallToolOutput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CallToolOutput) GetMsg() isCallToolOutput_Msg {
@@ -2721,7 +2806,7 @@ type WatchWorkersRequest struct {
 
 func (x *WatchWorkersRequest) Reset() {
 	*x = WatchWorkersRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2818,7 @@ func (x *WatchWorkersRequest) String() string {
 func (*WatchWorkersRequest) ProtoMessage() {}
 
 func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2831,7 @@ func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkersRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchWorkersRequest) GetRunId() string {
@@ -2773,7 +2858,7 @@ type WorkerEvent struct {
 
 func (x *WorkerEvent) Reset() {
 	*x = WorkerEvent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2870,7 @@ func (x *WorkerEvent) String() string {
 func (*WorkerEvent) ProtoMessage() {}
 
 func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +2883,7 @@ func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerEvent.ProtoReflect.Descriptor instead.
 func (*WorkerEvent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WorkerEvent) GetKind() WorkerEventKind {
@@ -2856,7 +2941,7 @@ type ReportWorkerRequest struct {
 
 func (x *ReportWorkerRequest) Reset() {
 	*x = ReportWorkerRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2953,7 @@ func (x *ReportWorkerRequest) String() string {
 func (*ReportWorkerRequest) ProtoMessage() {}
 
 func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +2966,7 @@ func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReportWorkerRequest) GetRunId() string {
@@ -2920,7 +3005,7 @@ type ReportWorkerResponse struct {
 
 func (x *ReportWorkerResponse) Reset() {
 	*x = ReportWorkerResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3017,7 @@ func (x *ReportWorkerResponse) String() string {
 func (*ReportWorkerResponse) ProtoMessage() {}
 
 func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3030,7 @@ func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 var File_tether_v1_gateway_proto protoreflect.FileDescriptor
@@ -2965,12 +3050,13 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x05debug\x18\x03 \x01(\bR\x05debug\x12\x12\n" +
 	"\x04eval\x18\x04 \x01(\bR\x04eval\x129\n" +
 	"\tquestions\x18\x05 \x01(\v2\x1b.tether.v1.QuestionsFeatureR\tquestions\x12\x12\n" +
-	"\x04vibe\x18\x06 \x01(\bR\x04vibe\"X\n" +
+	"\x04vibe\x18\x06 \x01(\bR\x04vibe\"q\n" +
 	"\x06Limits\x12\x1b\n" +
 	"\tmemory_mb\x18\x01 \x01(\rR\bmemoryMb\x12\x1d\n" +
 	"\n" +
 	"cpu_millis\x18\x02 \x01(\rR\tcpuMillis\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\rR\x04pids\"\xe5\x02\n" +
+	"\x04pids\x18\x03 \x01(\rR\x04pids\x12\x17\n" +
+	"\adisk_mb\x18\x04 \x01(\rR\x06diskMb\"\xe5\x02\n" +
 	"\x10CreateRunRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\x12/\n" +
@@ -2980,7 +3066,7 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x06limits\x18\x06 \x01(\v2\x11.tether.v1.LimitsR\x06limits\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd8\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x04\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12)\n" +
@@ -2993,10 +3079,16 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x06labels\x18\b \x03(\v2\x1a.tether.v1.Run.LabelsEntryR\x06labels\x122\n" +
 	"\tapprovals\x18\t \x01(\v2\x14.tether.v1.ApprovalsR\tapprovals\x12)\n" +
 	"\x06limits\x18\n" +
-	" \x01(\v2\x11.tether.v1.LimitsR\x06limits\x1a9\n" +
+	" \x01(\v2\x11.tether.v1.LimitsR\x06limits\x12)\n" +
+	"\x05usage\x18\v \x01(\v2\x13.tether.v1.RunUsageR\x05usage\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"&\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
+	"\bRunUsage\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x01 \x01(\x04R\tdiskBytes\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x04R\vmemoryBytes\x12\x1e\n" +
+	"\vcpu_time_ms\x18\x03 \x01(\x04R\tcpuTimeMs\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\x11\n" +
 	"\x0fListRunsRequest\"6\n" +
@@ -3190,7 +3282,7 @@ func file_tether_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_tether_v1_gateway_proto_goTypes = []any{
 	(Approval)(0),                 // 0: tether.v1.Approval
 	(RunState)(0),                 // 1: tether.v1.RunState
@@ -3206,42 +3298,43 @@ var file_tether_v1_gateway_proto_goTypes = []any{
 	(*Limits)(nil),                // 11: tether.v1.Limits
 	(*CreateRunRequest)(nil),      // 12: tether.v1.CreateRunRequest
 	(*Run)(nil),                   // 13: tether.v1.Run
-	(*GetRunRequest)(nil),         // 14: tether.v1.GetRunRequest
-	(*ListRunsRequest)(nil),       // 15: tether.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 16: tether.v1.ListRunsResponse
-	(*DeleteRunRequest)(nil),      // 17: tether.v1.DeleteRunRequest
-	(*DeleteRunResponse)(nil),     // 18: tether.v1.DeleteRunResponse
-	(*PutFilesRequest)(nil),       // 19: tether.v1.PutFilesRequest
-	(*PutFilesHeader)(nil),        // 20: tether.v1.PutFilesHeader
-	(*PutFilesResponse)(nil),      // 21: tether.v1.PutFilesResponse
-	(*GetFilesRequest)(nil),       // 22: tether.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),      // 23: tether.v1.GetFilesResponse
-	(*Surface)(nil),               // 24: tether.v1.Surface
-	(*ListToolsRequest)(nil),      // 25: tether.v1.ListToolsRequest
-	(*Tool)(nil),                  // 26: tether.v1.Tool
-	(*ListToolsResponse)(nil),     // 27: tether.v1.ListToolsResponse
-	(*CallToolStart)(nil),         // 28: tether.v1.CallToolStart
-	(*Answer)(nil),                // 29: tether.v1.Answer
-	(*BridgeResult)(nil),          // 30: tether.v1.BridgeResult
-	(*Cancel)(nil),                // 31: tether.v1.Cancel
-	(*CallToolInput)(nil),         // 32: tether.v1.CallToolInput
-	(*Progress)(nil),              // 33: tether.v1.Progress
-	(*QuestionOption)(nil),        // 34: tether.v1.QuestionOption
-	(*Question)(nil),              // 35: tether.v1.Question
-	(*BridgeCall)(nil),            // 36: tether.v1.BridgeCall
-	(*ImageContent)(nil),          // 37: tether.v1.ImageContent
-	(*TableRow)(nil),              // 38: tether.v1.TableRow
-	(*TableContent)(nil),          // 39: tether.v1.TableContent
-	(*Content)(nil),               // 40: tether.v1.Content
-	(*ToolResult)(nil),            // 41: tether.v1.ToolResult
-	(*CallToolOutput)(nil),        // 42: tether.v1.CallToolOutput
-	(*WatchWorkersRequest)(nil),   // 43: tether.v1.WatchWorkersRequest
-	(*WorkerEvent)(nil),           // 44: tether.v1.WorkerEvent
-	(*ReportWorkerRequest)(nil),   // 45: tether.v1.ReportWorkerRequest
-	(*ReportWorkerResponse)(nil),  // 46: tether.v1.ReportWorkerResponse
-	nil,                           // 47: tether.v1.CreateRunRequest.LabelsEntry
-	nil,                           // 48: tether.v1.Run.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
+	(*RunUsage)(nil),              // 14: tether.v1.RunUsage
+	(*GetRunRequest)(nil),         // 15: tether.v1.GetRunRequest
+	(*ListRunsRequest)(nil),       // 16: tether.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 17: tether.v1.ListRunsResponse
+	(*DeleteRunRequest)(nil),      // 18: tether.v1.DeleteRunRequest
+	(*DeleteRunResponse)(nil),     // 19: tether.v1.DeleteRunResponse
+	(*PutFilesRequest)(nil),       // 20: tether.v1.PutFilesRequest
+	(*PutFilesHeader)(nil),        // 21: tether.v1.PutFilesHeader
+	(*PutFilesResponse)(nil),      // 22: tether.v1.PutFilesResponse
+	(*GetFilesRequest)(nil),       // 23: tether.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),      // 24: tether.v1.GetFilesResponse
+	(*Surface)(nil),               // 25: tether.v1.Surface
+	(*ListToolsRequest)(nil),      // 26: tether.v1.ListToolsRequest
+	(*Tool)(nil),                  // 27: tether.v1.Tool
+	(*ListToolsResponse)(nil),     // 28: tether.v1.ListToolsResponse
+	(*CallToolStart)(nil),         // 29: tether.v1.CallToolStart
+	(*Answer)(nil),                // 30: tether.v1.Answer
+	(*BridgeResult)(nil),          // 31: tether.v1.BridgeResult
+	(*Cancel)(nil),                // 32: tether.v1.Cancel
+	(*CallToolInput)(nil),         // 33: tether.v1.CallToolInput
+	(*Progress)(nil),              // 34: tether.v1.Progress
+	(*QuestionOption)(nil),        // 35: tether.v1.QuestionOption
+	(*Question)(nil),              // 36: tether.v1.Question
+	(*BridgeCall)(nil),            // 37: tether.v1.BridgeCall
+	(*ImageContent)(nil),          // 38: tether.v1.ImageContent
+	(*TableRow)(nil),              // 39: tether.v1.TableRow
+	(*TableContent)(nil),          // 40: tether.v1.TableContent
+	(*Content)(nil),               // 41: tether.v1.Content
+	(*ToolResult)(nil),            // 42: tether.v1.ToolResult
+	(*CallToolOutput)(nil),        // 43: tether.v1.CallToolOutput
+	(*WatchWorkersRequest)(nil),   // 44: tether.v1.WatchWorkersRequest
+	(*WorkerEvent)(nil),           // 45: tether.v1.WorkerEvent
+	(*ReportWorkerRequest)(nil),   // 46: tether.v1.ReportWorkerRequest
+	(*ReportWorkerResponse)(nil),  // 47: tether.v1.ReportWorkerResponse
+	nil,                           // 48: tether.v1.CreateRunRequest.LabelsEntry
+	nil,                           // 49: tether.v1.Run.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
 }
 var file_tether_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: tether.v1.Approvals.write:type_name -> tether.v1.Approval
@@ -3249,64 +3342,65 @@ var file_tether_v1_gateway_proto_depIdxs = []int32{
 	9,  // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
 	10, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
 	8,  // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
-	47, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
+	48, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
 	11, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
 	1,  // 7: tether.v1.Run.state:type_name -> tether.v1.RunState
-	49, // 8: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	50, // 8: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
 	10, // 9: tether.v1.Run.features:type_name -> tether.v1.Features
-	48, // 10: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
+	49, // 10: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
 	8,  // 11: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
 	11, // 12: tether.v1.Run.limits:type_name -> tether.v1.Limits
-	13, // 13: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
-	20, // 14: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
-	3,  // 15: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
-	2,  // 16: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
-	24, // 17: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
-	4,  // 18: tether.v1.Tool.tier:type_name -> tether.v1.Tier
-	26, // 19: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
-	24, // 20: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
-	41, // 21: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
-	28, // 22: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
-	29, // 23: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
-	30, // 24: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
-	31, // 25: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
-	5,  // 26: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
-	34, // 27: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
-	38, // 28: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
-	37, // 29: tether.v1.Content.image:type_name -> tether.v1.ImageContent
-	39, // 30: tether.v1.Content.table:type_name -> tether.v1.TableContent
-	40, // 31: tether.v1.ToolResult.content:type_name -> tether.v1.Content
-	33, // 32: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
-	35, // 33: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
-	36, // 34: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
-	41, // 35: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
-	6,  // 36: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
-	7,  // 37: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
-	12, // 38: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
-	14, // 39: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
-	15, // 40: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
-	17, // 41: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
-	19, // 42: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
-	22, // 43: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
-	25, // 44: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
-	32, // 45: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
-	43, // 46: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
-	45, // 47: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
-	13, // 48: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
-	13, // 49: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
-	16, // 50: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
-	18, // 51: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
-	21, // 52: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
-	23, // 53: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
-	27, // 54: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
-	42, // 55: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
-	44, // 56: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
-	46, // 57: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
-	48, // [48:58] is the sub-list for method output_type
-	38, // [38:48] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	14, // 13: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
+	13, // 14: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
+	21, // 15: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
+	3,  // 16: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
+	2,  // 17: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
+	25, // 18: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
+	4,  // 19: tether.v1.Tool.tier:type_name -> tether.v1.Tier
+	27, // 20: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
+	25, // 21: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
+	42, // 22: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
+	29, // 23: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
+	30, // 24: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
+	31, // 25: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
+	32, // 26: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
+	5,  // 27: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
+	35, // 28: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
+	39, // 29: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
+	38, // 30: tether.v1.Content.image:type_name -> tether.v1.ImageContent
+	40, // 31: tether.v1.Content.table:type_name -> tether.v1.TableContent
+	41, // 32: tether.v1.ToolResult.content:type_name -> tether.v1.Content
+	34, // 33: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
+	36, // 34: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
+	37, // 35: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
+	42, // 36: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
+	6,  // 37: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
+	7,  // 38: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
+	12, // 39: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
+	15, // 40: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
+	16, // 41: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
+	18, // 42: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
+	20, // 43: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
+	23, // 44: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
+	26, // 45: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
+	33, // 46: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
+	44, // 47: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
+	46, // 48: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
+	13, // 49: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
+	13, // 50: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
+	17, // 51: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
+	19, // 52: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
+	22, // 53: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
+	24, // 54: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
+	28, // 55: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
+	43, // 56: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
+	45, // 57: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
+	47, // 58: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
+	49, // [49:59] is the sub-list for method output_type
+	39, // [39:49] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_gateway_proto_init() }
@@ -3314,23 +3408,23 @@ func file_tether_v1_gateway_proto_init() {
 	if File_tether_v1_gateway_proto != nil {
 		return
 	}
-	file_tether_v1_gateway_proto_msgTypes[11].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[12].OneofWrappers = []any{
 		(*PutFilesRequest_Header)(nil),
 		(*PutFilesRequest_Chunk)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[24].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[25].OneofWrappers = []any{
 		(*CallToolInput_Start)(nil),
 		(*CallToolInput_Answer)(nil),
 		(*CallToolInput_BridgeResult)(nil),
 		(*CallToolInput_Cancel)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[33].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Table)(nil),
 		(*Content_Json)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[34].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[35].OneofWrappers = []any{
 		(*CallToolOutput_Progress)(nil),
 		(*CallToolOutput_Question)(nil),
 		(*CallToolOutput_BridgeCall)(nil),
@@ -3342,7 +3436,7 @@ func file_tether_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_gateway_proto_rawDesc), len(file_tether_v1_gateway_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -96,6 +96,9 @@ export class TetherContainer extends GenericContainer {
     this.withNetworkMode('host')
       .withBindMounts([{ source: this.socket, target: '/var/run/docker.sock' }])
       .withEnvironment({
+        // Disk limits need loop devices, which a container gets only with the host's /dev
+        // (docs/tenancy.md); a test gateway does without them unless asked.
+        TETHER_DISK: 'none',
         ...this.settings,
         TETHER_LISTEN: address,
         TETHER_TOKENS: `${this.token}=${this.tenant}`,

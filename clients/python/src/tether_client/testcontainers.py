@@ -69,6 +69,9 @@ class TetherContainer(DockerContainer):
         # port is the test's.
         self.with_kwargs(network_mode="host")
         self.with_volume_mapping(docker_socket, "/var/run/docker.sock", "rw")
+        # Disk limits need loop devices, which a container gets only with the host's /dev
+        # (docs/tenancy.md); a test gateway does without them unless with_env says otherwise.
+        self.with_env("TETHER_DISK", "none")
         self.with_env("TETHER_LISTEN", f"127.0.0.1:{self.port}")
         self.with_env("TETHER_TOKENS", f"{self.token}={tenant}")
         self.with_env("TETHER_INSTANCE", self.instance)

@@ -52,6 +52,6 @@ export function writeResult(name: string, results: Record<string, unknown>): voi
   const dir = path.resolve(__dirname, '../../bench/results');
   mkdirSync(dir, { recursive: true });
   const doc = { benchmark: name, machine: machine(), results };
-  writeFileSync(path.join(dir, `${name}.json`), JSON.stringify(doc, null, 2) + '\n');
+  writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify(doc, null, 2)}\n`);
   console.log(JSON.stringify(doc, null, 2));
 }

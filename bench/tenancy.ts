@@ -44,7 +44,7 @@ async function createCost(loop: TestGateway, plain: TestGateway) {
 }
 
 /** MiB/s of a dd into the run's workspace, written through and fsync'd. */
-async function ddRate(t: TestGateway, runId: string): Promise<number> {
+async function ddRate(_t: TestGateway, runId: string): Promise<number> {
   const c = await containerOf(runId);
   const start = performance.now();
   const res = await execIn(c, ['dd', 'if=/dev/zero', 'of=/workspace/dd.bin', 'bs=1M', `count=${DD_MIB}`, 'conv=fsync']);

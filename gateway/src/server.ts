@@ -8,7 +8,7 @@ import { TokenAuthenticator } from './auth';
 import type { GatewayConfig } from './config';
 import { logger } from './log';
 import { RunManager } from './runs/RunManager';
-import { grpcDefinition } from './grpc/definition';
+import { grpcDefinition } from '../../clients/typescript/src/definition';
 import { gatewayHandlers } from './grpc/handlers';
 import type { SandboxProvider } from './sandbox/provider';
 import { ProcessProvider } from './sandbox/process';

@@ -15,6 +15,7 @@ export interface ToolContext {
   callTool(name: string, args: unknown): Promise<ToolResult>;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of every argument type; each validates its own at the edge
 export interface ToolDefinition<A = any> {
   name: string;
   description: string;

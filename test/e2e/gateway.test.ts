@@ -168,9 +168,9 @@ describe('gateway end to end through the process provider', () => {
     assert.match(resultText(missing.result), /missing required argument "content"/);
     const wrongType = await t.alice.callTool(run.runId, 'read', { path: 'x.txt', start_line: 'ten' });
     assert.match(resultText(wrongType.result), /"start_line" must be integer/);
-    const escape = await t.alice.callTool(run.runId, 'read', { path: '../../etc/passwd' });
-    assert.equal(escape.result.isError, true);
-    assert.match(resultText(escape.result), /escapes the workspace/);
+    const escaped = await t.alice.callTool(run.runId, 'read', { path: '../../etc/passwd' });
+    assert.equal(escaped.result.isError, true);
+    assert.match(resultText(escaped.result), /escapes the workspace/);
   });
 
   test('a symlink to / inside the workspace does not lead out of it', async () => {

@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import {
@@ -57,7 +57,7 @@ type Callback<T> = (err: grpc.ServiceError | null, res: T) => void;
  */
 export class TetherClient {
   /** The underlying grpc-js client, for what this class does not wrap. */
-  readonly raw: grpc.Client & Record<string, any>;
+  readonly raw: InstanceType<typeof Ctor>;
   readonly address: string;
   private readonly meta: grpc.Metadata;
 
@@ -69,7 +69,7 @@ export class TetherClient {
       'grpc.max_send_message_length': 64 * 1024 * 1024,
       'grpc.primary_user_agent': `tether-client-ts/${VERSION}`,
       ...opts.channelOptions,
-    }) as grpc.Client & Record<string, any>;
+    });
     this.meta = new grpc.Metadata();
     this.meta.set('authorization', `Bearer ${token}`);
   }
@@ -89,7 +89,7 @@ export class TetherClient {
   private unary<T>(method: string, req: unknown, o: RequestOptions = {}): Promise<T> {
     if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
     return new Promise<T>((resolve, reject) => {
-      let unbind = () => undefined as void;
+      let unbind: () => void = () => undefined;
       const cb: Callback<T> = (err, res) => {
         unbind();
         if (err) reject(TetherError.from(err));
@@ -132,7 +132,7 @@ export class TetherClient {
   putFiles(runId: string, source: FilesSource, path = '', o: RequestOptions = {}): Promise<PutFilesResponse> {
     if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
     return new Promise<PutFilesResponse>((resolve, reject) => {
-      let unbind = () => undefined as void;
+      let unbind: () => void = () => undefined;
       let ended = false;
       const call = this.raw.putFiles(this.meta, this.callOptions(o), (err: grpc.ServiceError | null, res: PutFilesResponse) => {
         ended = true;

@@ -1,23 +1,23 @@
 import type { ServiceDefinition } from '@grpc/grpc-js';
-import { fromBinary, toBinary, type DescMessage } from '@bufbuild/protobuf';
-import type { GenService } from '@bufbuild/protobuf/codegenv2';
+import { fromBinary, toBinary, type DescMessage, type DescService, type MessageShape } from '@bufbuild/protobuf';
 
 /**
- * A grpc-js service definition built from a protobuf-es service descriptor, so the client
- * serializes exactly the generated types (no second code generator, no proto loading at run time).
+ * A grpc-js service definition built from a protobuf-es service descriptor, so the gateway and
+ * its clients serialize exactly the generated types (no second code generator, no proto
+ * loading at run time).
  */
-export function grpcDefinition(service: GenService<any>): ServiceDefinition {
+export function grpcDefinition(service: DescService): ServiceDefinition {
   const def: Record<string, unknown> = {};
   for (const m of service.methods) {
-    const input = m.input as DescMessage;
-    const output = m.output as DescMessage;
+    const input: DescMessage = m.input;
+    const output: DescMessage = m.output;
     def[m.localName] = {
       path: `/${service.typeName}/${m.name}`,
       requestStream: m.methodKind === 'client_streaming' || m.methodKind === 'bidi_streaming',
       responseStream: m.methodKind === 'server_streaming' || m.methodKind === 'bidi_streaming',
-      requestSerialize: (v: any) => Buffer.from(toBinary(input, v)),
+      requestSerialize: (v: MessageShape<DescMessage>) => Buffer.from(toBinary(input, v)),
       requestDeserialize: (b: Buffer) => fromBinary(input, b),
-      responseSerialize: (v: any) => Buffer.from(toBinary(output, v)),
+      responseSerialize: (v: MessageShape<DescMessage>) => Buffer.from(toBinary(output, v)),
       responseDeserialize: (b: Buffer) => fromBinary(output, b),
       originalName: m.localName,
     };

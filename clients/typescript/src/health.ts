@@ -31,7 +31,7 @@ const HealthClient = grpc.makeGenericClientConstructor(definition, 'Health');
 
 /** The gateway's health status for `service` ("SERVING", "NOT_SERVING", …); needs no token. */
 export function checkHealth(address: string, service = 'tether.v1.Gateway', deadlineMs = 2000): Promise<string> {
-  const client = new HealthClient(address, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
+  const client = new HealthClient(address, grpc.credentials.createInsecure()) ;
   return new Promise<string>((resolve, reject) => {
     client.check(service, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, status: number) => {
       client.close();

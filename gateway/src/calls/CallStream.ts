@@ -70,7 +70,10 @@ export class CallStream {
         const answer = msg.msg.value;
         if (open.kind === QuestionKind.ASK) {
           const why = rejectReason(open.card, answer);
-          if (why) return open.send(why);
+          if (why) {
+            open.send(why);
+            return;
+          }
         }
         open.settle(answer);
         return;

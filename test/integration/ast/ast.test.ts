@@ -54,7 +54,7 @@ test('ast_edit stages, resolve accept writes every file', async () => {
 test('resolve accept writes nothing when a file changed after staging', async () => {
   const r = await call('ast_edit', { pattern: 'old_api($A, $B)', rewrite: 'new_api($B, $A)', path: 'py' });
   assert.equal(r.isError, false, r.text);
-  const w = await call('write', { path: 'py/m2.py', content: MODULE + '# edited meanwhile\n' });
+  const w = await call('write', { path: 'py/m2.py', content: `${MODULE}# edited meanwhile\n` });
   assert.equal(w.isError, false, w.text);
   const refused = await call('resolve', { edit_id: r.structured.edit_id, action: 'accept' });
   assert.equal(refused.isError, true);

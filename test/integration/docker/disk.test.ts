@@ -49,7 +49,7 @@ async function diskOf(runId: string) {
   const [c] = await containersOf(runId);
   const name = c.Mounts.find((m) => m.Destination === '/workspace')!.Name!;
   const v = await docker.getVolume(name).inspect();
-  return { volume: name, image: v.Labels['dev.tether.disk-image'], device: (v.Options ?? {}).device };
+  return { volume: name, image: v.Labels['dev.tether.disk-image'], device: v.Options?.device as string };
 }
 
 const backingOf = (device: string) => {

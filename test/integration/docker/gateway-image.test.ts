@@ -91,7 +91,7 @@ test('the gateway image gives a run a size-limited workspace on a loop device, a
   assert.equal(run.state, RunState.READY, run.error);
   const [c] = await containersOf(run.runId);
   const volume = await docker.getVolume(c.Mounts.find((m) => m.Destination === '/workspace')!.Name!).inspect();
-  const device = (volume.Options ?? {}).device;
+  const device = volume.Options?.device as string;
   assert.match(device, /^\/dev\/loop\d+$/);
   assert.ok(loopBound(device));
   const cell = "import os\nn = 0\ntry:\n    with open('f.bin', 'wb') as f:\n        while n < (200 << 20): n += f.write(b'\\0' * (1 << 20))\nexcept OSError as e:\n    print('stopped', n >> 20, e.strerror)";
@@ -110,7 +110,7 @@ test('stopping the gateway container stops and removes its runs', async () => {
   const boxes = (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat();
   assert.equal(boxes.length, 2);
   const volumes = boxes.map((b) => b.Mounts.find((m) => m.Destination === '/workspace')!.Name!);
-  const devices = await Promise.all(volumes.map(async (v) => ((await docker.getVolume(v).inspect()).Options ?? {}).device));
+  const devices = await Promise.all(volumes.map(async (v) => (await docker.getVolume(v).inspect()).Options?.device as string));
   await gateway.stop({ timeout: 15_000 });
   await until('the run containers to vanish', async () => (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat().length === 0, 10000);
   for (const v of volumes) await assert.rejects(docker.getVolume(v).inspect(), /no such volume/i, `volume ${v} was removed`);

@@ -72,7 +72,7 @@ describe('python', () => {
     assert.equal(a.text, 'set x\n\n21');
     const b = await cell('def f():\n    return 1 / 0\ny = 5\nf()');
     assert.equal(b.result.isError, true);
-    assert.match(b.text, /cell line 4, in <module>\n    f\(\)\n  cell line 2, in f\n    return 1 \/ 0\nZeroDivisionError: division by zero/);
+    assert.match(b.text, /cell line 4, in <module>\n {4}f\(\)\n {2}cell line 2, in f\n {4}return 1 \/ 0\nZeroDivisionError: division by zero/);
     assert.equal(b.structured.error.type, 'ZeroDivisionError');
     const c = await cell('x + y, math.pi > 3');
     assert.equal(c.text, '(25, True)');

@@ -65,13 +65,13 @@ async function fourFileEdit(settings: Record<string, unknown> = {}) {
 
 test('resolve accept refuses the whole change when one of four files changed meanwhile', async () => {
   const { call, workspace, before, id } = await fourFileEdit();
-  put(workspace, 'src/m3.py', before[2] + '# touched\n');
+  put(workspace, 'src/m3.py', `${before[2]}# touched\n`);
   const r = await call('resolve', { edit_id: id, action: 'accept' });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /nothing was written/);
   assert.match(textOf(r), /src\/m3\.py/);
   assert.deepEqual([1, 2, 4].map((i) => read(workspace, `src/m${i}.py`)), [before[0], before[1], before[3]]);
-  assert.equal(read(workspace, 'src/m3.py'), before[2] + '# touched\n');
+  assert.equal(read(workspace, 'src/m3.py'), `${before[2]}# touched\n`);
   const again = await call('resolve', { edit_id: id, action: 'accept' });
   assert.match(textOf(again), /already resolved \(rejected\)/);
 });
@@ -158,7 +158,7 @@ test('the JSON schemas reject bad input at the edge', () => {
 
 test('max_results cuts the list and the total is still reported', async () => {
   const { call, workspace } = await runnerFor({ ast: true });
-  put(workspace, 'many.py', Array.from({ length: 30 }, (_, i) => `print(${i})`).join('\n') + '\n');
+  put(workspace, 'many.py', `${Array.from({ length: 30 }, (_, i) => `print(${i})`).join('\n')}\n`);
   const r = await call('ast_grep', { pattern: 'print($N)', max_results: 5 });
   const s = r.structured as { total: number; shown: number; matches: { start_line: number; captures: { N: string } }[] };
   assert.equal(s.total, 30);
@@ -176,7 +176,7 @@ test('directory search: each file in its own language; .gitignore, binary and la
   put(workspace, 'build/out.py', 'foo(4)\n');
   put(workspace, 'x.gen.py', 'foo(5)\n');
   put(workspace, 'blob.py', 'foo(6)\n\0\0binary');
-  put(workspace, 'big.py', 'foo(7)\n' + '# pad\n'.repeat(2000));
+  put(workspace, 'big.py', `foo(7)\n${'# pad\n'.repeat(2000)}`);
   const r = await call('ast_grep', { pattern: 'foo($A)' });
   const s = r.structured as { total: number; matches: { file: string }[]; stats: { skippedBinary: number; skippedLarge: number } };
   assert.deepEqual(s.matches.map((m) => m.file).sort(), ['a.py', 'b.ts', 'c.go']);

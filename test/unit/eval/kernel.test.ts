@@ -101,5 +101,5 @@ test('idioms are rewritten only in cells that need it, and tracebacks quote the 
   const valid = await run('python', 's = """\n!not a command\n%not a magic\n"""\ns.split()');
   assert.equal(valid.text, "['!not', 'a', 'command', '%not', 'a', 'magic']");
   const failing = await run('python', 'value = 1\n%cd /no/such/dir');
-  assert.match(failing.text, /cell line 2, in <module>\n    %cd \/no\/such\/dir\nFileNotFoundError/);
+  assert.match(failing.text, /cell line 2, in <module>\n {4}%cd \/no\/such\/dir\nFileNotFoundError/);
 });

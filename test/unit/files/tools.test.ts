@@ -9,7 +9,7 @@ const textOf = (r: ToolResult) => r.content.map((c) => (c.type === 'text' ? c.te
 
 test('read returns numbered lines and pages long files', async () => {
   const { call, workspace } = await runnerFor();
-  writeFileSync(path.join(workspace, 'f.txt'), Array.from({ length: 2500 }, (_, i) => `line ${i + 1}`).join('\n') + '\n');
+  writeFileSync(path.join(workspace, 'f.txt'), `${Array.from({ length: 2500 }, (_, i) => `line ${i + 1}`).join('\n')}\n`);
   const r = await call('read', { path: 'f.txt' });
   assert.ok(!r.isError);
   assert.match(textOf(r), /^ {5}1\tline 1\n/);

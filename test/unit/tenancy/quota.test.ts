@@ -72,7 +72,7 @@ function detailTypes(md: Metadata): { code: number; types: string[]; retrySecond
 }
 
 test('a rate-limited call is RESOURCE_EXHAUSTED with retry-after-ms and a google.rpc.RetryInfo', () => {
-  let now = 0;
+  const now = 0;
   const t = new Tenancy({ ...defaultTenancy(), default: { callTool: { perSecond: 0.8, burst: 1 } } }, 10, () => now);
   t.limitRate('a', 'callTool');
   let err: unknown;

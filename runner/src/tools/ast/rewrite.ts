@@ -20,7 +20,7 @@ export function lineIndent(text: string, offset: number): number {
 function indentLines(indent: number, text: string): string {
   if (indent === 0 || !text.includes('\n')) return text;
   const pad = ' '.repeat(indent);
-  return text.split('\n').join('\n' + pad);
+  return text.split('\n').join(`\n${pad}`);
 }
 
 /** Text of source[start, end), later lines shifted left by the indentation of the first line. */

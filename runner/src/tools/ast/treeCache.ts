@@ -94,7 +94,10 @@ export class TreeCache {
 
   /** Keeps only the entry's summary (or nothing, without one). */
   private shrink(e: Entry): void {
-    if (!e.summary) return this.drop(e);
+    if (!e.summary) {
+      this.drop(e);
+      return;
+    }
     const bytes = summaryBytes(e.summary);
     this.total -= e.bytes - bytes;
     e.bytes = bytes;

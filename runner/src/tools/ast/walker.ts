@@ -31,7 +31,7 @@ function readGitignore(dir: string): IgnoreScope | undefined {
 function ignored(scopes: IgnoreScope[], abs: string, isDir: boolean): boolean {
   for (const s of scopes) {
     const rel = path.relative(s.dir, abs).split(path.sep).join('/');
-    if (rel && s.rules.ignores(isDir ? rel + '/' : rel)) return true;
+    if (rel && s.rules.ignores(isDir ? `${rel}/` : rel)) return true;
   }
   return false;
 }

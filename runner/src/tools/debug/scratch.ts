@@ -17,7 +17,7 @@ export async function allowsExec(dir: string, mountinfo = '/proc/self/mountinfo'
     if (f.length < 6) continue;
     // Mount points escape spaces and the like as octal.
     const point = f[4].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-    const inside = point === '/' || target === point || target.startsWith(point + '/');
+    const inside = point === '/' || target === point || target.startsWith(`${point}/`);
     if (inside && (!best || point.length >= best.point.length)) best = { point, options: f[5].split(',') };
   }
   return !best?.options.includes('noexec');

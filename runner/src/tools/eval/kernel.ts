@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import type { ToolResult } from '../../../../protocol/src/tools';
-import { JsonLineDecoder, type KernelCommand, type KernelLimits, type KernelMessage } from './wire';
+import { JsonLineDecoder, type KernelCommand, type KernelMessage } from './wire';
 
 export type Language = 'python' | 'javascript';
 
@@ -89,7 +89,7 @@ export class Kernel {
   static start(launch: KernelLaunch, timeoutMs: number): Promise<Kernel> {
     return new Promise((resolve, reject) => {
       let settled = false;
-      let kernel: Kernel | undefined = undefined;
+      let kernel: Kernel | undefined ;
       const timer = setTimeout(() => onReady(new KernelStartError(`the ${launch.language} kernel did not start within ${timeoutMs / 1000} s`)), timeoutMs);
       const onReady = (err?: Error) => {
         if (settled) return;
@@ -137,7 +137,7 @@ export class Kernel {
   }
 
   private send(cmd: KernelCommand): void {
-    if (this.alive && this.toKernel.writable) this.toKernel.write(JSON.stringify(cmd) + '\n');
+    if (this.alive && this.toKernel.writable) this.toKernel.write(`${JSON.stringify(cmd)}\n`);
   }
 
   /** Runs one cell; settles when the kernel reports it done or the process exits. */

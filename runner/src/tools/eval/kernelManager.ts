@@ -60,7 +60,7 @@ export class KernelManager {
     const existing = this.kernels.get(language);
     if (existing) {
       const k = await existing.catch(() => undefined);
-      if (k && k.alive && !reset) return k;
+      if (k?.alive && !reset) return k;
       k?.kill();
       this.kernels.delete(language);
     }

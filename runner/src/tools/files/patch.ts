@@ -52,7 +52,7 @@ export function parsePatch(input: string): PatchOp[] {
         content.push(body[k].slice(1));
         k++;
       }
-      ops.push({ kind: 'add', path: requirePath(p, k), content: content.length ? content.join('\n') + '\n' : '' });
+      ops.push({ kind: 'add', path: requirePath(p, k), content: content.length ? `${content.join('\n')}\n` : '' });
     } else if ((p = header(line, '*** Delete File:')) !== null) {
       ops.push({ kind: 'delete', path: requirePath(p, k) });
       k++;

@@ -55,7 +55,7 @@ function hoverText(h: Hover | null): string {
   if (!h) return '';
   const part = (c: MarkupContent | MarkedString): string => (typeof c === 'string' ? c : 'kind' in c ? c.value : `\`\`\`${c.language}\n${c.value}\n\`\`\``);
   const text = Array.isArray(h.contents) ? h.contents.map(part).join('\n\n') : part(h.contents);
-  return text.length > HOVER_MAX_CHARS ? text.slice(0, HOVER_MAX_CHARS) + '\n… (cut)' : text;
+  return text.length > HOVER_MAX_CHARS ? `${text.slice(0, HOVER_MAX_CHARS)}\n… (cut)` : text;
 }
 
 const NAV_REQUEST: Record<Exclude<NavigationAction, 'hover' | 'code_actions' | 'references'>, RequestType<TextDocumentPositionParams, Location | Location[] | LocationLink[] | null, unknown>> = {

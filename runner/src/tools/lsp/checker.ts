@@ -87,7 +87,7 @@ function run(cmd: CheckerCommand, cwd: string, timeoutMs: number, signal: AbortS
 }
 
 function tidy(output: string, root: string, display: (abs: string) => string): string {
-  const prefix = root.endsWith('/') ? root : root + '/';
+  const prefix = root.endsWith('/') ? root : `${root}/`;
   const rel = display(root);
   let text = output.split(prefix).join(rel === '' || rel === '.' ? '' : `${rel}/`).trimEnd();
   const lines = text.split('\n');

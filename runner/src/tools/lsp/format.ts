@@ -49,7 +49,7 @@ export class LocationFormatter {
       cache.set(abs, lines);
     }
     const text = (await lines)?.[line0]?.trim() ?? '';
-    return text.length > SOURCE_LINE_MAX ? text.slice(0, SOURCE_LINE_MAX) + '…' : text;
+    return text.length > SOURCE_LINE_MAX ? `${text.slice(0, SOURCE_LINE_MAX)}…` : text;
   }
 
   /** `path:line: source line`, one per location, sorted and de-duplicated. */

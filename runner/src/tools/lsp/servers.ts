@@ -98,5 +98,5 @@ export const SERVERS: ServerSpec[] = [
 ];
 
 export function serverForExtension(ext: string, servers: ServerSpec[] = SERVERS): ServerSpec | undefined {
-  return servers.find((s) => Object.prototype.hasOwnProperty.call(s.extensions, ext.toLowerCase()));
+  return servers.find((s) => Object.hasOwn(s.extensions, ext.toLowerCase()));
 }

@@ -225,7 +225,7 @@ export class ServerSupervisor {
       const running: ServerStatus['running'] = [];
       const crashes: ServerStatus['crashes'] = [];
       for (const [k, slot] of this.slots) {
-        if (!k.startsWith(spec.id + '\u0000')) continue;
+        if (!k.startsWith(`${spec.id}\u0000`)) continue;
         const root = k.slice(spec.id.length + 1);
         const h = slot.handle;
         if (h?.client.alive) running.push({ root: this.describeRoot(root), pid: h.client.pid, uptimeMs: Date.now() - h.client.startedAt.getTime(), busy: h.client.progressTitles });

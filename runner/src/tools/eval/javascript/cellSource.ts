@@ -27,6 +27,7 @@ export class CellSyntaxError extends Error {
   }
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: acorn's nodes carry per-type fields its types do not declare
 type AnyNode = AcornNode & Record<string, any>;
 
 interface Edit {

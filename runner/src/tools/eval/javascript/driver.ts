@@ -20,7 +20,7 @@ const wireOut = new net.Socket({ fd: KERNEL_OUT_FD, readable: false, writable: t
 const wireIn = new net.Socket({ fd: KERNEL_IN_FD, readable: true, writable: false });
 
 function send(msg: KernelMessage): void {
-  wireOut.write(JSON.stringify(msg) + '\n');
+  wireOut.write(`${JSON.stringify(msg)}\n`);
 }
 
 let cell = 0;
@@ -171,7 +171,7 @@ async function runCell(id: number, code: string): Promise<void> {
     const prepared = prepareCell(code);
     const script = new vm.Script(prepared.source, {
       filename: `cell-${id}.js`,
-      importModuleDynamically: (vm.constants as any)?.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+      importModuleDynamically: (vm.constants as unknown as { USE_MAIN_CONTEXT_DEFAULT_LOADER?: symbol } | undefined)?.USE_MAIN_CONTEXT_DEFAULT_LOADER,
     } as vm.ScriptOptions);
     let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
     if (prepared.async) {
@@ -179,7 +179,7 @@ async function runCell(id: number, code: string): Promise<void> {
       value = ((await Promise.race([value, interrupted])) as { value?: unknown } | undefined)?.value;
     }
     if (prepared.echoes && value !== undefined) {
-      (globalThis as any)._ = value;
+      (globalThis as Record<string, unknown>)._ = value;
       display(value);
     }
   } catch (err) {
@@ -197,7 +197,7 @@ async function runCell(id: number, code: string): Promise<void> {
 }
 
 function installGlobals(): void {
-  const g = globalThis as any;
+  const g = globalThis as Record<string, unknown>;
   g.console = new Console({ stdout, stderr });
   g.display = display;
   g.tool = tool;

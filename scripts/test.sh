@@ -37,9 +37,20 @@ for s in "${scope[@]}"; do
     files+=("dist/$s.js")
   fi
 done
-echo "==> running ${#files[@]} test files"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
+
+# ---- Kubernetes: a loopback-only single-node cluster for the files under kubernetes/ --------
+# scripts/cluster.sh builds it once (cached by version), starts it, and stops it again after.
+if printf '%s\n' "${files[@]}" | grep -q '/kubernetes/'; then
+  bash scripts/cluster.sh up
+  trap 'bash scripts/cluster.sh down || true; rm -f "$log"' EXIT
+  bash scripts/cluster.sh load-image "$TETHER_IMAGE"
+  eval "$(bash scripts/cluster.sh env)"
+fi
+# ----------------------------------------------------------------------------------------------
+
+echo "==> running ${#files[@]} test files"
 status=0
 node --test --test-reporter=spec "${files[@]}" 2>&1 | tee "$log" || status=$?
 count() { sed -n "s/^ℹ $1 \([0-9]*\)$/\1/p" "$log" | tail -1; }

@@ -57,12 +57,11 @@ build() {
   start=$(date +%s)
   tmp="$BIN.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"
-  # -mod=mod: the wrapper commits go.mod and go.sum only; modules come from the module proxy.
-  (cd "$WRAPPER" && CGO_ENABLED=0 nice -n 19 go build -mod=mod -trimpath -ldflags "$ldflags" -o "$tmp/" \
+  (cd "$WRAPPER" && CGO_ENABLED=0 nice -n 19 go build -buildvcs=false -trimpath -ldflags "$ldflags" -o "$tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet go.etcd.io/etcd/server/v3)
   mv "$tmp/server" "$tmp/etcd"
-  (cd "$WRAPPER/pause" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags '-s -w' -o "$tmp/pause" .)
+  (cd "$WRAPPER/pause" && CGO_ENABLED=0 nice -n 19 go build -buildvcs=false -trimpath -ldflags '-s -w' -o "$tmp/pause" .)
   rm -rf "$BIN"; mv "$tmp" "$BIN"
   log "built in $(( $(date +%s) - start )) s into ${BIN#"$ROOT/"}"
 }
@@ -218,6 +217,8 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 podPidsLimit: 4096
 maxPods: 50
+# Not /var/log/pods: everything the cluster writes stays under its folder.
+podLogsDir: $C/kubelet/pod-logs
 serializeImagePulls: false
 EOF
 }
@@ -382,7 +383,7 @@ down() {
   done
   # Pods do not survive a restart of the cluster: start the next `up` from empty runtime state
   # (certificates, the etcd data and imported images are kept).
-  rm -rf "$C/containerd/state" "$C/kubelet/root"
+  rm -rf "$C/containerd/state" "$C/kubelet/root" "$C/kubelet/pod-logs"
   log 'down'
 }
 

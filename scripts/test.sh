@@ -43,8 +43,8 @@ trap 'rm -f "$log"' EXIT
 # ---- Kubernetes: a loopback-only single-node cluster for the files under kubernetes/ --------
 # scripts/cluster.sh builds it once (cached by version), starts it, and stops it again after.
 if printf '%s\n' "${files[@]}" | grep -q '/kubernetes/'; then
-  bash scripts/cluster.sh up
   trap 'bash scripts/cluster.sh down || true; rm -f "$log"' EXIT
+  bash scripts/cluster.sh up
   bash scripts/cluster.sh load-image "$TETHER_IMAGE"
   eval "$(bash scripts/cluster.sh env)"
 fi

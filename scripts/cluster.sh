@@ -329,7 +329,7 @@ up() {
     --authentication-kubeconfig "$C/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$C/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --cert-dir "$C/controller-manager-certs" \
-    --controllers namespace,serviceaccount,garbagecollector,nodelifecycle,taint-eviction-controller,podgc \
+    --controllers namespace-controller,serviceaccount-controller,garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller \
     --use-service-account-credentials --root-ca-file "$PKI/ca.crt" \
     --leader-elect=false --profiling=false
   start kube-scheduler "$BIN/kube-scheduler" \
@@ -370,7 +370,16 @@ down() {
   stop kube-apiserver
   if running containerd; then
     ctr_ tasks ls -q 2>/dev/null | while read -r t; do ctr_ tasks delete -f "$t" >/dev/null 2>&1 || true; done
-    ctr_ containers ls -q 2>/dev/null | while read -r t; do ctr_ containers delete "$t" >/dev/null 2>&1 || true; done
+    local id netns
+    for id in $(ctr_ containers ls -q 2>/dev/null); do
+      # A pod's network namespace is a bind mount under /run/netns that the CRI plugin made.
+      netns="$(ctr_ containers info "$id" 2>/dev/null | node -e '
+        const c = JSON.parse(require("fs").readFileSync(0, "utf8"));
+        const ns = ((c.Spec && c.Spec.linux && c.Spec.linux.namespaces) || []).find((n) => n.type === "network");
+        if (ns && /^\/(var\/)?run\/netns\/cni-/.test(ns.path || "")) console.log(ns.path);' 2>/dev/null || true)"
+      if [ -n "$netns" ]; then umount "$netns" 2>/dev/null || true; rm -f "$netns"; fi
+      ctr_ containers delete "$id" >/dev/null 2>&1 || true
+    done
   fi
   stop containerd
   stop etcd

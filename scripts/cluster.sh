@@ -17,8 +17,11 @@ ROOT="$PWD"
 
 KUBE_VERSION=v1.34.4
 WRAPPER="$ROOT/deploy/cluster/wrapper"
-WRAPPER_HASH="$(cat "$WRAPPER/go.mod" "$WRAPPER/go.sum" "$WRAPPER/pause/main.go" | sha256sum | cut -c1-12)"
-BIN="$ROOT/.tether/cache/kube-$KUBE_VERSION-$WRAPPER_HASH"
+KUBE_HASH="$(cat "$WRAPPER/go.mod" "$WRAPPER/go.sum" | sha256sum | cut -c1-12)"
+BIN="$ROOT/.tether/cache/kube-$KUBE_VERSION-$KUBE_HASH"
+# The cluster's own small commands (pause, cni-lo): seconds to build, cached apart.
+HELPERS_HASH="$(cat "$WRAPPER/pause/main.go" "$WRAPPER/cni-lo/main.go" | sha256sum | cut -c1-12)"
+HELPERS="$ROOT/.tether/cache/kube-helpers-$HELPERS_HASH"
 C="$ROOT/.tether/cluster"
 PKI="$C/pki"
 LOGS="$C/logs"
@@ -41,13 +44,14 @@ NODE_NAME=localhost
 # Allocated to Services by the API server but never routed: there is no kube-proxy and pods
 # have no interface but lo.
 SERVICE_CIDR=10.96.0.0/24
-PAUSE_IMAGE="tether.local/pause:$WRAPPER_HASH"
+PAUSE_IMAGE="tether.local/pause:$HELPERS_HASH"
 
 log() { echo "==> cluster: $*" >&2; }
 
 # ---------------------------------------------------------------- binaries
 build() {
-  if [ -x "$BIN/kubelet" ] && [ -x "$BIN/etcd" ] && [ -x "$BIN/pause" ]; then return; fi
+  build_helpers
+  if [ -x "$BIN/kubelet" ] && [ -x "$BIN/etcd" ]; then return; fi
   command -v go >/dev/null || { echo 'cluster: go is needed to build Kubernetes' >&2; exit 1; }
   log "building Kubernetes $KUBE_VERSION and etcd from Go modules (several minutes, once)"
   local start tmp ver="-X k8s.io/component-base/version" cver="-X k8s.io/client-go/pkg/version"
@@ -61,9 +65,18 @@ build() {
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet go.etcd.io/etcd/server/v3)
   mv "$tmp/server" "$tmp/etcd"
-  (cd "$WRAPPER/pause" && CGO_ENABLED=0 nice -n 19 go build -buildvcs=false -trimpath -ldflags '-s -w' -o "$tmp/pause" .)
   rm -rf "$BIN"; mv "$tmp" "$BIN"
   log "built in $(( $(date +%s) - start )) s into ${BIN#"$ROOT/"}"
+}
+
+build_helpers() {
+  if [ -x "$HELPERS/pause" ] && [ -x "$HELPERS/cni-lo" ]; then return; fi
+  local tmp="$HELPERS.tmp.$$" cmd
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  for cmd in pause cni-lo; do
+    (cd "$WRAPPER/$cmd" && CGO_ENABLED=0 nice -n 19 go build -buildvcs=false -trimpath -ldflags '-s -w' -o "$tmp/$cmd" .)
+  done
+  rm -rf "$HELPERS"; mv "$tmp" "$HELPERS"
 }
 
 # ---------------------------------------------------------------- host packages
@@ -144,7 +157,9 @@ EOF
 
 # ---------------------------------------------------------------- configuration files
 configs() {
-  mkdir -p "$C/containerd" "$C/cni" "$C/kubelet" "$LOGS" "$PIDS" "$C/etcd"
+  mkdir -p "$C/containerd" "$C/cni" "$C/cni-bin" "$C/kubelet" "$LOGS" "$PIDS" "$C/etcd"
+  ln -sfn "$CNI_BIN/loopback" "$C/cni-bin/loopback"
+  ln -sfn "$HELPERS/cni-lo" "$C/cni-bin/cni-lo"
   cat >"$C/containerd/config.toml" <<EOF
 # A containerd of its own, separate from the one Docker runs: own socket, root and state.
 version = 2
@@ -172,16 +187,17 @@ state = "$C/containerd/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN"
+    bin_dir = "$C/cni-bin"
     conf_dir = "$C/cni"
     max_conf_num = 1
 EOF
   # Only the loopback plugin: a pod gets lo and nothing else, so it can reach no address.
+  # cni-lo (deploy/cluster/wrapper/cni-lo) only renames lo's result for containerd's sake.
   cat >"$C/cni/10-loopback.conflist" <<'EOF'
 {
   "cniVersion": "1.0.0",
   "name": "tether-loopback",
-  "plugins": [{ "type": "loopback" }]
+  "plugins": [{ "type": "loopback" }, { "type": "cni-lo" }]
 }
 EOF
   cat >"$C/kubelet/config.yaml" <<EOF
@@ -266,7 +282,7 @@ pause_image() {
   # registry and no Docker needed.
   local dir; dir="$(mktemp -d)"
   mkdir -p "$dir/rootfs" "$dir/oci/blobs/sha256"
-  cp "$BIN/pause" "$dir/rootfs/pause"
+  cp "$HELPERS/pause" "$dir/rootfs/pause"
   tar --numeric-owner --owner=0 --group=0 --mtime='2000-01-01' -C "$dir/rootfs" -cf "$dir/layer.tar" pause
   local layer layer_size config config_size manifest manifest_size
   layer=$(sha256sum "$dir/layer.tar" | cut -d' ' -f1); layer_size=$(stat -c %s "$dir/layer.tar")
@@ -304,7 +320,7 @@ up() {
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "tether=http://127.0.0.1:$ETCD_PEER_PORT" --listen-metrics-urls '' \
     --quota-backend-bytes $((512 * 1024 * 1024)) --log-level warn
-  start containerd containerd --config "$C/containerd/config.toml" --log-level warn
+  start containerd containerd --config "$C/containerd/config.toml" --log-level "${CLUSTER_CONTAINERD_LOG_LEVEL:-warn}"
   wait_for etcd 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
   start kube-apiserver "$BIN/kube-apiserver" \

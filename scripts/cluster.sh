@@ -179,6 +179,9 @@ state = "$C/containerd/state"
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_tls_streaming = false
+  # The machine's processes may not lower their OOM score (no CAP_SYS_RESOURCE here): keep the
+  # sandboxes' and containers' scores at or above containerd's own instead of -998.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -186,6 +189,7 @@ state = "$C/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        BinaryName = "${CLUSTER_RUNC:-runc}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$C/cni-bin"
     conf_dir = "$C/cni"

@@ -35,6 +35,7 @@ test_files() {
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
+
 status=0
 run_tests() { # label files...
   local label="$1"; shift
@@ -77,6 +78,23 @@ if [ "$status" = 0 ]; then
   else
     mapfile -t rest < <(test_files "${scope[@]}")
   fi
+
+  # ---- Kubernetes: a loopback-only single-node cluster for the files under kubernetes/ ------
+  # Its binaries take over an hour to build cold on 2 cores (docs/kubernetes.md): the whole
+  # suite runs these tests only once `scripts/cluster.sh built` says they exist, or when asked
+  # (TETHER_WITH_KUBERNETES=1, or naming the files).
+  if printf '%s\n' "${rest[@]}" | grep -q '/kubernetes/'; then
+    if [ "$full" = 1 ] && [ "${TETHER_WITH_KUBERNETES:-}" != 1 ] && ! bash scripts/cluster.sh built; then
+      echo "==> not running the kubernetes tests: the cluster's binaries are not built (scripts/cluster.sh up builds them)"
+      mapfile -t rest < <(printf '%s\n' "${rest[@]}" | grep -v '/kubernetes/')
+    else
+      trap 'bash scripts/cluster.sh down || true; rm -f "$log"' EXIT
+      bash scripts/cluster.sh up
+      bash scripts/cluster.sh load-image "$TETHER_IMAGE"
+      eval "$(bash scripts/cluster.sh env)"
+    fi
+  fi
+
   run_tests "tests" "${rest[@]}"
 fi
 

@@ -1,0 +1,161 @@
+import * as k8s from '@kubernetes/client-node';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import * as path from 'node:path';
+import { PassThrough, Writable } from 'node:stream';
+
+const REPO = path.resolve(__dirname, '..', '..', '..', '..');
+export const MANIFESTS = path.join(REPO, 'deploy', 'kubernetes');
+
+/** The test cluster's admin kubeconfig: KUBECONFIG as scripts/test.sh exports it, else the default place. */
+export function adminConfig(): k8s.KubeConfig {
+  const file = process.env.KUBECONFIG || path.join(REPO, '.tether', 'cluster', 'admin.kubeconfig');
+  if (!existsSync(file)) throw new Error(`no cluster kubeconfig at ${file}: run scripts/cluster.sh up`);
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(file);
+  return kc;
+}
+
+/** A kubeconfig for the same cluster that authenticates with a bearer token (a ServiceAccount's). */
+export function tokenConfig(admin: k8s.KubeConfig, token: string): k8s.KubeConfig {
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error('admin kubeconfig has no current cluster');
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: 'sa', token }],
+    contexts: [{ name: 'sa', cluster: cluster.name, user: 'sa' }],
+    currentContext: 'sa',
+  });
+  return kc;
+}
+
+/** Every object of the manifests in deploy/kubernetes (optional/ included), in file order. */
+export function manifestObjects(): k8s.KubernetesObject[] {
+  const files = [
+    ...readdirSync(MANIFESTS).filter((f) => f.endsWith('.yaml')).sort().map((f) => path.join(MANIFESTS, f)),
+    ...readdirSync(path.join(MANIFESTS, 'optional')).filter((f) => f.endsWith('.yaml')).sort().map((f) => path.join(MANIFESTS, 'optional', f)),
+  ];
+  return files.flatMap((f) => k8s.loadAllYaml(readFileSync(f, 'utf8')) as k8s.KubernetesObject[]).filter(Boolean);
+}
+
+export function statusCode(err: unknown): number | undefined {
+  const e = err as { statusCode?: number; response?: { statusCode?: number } };
+  return e?.statusCode ?? e?.response?.statusCode;
+}
+
+export async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Deletes a namespace and waits until it is gone (the namespace controller empties it first). */
+export async function deleteNamespace(core: k8s.CoreV1Api, name: string, timeoutMs = 120_000): Promise<void> {
+  try {
+    await core.deleteNamespace(name);
+  } catch (err) {
+    if (statusCode(err) !== 404) throw err;
+  }
+  await until(`namespace ${name} to be gone`, timeoutMs, async () => {
+    try {
+      await core.readNamespace(name);
+      return undefined;
+    } catch (err) {
+      if (statusCode(err) === 404) return true;
+      throw err;
+    }
+  });
+}
+
+function collector(): { stream: Writable; text: () => string } {
+  const chunks: Buffer[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      chunks.push(Buffer.from(chunk));
+      done();
+    },
+  });
+  return { stream, text: () => Buffer.concat(chunks).toString('utf8') };
+}
+
+export interface ExecOutput {
+  stdout: string;
+  stderr: string;
+  status: k8s.V1Status;
+}
+
+/** Runs a command in a pod's container through the API server (pods/exec over WebSocket). */
+export async function execInPod(kc: k8s.KubeConfig, ns: string, pod: string, container: string, command: string[], timeoutMs = 30_000): Promise<ExecOutput> {
+  const out = collector();
+  const err = collector();
+  const status = await new Promise<k8s.V1Status>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`exec ${command.join(' ')} timed out`)), timeoutMs);
+    new k8s.Exec(kc)
+      .exec(ns, pod, container, command, out.stream, err.stream, null, false, (s) => (clearTimeout(timer), resolve(s)))
+      .catch((e) => (clearTimeout(timer), reject(e)));
+  });
+  return { stdout: out.text(), stderr: err.text(), status };
+}
+
+/**
+ * A JSON-RPC connection to the runner's stdio through pods/attach: requests are framed as the
+ * runner's StreamMessageReader expects (Content-Length headers).
+ */
+export class AttachedRunner {
+  private buffer = Buffer.alloc(0);
+  private readonly waiting = new Map<number, (msg: Record<string, unknown>) => void>();
+  private nextId = 1;
+
+  private constructor(
+    private readonly stdin: PassThrough,
+    private readonly socket: { close(): void },
+  ) {}
+
+  static async open(kc: k8s.KubeConfig, ns: string, pod: string, container: string): Promise<AttachedRunner> {
+    const stdin = new PassThrough();
+    const stdout = new PassThrough();
+    const socket = await new k8s.Attach(kc).attach(ns, pod, container, stdout, null, stdin, false);
+    const runner = new AttachedRunner(stdin, socket);
+    stdout.on('data', (chunk: Buffer) => runner.receive(chunk));
+    return runner;
+  }
+
+  request(method: string, params: unknown, timeoutMs = 30_000): Promise<Record<string, unknown>> {
+    const id = this.nextId++;
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }), 'utf8');
+    const reply = new Promise<Record<string, unknown>>((resolve, reject) => {
+      const timer = setTimeout(() => (this.waiting.delete(id), reject(new Error(`${method}: no reply in ${timeoutMs} ms`))), timeoutMs);
+      this.waiting.set(id, (msg) => (clearTimeout(timer), resolve(msg)));
+    });
+    this.stdin.write(Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, 'ascii'), body]));
+    return reply;
+  }
+
+  close(): void {
+    this.socket.close();
+  }
+
+  private receive(chunk: Buffer): void {
+    this.buffer = Buffer.concat([this.buffer, chunk]);
+    for (;;) {
+      const headerEnd = this.buffer.indexOf('\r\n\r\n');
+      if (headerEnd < 0) return;
+      const match = /Content-Length: *(\d+)/i.exec(this.buffer.subarray(0, headerEnd).toString('ascii'));
+      if (!match) throw new Error('runner sent a frame without Content-Length');
+      const length = Number(match[1]);
+      const start = headerEnd + 4;
+      if (this.buffer.length < start + length) return;
+      const msg = JSON.parse(this.buffer.subarray(start, start + length).toString('utf8')) as Record<string, unknown>;
+      this.buffer = this.buffer.subarray(start + length);
+      const done = typeof msg.id === 'number' ? this.waiting.get(msg.id) : undefined;
+      if (done && ('result' in msg || 'error' in msg)) {
+        this.waiting.delete(msg.id as number);
+        done(msg);
+      }
+    }
+  }
+}

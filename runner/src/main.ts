@@ -21,6 +21,7 @@ import { ToolRegistry } from './registry';
 import { RunContext } from './run';
 import { registerTools } from './tools';
 import { logger } from './log';
+import { startEgressFromEnvironment } from './egressBridge';
 import type { ToolContext } from './tool';
 
 // stdout carries protocol only: anything a library prints goes to stderr instead.
@@ -39,6 +40,7 @@ connection.onRequest(Methods.initialize, async (params: InitializeParams): Promi
     if (params.runId !== run.runId) throw new Error(`runner belongs to run ${run.runId}, not ${params.runId}`);
     return { version: VERSION, tools: registry.list() };
   }
+  await startEgressFromEnvironment();
   run = new RunContext(params);
   run.emitEvent = (kind, payload) => void connection.sendNotification(Methods.runEvent, { kind, payload } satisfies RunEventParams);
   registry = new ToolRegistry(run.workspace.root);

@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   Approval,
   ApprovalsSchema,
+  EgressSchema,
   FeaturesSchema,
   LimitsSchema,
   QuestionsFeatureSchema,
@@ -35,6 +36,8 @@ export function specFromRequest(req: CreateRunRequest): RunSpec {
     approvals: { write: approvalFrom(req.approvals?.write, 'AUTO'), exec: approvalFrom(req.approvals?.exec, 'AUTO') },
     labels: { ...req.labels },
     limits: { memoryMb: req.limits?.memoryMb ?? 0, cpuMillis: req.limits?.cpuMillis ?? 0, pids: req.limits?.pids ?? 0 },
+    template: req.template,
+    ...(req.egress ? { egress: [...req.egress.allow] } : {}),
   };
 }
 
@@ -60,5 +63,7 @@ export function runToProto(r: RunRecord): Run {
     }),
     approvals: create(ApprovalsSchema, { write: approvalTo(r.spec.approvals.write), exec: approvalTo(r.spec.approvals.exec) }),
     limits: create(LimitsSchema, r.spec.limits),
+    template: r.spec.template ?? '',
+    egress: r.spec.egress ? create(EgressSchema, { allow: r.spec.egress }) : undefined,
   });
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type Docker from 'dockerode';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import type { GatewayConfig, ResourceLimits } from '../config';
@@ -9,6 +10,8 @@ import type { RunFeatures, ToolDescriptor } from '../../../runner/src/protocol';
 import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider';
 import { ArgumentValidator } from '../validation';
 import { RunnerClient } from './RunnerClient';
+import { EgressService } from '../egress/service';
+import { TemplateCatalog } from '../templates/catalog';
 
 export type RunState = 'STARTING' | 'READY' | 'FAILED' | 'STOPPED';
 export type ApprovalPolicy = 'AUTO' | 'PROMPT' | 'DENY';
@@ -20,6 +23,10 @@ export interface RunSpec {
   approvals: { write: ApprovalPolicy; exec: ApprovalPolicy };
   labels: Record<string, string>;
   limits: ResourceLimits;
+  /** The runner template; empty or absent for the base runner image. */
+  template?: string;
+  /** Hosts the run may reach through the egress proxy; absent for no network. */
+  egress?: string[];
 }
 
 /** One run as the gateway knows it. Everything that matters survives in the sandbox's labels. */
@@ -55,11 +62,16 @@ const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
 export class RunManager {
   private readonly runs = new Map<string, RunRecord>();
   private sweeper?: NodeJS.Timeout;
+  private readonly templates: TemplateCatalog;
+  readonly egress: EgressService;
 
   constructor(
     private readonly config: GatewayConfig,
     readonly provider: SandboxProvider,
-  ) {}
+  ) {
+    this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
+    this.egress = new EgressService(config);
+  }
 
   /** Checks a CreateRun request against the server's rules before anything starts. */
   normalize(spec: RunSpec): RunSpec {
@@ -110,20 +122,27 @@ export class RunManager {
       throw new GatewayError(status.RESOURCE_EXHAUSTED, `tenant has ${live.length} live runs, the maximum is ${this.config.runs.maxPerTenant}; delete one first`);
     }
     const hostWorkspace = spec.workspace ? await this.checkWorkspace(spec.workspace) : undefined;
+    // Template and egress are checked before anything exists, so a refusal leaves nothing behind.
+    const image = await this.templates.imageFor(tenant, spec.template ?? '');
+    if (spec.egress) spec.egress = this.egress.grant(tenant, spec.egress, this.provider.name);
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date());
     this.runs.set(run.runId, run);
     try {
+      const egress = spec.egress ? await this.egress.open(run.runId, tenant, spec.egress) : undefined;
       const sandbox = await this.provider.create({
         runId: run.runId,
         tenant,
         hostWorkspace,
         limits: spec.limits,
         labels: this.labelsFor(run),
+        image,
+        egress,
       });
       await this.connect(run, sandbox);
     } catch (err) {
       this.markFailed(run, `could not start the run: ${(err as Error).message}`);
       if (run.sandbox) await this.provider.remove(run.sandbox.id).catch(() => undefined);
+      await this.egress.close(run.runId);
     }
     return run;
   }
@@ -227,6 +246,7 @@ export class RunManager {
       if (remove) await this.provider.remove(run.sandbox.id).catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
       else await this.provider.stop(run.sandbox.id).catch(() => undefined);
     }
+    await this.egress.close(run.runId);
     logger.info({ runId: run.runId, why }, 'run stopped');
   }
 
@@ -253,6 +273,7 @@ export class RunManager {
       const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt));
       this.runs.set(runId, run);
       try {
+        if (saved.spec.egress) await this.egress.open(runId, tenant, saved.spec.egress);
         await this.connect(run, await this.provider.attach(info.id));
         recovered++;
       } catch (err) {
@@ -260,6 +281,7 @@ export class RunManager {
         this.runs.delete(runId);
         run.runner?.dispose();
         await this.provider.remove(info.id).catch(() => undefined);
+        await this.egress.close(runId);
         removed++;
       }
     }
@@ -297,6 +319,7 @@ export class RunManager {
       await Promise.all([...this.runs.values()].map((r) => (r.state === 'STOPPED' ? undefined : this.stopRun(r, 'gateway shutdown'))));
     }
     this.runs.clear();
+    await this.egress.closeAll(keep);
     await this.provider.close();
   }
 }

@@ -544,6 +544,19 @@ class Magics:
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK='1', PIP_BREAK_SYSTEM_PACKAGES='1', PIP_NO_INPUT='1')
         code, out = stream_command(cmd, env=env)
         if code:
+            refused = EGRESS_REFUSED.search(out)
+            if installing and refused:
+                raise PipError(
+                    'pip install failed: the egress proxy refused a request ('
+                    + refused.group(1).strip()
+                    + "). This run's egress allow-list: "
+                    + (os.environ.get('TETHER_EGRESS_ALLOW') or 'none')
+                )
+            if installing and OFFLINE.search(out) and os.environ.get('TETHER_EGRESS_SOCKET'):
+                raise PipError(
+                    'pip install failed: no package index answered. This run reaches the network only '
+                    "through the gateway's egress proxy, and only these hosts: " + (os.environ.get('TETHER_EGRESS_ALLOW') or 'none')
+                )
             if installing and OFFLINE.search(out):
                 raise PipError(
                     "pip install failed: this run has no network access, so pip cannot reach a package "
@@ -561,6 +574,8 @@ class Magics:
                 print('evicted from sys.modules (the next import loads the new version): ' + ', '.join(sorted(evicted)))
 
 
+# The gateway's egress proxy puts its reason in the status line, which pip repeats.
+EGRESS_REFUSED = re.compile(r'tether egress: ([^\n\'"]*)')
 OFFLINE = re.compile(
     r'NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution|'
     r'Network is unreachable|No matching distribution found|Could not find a version',

@@ -81,7 +81,7 @@ export class RunProxy {
     if (!host) return { ok: false, reason: 'no host named' };
     if (net.isIP(host)) return { ok: false, reason: `${host} is an IP address; the egress allow-list admits host names only (allowed: ${this.allowList})` };
     if (!this.opts.rules.some((r) => ruleAllows(r, host, port))) {
-      return { ok: false, reason: `${host}:${port} is not in this run's egress allow-list (allowed: ${this.allowList})` };
+      return { ok: false, reason: `${host}:${port} is not on the egress allow-list of this run (allowed: ${this.allowList})` };
     }
     const mapped = this.opts.testHosts?.[host];
     if (mapped) return { ok: true, address: mapped };

@@ -16,14 +16,20 @@ export function parseRule(entry: string): HostRule {
   const m = /^(.+?)(?::([0-9]{1,5}))?$/.exec(text);
   if (!m) throw new Error(`egress entry ${JSON.stringify(entry)} is not host:port`);
   const port = m[2] === undefined ? 443 : Number(m[2]);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`egress entry ${JSON.stringify(entry)} has no valid port`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new Error(`egress entry ${JSON.stringify(entry)} has no valid port`);
   let host = m[1];
   const wildcard = host.startsWith('*.');
   if (wildcard) host = host.slice(2);
-  if (isIP(host) || host.startsWith('[')) throw new Error(`egress entry ${JSON.stringify(entry)} is an IP address: only host names are allowed`);
+  if (isIP(host) || host.startsWith('['))
+    throw new Error(`egress entry ${JSON.stringify(entry)} is an IP address: only host names are allowed`);
   const labels = host.split('.');
-  if (host.length > 253 || !labels.every((l) => LABEL.test(l))) throw new Error(`egress entry ${JSON.stringify(entry)} is not a host name`);
-  if (wildcard && labels.length < 2) throw new Error(`egress entry ${JSON.stringify(entry)} is too wide: a wildcard needs a suffix of two labels or more`);
+  if (host.length > 253 || !labels.every((l) => LABEL.test(l)))
+    throw new Error(`egress entry ${JSON.stringify(entry)} is not a host name`);
+  if (wildcard && labels.length < 2)
+    throw new Error(
+      `egress entry ${JSON.stringify(entry)} is too wide: a wildcard needs a suffix of two labels or more`,
+    );
   return { host, wildcard, port };
 }
 
@@ -62,7 +68,10 @@ export function narrow(tenantList: HostRule[], requested: string[]): HostRule[] 
   const out: HostRule[] = [];
   for (const entry of requested) {
     const rule = parseRule(entry);
-    if (!tenantList.some((t) => ruleCovers(t, rule))) throw new Error(`egress entry ${formatRule(rule)} is not within what this tenant may reach (allowed hosts: ${allowedText})`);
+    if (!tenantList.some((t) => ruleCovers(t, rule)))
+      throw new Error(
+        `egress entry ${formatRule(rule)} is not within what this tenant may reach (allowed hosts: ${allowedText})`,
+      );
     out.push(rule);
   }
   return dedupe(out);

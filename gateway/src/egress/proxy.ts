@@ -25,7 +25,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
 const IDLE_TIMEOUT_MS = 120_000;
 const MAX_CONNECTIONS = 64;
 
-const defaultLookup = async (host: string) => (await dns.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+const defaultLookup = async (host: string) =>
+  (await dns.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
 /**
  * The egress proxy of one run: a small HTTP proxy (CONNECT tunnels for https, absolute-URI
@@ -42,7 +43,10 @@ export class RunProxy {
   constructor(private readonly opts: RunProxyOptions) {
     this.server = http.createServer({ requestTimeout: 0 });
     this.server.maxConnections = MAX_CONNECTIONS;
-    this.server.on('connect', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
+    this.server.on(
+      'connect',
+      (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head),
+    );
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => void this.forward(req, res));
     this.server.on('connection', (s: net.Socket) => {
       this.sockets.add(s);
@@ -77,11 +81,21 @@ export class RunProxy {
 
   /** Whether host:port may be reached, and at which address. */
   async decide(rawHost: string, port: number): Promise<Decision> {
-    const host = rawHost.replace(/^\[|\]$/g, '').toLowerCase().replace(/\.$/, '');
+    const host = rawHost
+      .replace(/^\[|\]$/g, '')
+      .toLowerCase()
+      .replace(/\.$/, '');
     if (!host) return { ok: false, reason: 'no host named' };
-    if (net.isIP(host)) return { ok: false, reason: `${host} is an IP address; the egress allow-list admits host names only (allowed: ${this.allowList})` };
+    if (net.isIP(host))
+      return {
+        ok: false,
+        reason: `${host} is an IP address; the egress allow-list admits host names only (allowed: ${this.allowList})`,
+      };
     if (!this.opts.rules.some((r) => ruleAllows(r, host, port))) {
-      return { ok: false, reason: `${host}:${port} is not on the egress allow-list of this run (allowed: ${this.allowList})` };
+      return {
+        ok: false,
+        reason: `${host}:${port} is not on the egress allow-list of this run (allowed: ${this.allowList})`,
+      };
     }
     const mapped = this.opts.testHosts?.[host];
     if (mapped) return { ok: true, address: mapped };
@@ -89,16 +103,29 @@ export class RunProxy {
     try {
       addresses = await (this.opts.lookup ?? defaultLookup)(host);
     } catch (err) {
-      return { ok: false, reason: `${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+      return {
+        ok: false,
+        reason: `${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+      };
     }
     if (addresses.length === 0) return { ok: false, reason: `${host} does not resolve` };
     const bad = addresses.find(isForbiddenAddress);
-    if (bad) return { ok: false, reason: `${host} resolves to ${bad}, a private, loopback, link-local or reserved address, which runs may not reach` };
+    if (bad)
+      return {
+        ok: false,
+        reason: `${host} resolves to ${bad}, a private, loopback, link-local or reserved address, which runs may not reach`,
+      };
     return { ok: true, address: addresses[0] };
   }
 
   private record(partial: Omit<EgressRecord, 'time' | 'runId' | 'tenant' | 'durationMs'>, started: number): void {
-    void this.opts.log.append({ time: new Date().toISOString(), runId: this.opts.runId, tenant: this.opts.tenant, ...partial, durationMs: Date.now() - started });
+    void this.opts.log.append({
+      time: new Date().toISOString(),
+      runId: this.opts.runId,
+      tenant: this.opts.tenant,
+      ...partial,
+      durationMs: Date.now() - started,
+    });
   }
 
   private async tunnel(req: http.IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
@@ -106,13 +133,35 @@ export class RunProxy {
     const target = parseAuthority(req.url ?? '');
     if (!target) {
       refuseRaw(client, 400, `CONNECT needs host:port, got ${JSON.stringify((req.url ?? '').slice(0, 200))}`);
-      this.record({ method: 'CONNECT', host: (req.url ?? '').slice(0, 200), port: 0, allowed: false, reason: 'malformed CONNECT target', bytesOut: 0, bytesIn: 0 }, started);
+      this.record(
+        {
+          method: 'CONNECT',
+          host: (req.url ?? '').slice(0, 200),
+          port: 0,
+          allowed: false,
+          reason: 'malformed CONNECT target',
+          bytesOut: 0,
+          bytesIn: 0,
+        },
+        started,
+      );
       return;
     }
     const decision = await this.decide(target.host, target.port);
     if (!decision.ok) {
       refuseRaw(client, 403, decision.reason);
-      this.record({ method: 'CONNECT', host: target.host, port: target.port, allowed: false, reason: decision.reason, bytesOut: 0, bytesIn: 0 }, started);
+      this.record(
+        {
+          method: 'CONNECT',
+          host: target.host,
+          port: target.port,
+          allowed: false,
+          reason: decision.reason,
+          bytesOut: 0,
+          bytesIn: 0,
+        },
+        started,
+      );
       return;
     }
     let bytesOut = head.length;
@@ -140,7 +189,19 @@ export class RunProxy {
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => {
       client.destroy();
-      this.record({ method: 'CONNECT', host: target.host, port: target.port, allowed: true, address: decision.address, reason: failure, bytesOut, bytesIn }, started);
+      this.record(
+        {
+          method: 'CONNECT',
+          host: target.host,
+          port: target.port,
+          allowed: true,
+          address: decision.address,
+          reason: failure,
+          bytesOut,
+          bytesIn,
+        },
+        started,
+      );
     });
   }
 
@@ -152,14 +213,36 @@ export class RunProxy {
       if (url.protocol !== 'http:') throw new Error('only http:// URLs are forwarded; https goes through CONNECT');
     } catch (err) {
       refuse(res, 400, `not a proxy request: ${(err as Error).message}`);
-      this.record({ method: req.method ?? '?', host: '', port: 0, allowed: false, reason: 'not an absolute http URL', bytesOut: 0, bytesIn: 0 }, started);
+      this.record(
+        {
+          method: req.method ?? '?',
+          host: '',
+          port: 0,
+          allowed: false,
+          reason: 'not an absolute http URL',
+          bytesOut: 0,
+          bytesIn: 0,
+        },
+        started,
+      );
       return;
     }
     const port = url.port ? Number(url.port) : 80;
     const decision = await this.decide(url.hostname, port);
     if (!decision.ok) {
       refuse(res, 403, decision.reason);
-      this.record({ method: req.method ?? '?', host: url.hostname, port, allowed: false, reason: decision.reason, bytesOut: 0, bytesIn: 0 }, started);
+      this.record(
+        {
+          method: req.method ?? '?',
+          host: url.hostname,
+          port,
+          allowed: false,
+          reason: decision.reason,
+          bytesOut: 0,
+          bytesIn: 0,
+        },
+        started,
+      );
       return;
     }
     const headers = { ...req.headers };
@@ -169,7 +252,15 @@ export class RunProxy {
     let bytesOut = 0;
     let bytesIn = 0;
     let failure: string | undefined;
-    const upstream = http.request({ host: decision.address, port, method: req.method, path: `${url.pathname}${url.search}`, headers, agent: false, setHost: false });
+    const upstream = http.request({
+      host: decision.address,
+      port,
+      method: req.method,
+      path: `${url.pathname}${url.search}`,
+      headers,
+      agent: false,
+      setHost: false,
+    });
     upstream.setTimeout(IDLE_TIMEOUT_MS, () => upstream.destroy(new Error('timed out')));
     upstream.on('response', (up) => {
       res.writeHead(up.statusCode ?? 502, up.statusMessage, up.headers);
@@ -185,7 +276,19 @@ export class RunProxy {
     req.pipe(upstream);
     res.on('close', () => {
       upstream.destroy();
-      this.record({ method: req.method ?? '?', host: url.hostname, port, allowed: true, address: decision.address, reason: failure, bytesOut, bytesIn }, started);
+      this.record(
+        {
+          method: req.method ?? '?',
+          host: url.hostname,
+          port,
+          allowed: true,
+          address: decision.address,
+          reason: failure,
+          bytesOut,
+          bytesIn,
+        },
+        started,
+      );
     });
   }
 }
@@ -203,11 +306,17 @@ const phrase = (why: string) => `tether egress: ${why}`.replace(/[^\x20-\x7e]/g,
 
 function refuseRaw(socket: Duplex, code: number, why: string): void {
   const body = `${phrase(why)}\n`;
-  socket.end(`HTTP/1.1 ${code} ${phrase(why)}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${code} ${phrase(why)}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 function refuse(res: http.ServerResponse, code: number, why: string): void {
   const body = `${phrase(why)}\n`;
-  res.writeHead(code, phrase(why), { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
+  res.writeHead(code, phrase(why), {
+    'Content-Type': 'text/plain',
+    'Content-Length': Buffer.byteLength(body),
+    Connection: 'close',
+  });
   res.end(body);
 }

@@ -61,7 +61,11 @@ export class EgressService {
 
   /** The allow-list a new run gets, or an INVALID_ARGUMENT naming what the tenant may have. */
   grant(tenant: string, requested: string[], providerName: string): string[] {
-    if (providerName !== 'docker') throw new GatewayError(status.FAILED_PRECONDITION, `egress needs the docker provider (this gateway runs ${providerName})`);
+    if (providerName !== 'docker')
+      throw new GatewayError(
+        status.FAILED_PRECONDITION,
+        `egress needs the docker provider (this gateway runs ${providerName})`,
+      );
     try {
       return narrow(tenantRules(this.config.egress.allowed, tenant), requested).map(formatRule);
     } catch (err) {
@@ -92,7 +96,9 @@ export class EgressService {
   /** Stops a run's proxy for good and removes its folder. */
   async close(runId: string): Promise<void> {
     await this.detach(runId);
-    await fs.rm(path.join(this.config.stateDir, 'egress', runId), { recursive: true, force: true }).catch(() => undefined);
+    await fs
+      .rm(path.join(this.config.stateDir, 'egress', runId), { recursive: true, force: true })
+      .catch(() => undefined);
   }
 
   /**

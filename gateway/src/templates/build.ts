@@ -35,19 +35,27 @@ export function effectiveDockerfile(text: string): string {
   if (froms.length === 0) return `ARG ${BASE_ARG}\nFROM \${${BASE_ARG}}\n${text}`;
   const last = froms[froms.length - 1];
   if (!new RegExp(`^\\s*FROM\\s+(\\$\\{${BASE_ARG}\\}|\\$${BASE_ARG})(\\s|$)`, 'i').test(last)) {
-    throw new Error(`the final stage of a template must be FROM \${${BASE_ARG}} (the runner image), not: ${last.trim()}`);
+    throw new Error(
+      `the final stage of a template must be FROM \${${BASE_ARG}} (the runner image), not: ${last.trim()}`,
+    );
   }
   return text;
 }
 
 /** Names and contents of every file under dir, in a fixed order. */
 async function hashTree(hash: ReturnType<typeof createHash>, dir: string, rel = ''): Promise<void> {
-  const entries = (await fs.readdir(path.join(dir, rel), { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : 1));
+  const entries = (await fs.readdir(path.join(dir, rel), { withFileTypes: true })).sort((a, b) =>
+    a.name < b.name ? -1 : 1,
+  );
   for (const e of entries) {
     const p = path.posix.join(rel, e.name);
     if (e.isDirectory()) await hashTree(hash, dir, p);
     else if (e.isSymbolicLink()) hash.update(`L ${p} ${await fs.readlink(path.join(dir, p))}\n`);
-    else if (e.isFile()) hash.update(`F ${p} `).update(await fs.readFile(path.join(dir, p))).update('\n');
+    else if (e.isFile())
+      hash
+        .update(`F ${p} `)
+        .update(await fs.readFile(path.join(dir, p)))
+        .update('\n');
   }
 }
 
@@ -67,13 +75,16 @@ async function imageId(ref: string): Promise<string | undefined> {
 export async function buildTemplate(opts: TemplateBuildOptions): Promise<TemplateBuildResult> {
   const { name, dir, baseImage } = opts;
   const out = opts.progress ?? process.stderr;
-  if (!TEMPLATE_NAME.test(name) || name === BASE_TEMPLATE) throw new Error(`template name ${JSON.stringify(name)} must match ${TEMPLATE_NAME} and not be "${BASE_TEMPLATE}"`);
+  if (!TEMPLATE_NAME.test(name) || name === BASE_TEMPLATE)
+    throw new Error(`template name ${JSON.stringify(name)} must match ${TEMPLATE_NAME} and not be "${BASE_TEMPLATE}"`);
   const dockerfilePath = path.join(dir, 'Dockerfile');
   let text: string;
   try {
     text = await fs.readFile(dockerfilePath, 'utf8');
   } catch {
-    throw new Error(`${dockerfilePath} not found: a template folder holds a Dockerfile (a full one FROM \${${BASE_ARG}}, or a fragment without FROM)`);
+    throw new Error(
+      `${dockerfilePath} not found: a template folder holds a Dockerfile (a full one FROM \${${BASE_ARG}}, or a fragment without FROM)`,
+    );
   }
   const dockerfile = effectiveDockerfile(text);
   const baseId = await imageId(baseImage);
@@ -92,19 +103,32 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
   out.write(`building ${tag} on ${baseImage}\n`);
   const t0 = Date.now();
   const args = [
-    'build', '--network', 'host', '--force-rm',
-    '--build-arg', `${BASE_ARG}=${baseImage}`,
-    '--label', `${TEMPLATE_LABELS.name}=${name}`,
-    '--label', `${TEMPLATE_LABELS.base}=${baseImage}`,
-    '--label', `${TEMPLATE_LABELS.inputs}=${inputs}`,
-    '-t', tag, '-f', '-', dir,
+    'build',
+    '--network',
+    'host',
+    '--force-rm',
+    '--build-arg',
+    `${BASE_ARG}=${baseImage}`,
+    '--label',
+    `${TEMPLATE_LABELS.name}=${name}`,
+    '--label',
+    `${TEMPLATE_LABELS.base}=${baseImage}`,
+    '--label',
+    `${TEMPLATE_LABELS.inputs}=${inputs}`,
+    '-t',
+    tag,
+    '-f',
+    '-',
+    dir,
   ];
   await new Promise<void>((resolve, reject) => {
     const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
     child.stdout.pipe(out, { end: false });
     child.stderr.pipe(out, { end: false });
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`docker build of template ${name} failed (exit code ${code})`))));
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`docker build of template ${name} failed (exit code ${code})`)),
+    );
     child.stdin.end(dockerfile);
   });
   await checkRunnerKept(tag, baseImage);
@@ -115,10 +139,13 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
 
 /** A template adds to the runner image; it may not replace how the runner starts. */
 async function checkRunnerKept(tag: string, baseImage: string): Promise<void> {
-  const entry = async (ref: string) => (await run('docker', ['image', 'inspect', '--format', '{{json .Config.Entrypoint}}', ref])).stdout.trim();
+  const entry = async (ref: string) =>
+    (await run('docker', ['image', 'inspect', '--format', '{{json .Config.Entrypoint}}', ref])).stdout.trim();
   const [mine, base] = await Promise.all([entry(tag), entry(baseImage)]);
   if (mine !== base) {
     await run('docker', ['image', 'rm', tag]).catch(() => undefined);
-    throw new Error(`template ${tag} changes the runner's ENTRYPOINT; a template may add to the runner image but not replace its entrypoint`);
+    throw new Error(
+      `template ${tag} changes the runner's ENTRYPOINT; a template may add to the runner image but not replace its entrypoint`,
+    );
   }
 }

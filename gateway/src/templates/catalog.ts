@@ -52,16 +52,25 @@ export class TemplateCatalog {
   async imageFor(tenant: string, name: string): Promise<string | undefined> {
     if (!name || name === BASE_TEMPLATE) return undefined;
     const allowed = allowedTemplates(this.config, tenant);
-    if (!allowed.includes(name)) throw invalid(`template ${JSON.stringify(name.slice(0, 64))} is not available to this tenant; allowed templates: ${allowed.join(', ')}`);
+    if (!allowed.includes(name))
+      throw invalid(
+        `template ${JSON.stringify(name.slice(0, 64))} is not available to this tenant; allowed templates: ${allowed.join(', ')}`,
+      );
     if (!this.docker) throw new GatewayError(status.FAILED_PRECONDITION, 'templates need the docker provider');
     const base = resolveImage(this.config);
     const built = await this.list(name);
     const current = built.filter((t) => t.base === base);
     if (current.length) return current[0].image;
     if (built.length) {
-      throw new GatewayError(status.FAILED_PRECONDITION, `template ${name} was built on ${built[0].base}, not on the current runner image ${base}: rebuild it (tether template build ${name} DIR)`);
+      throw new GatewayError(
+        status.FAILED_PRECONDITION,
+        `template ${name} was built on ${built[0].base}, not on the current runner image ${base}: rebuild it (tether template build ${name} DIR)`,
+      );
     }
-    throw new GatewayError(status.FAILED_PRECONDITION, `template ${name} is allowed but not built on this engine: tether template build ${name} DIR`);
+    throw new GatewayError(
+      status.FAILED_PRECONDITION,
+      `template ${name} is allowed but not built on this engine: tether template build ${name} DIR`,
+    );
   }
 
   /** The built images of one template (or all), newest first. */
@@ -72,7 +81,10 @@ export class TemplateCatalog {
     return images
       .map((i) => ({
         name: i.Labels?.[TEMPLATE_LABELS.name] ?? '',
-        image: (i.RepoTags ?? []).find((t) => t.startsWith(`${templateRepository(i.Labels?.[TEMPLATE_LABELS.name] ?? '')}:`)) ?? i.Id,
+        image:
+          (i.RepoTags ?? []).find((t) =>
+            t.startsWith(`${templateRepository(i.Labels?.[TEMPLATE_LABELS.name] ?? '')}:`),
+          ) ?? i.Id,
         base: i.Labels?.[TEMPLATE_LABELS.base] ?? '',
         created: new Date(i.Created * 1000),
       }))

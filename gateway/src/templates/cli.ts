@@ -9,7 +9,14 @@ import { TemplateCatalog } from './catalog';
 export function adminConfig(file?: string): GatewayConfig {
   if (!file && !process.env.TETHER_CONFIG) {
     const config = defaultConfig();
-    return { ...config, docker: { ...config.docker, image: process.env.TETHER_IMAGE ?? '', socketPath: process.env.DOCKER_SOCKET ?? config.docker.socketPath } };
+    return {
+      ...config,
+      docker: {
+        ...config.docker,
+        image: process.env.TETHER_IMAGE ?? '',
+        socketPath: process.env.DOCKER_SOCKET ?? config.docker.socketPath,
+      },
+    };
   }
   return loadConfig({ file, overrides: { tokens: { admin: 'admin' } } });
 }
@@ -19,7 +26,9 @@ export function registerTemplateCommands(program: Command, fail: (err: unknown) 
   const template = program.command('template').description('runner templates: images derived from the runner image');
   template
     .command('build <name> <dir>')
-    .description('build a template from DIR/Dockerfile (a fragment, or a full Dockerfile FROM $TETHER_IMAGE); tagged by content hash')
+    .description(
+      'build a template from DIR/Dockerfile (a fragment, or a full Dockerfile FROM $TETHER_IMAGE); tagged by content hash',
+    )
     .option('--config <file>', 'JSON config file (or TETHER_CONFIG), for docker.image')
     .option('--base <image>', 'the runner image to build on (default: docker.image, else the one setup.sh built)')
     .action(async (name: string, dir: string, o: { config?: string; base?: string }) => {
@@ -41,7 +50,10 @@ export function registerTemplateCommands(program: Command, fail: (err: unknown) 
         const config = adminConfig(o.config);
         const current = resolveImage(config);
         const all = await new TemplateCatalog(config, new Docker({ socketPath: config.docker.socketPath })).list();
-        for (const t of all) console.log(`${t.name}\t${t.image}\t${t.created.toISOString()}\t${t.base === current ? 'current' : `stale (built on ${t.base})`}`);
+        for (const t of all)
+          console.log(
+            `${t.name}\t${t.image}\t${t.created.toISOString()}\t${t.base === current ? 'current' : `stale (built on ${t.base})`}`,
+          );
       } catch (err) {
         fail(err);
       }

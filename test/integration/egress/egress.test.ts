@@ -27,7 +27,10 @@ before(async () => {
   index = await startStandInIndex();
   t = await startTestGateway({
     provider: 'docker',
-    egress: { allowed: { alice: [`${ALLOWED}:${index.port}`] }, testHosts: { [ALLOWED]: '127.0.0.1', [REFUSED]: '127.0.0.1' } },
+    egress: {
+      allowed: { alice: [`${ALLOWED}:${index.port}`] },
+      testHosts: { [ALLOWED]: '127.0.0.1', [REFUSED]: '127.0.0.1' },
+    },
   });
 });
 
@@ -39,7 +42,12 @@ after(async () => {
 });
 
 async function cell(code: string): Promise<{ text: string; isError: boolean }> {
-  const r = await t.alice.callTool(runId, 'eval', { code, description: 'run a cell for the egress tests' }, { deadlineMs: 120_000 });
+  const r = await t.alice.callTool(
+    runId,
+    'eval',
+    { code, description: 'run a cell for the egress tests' },
+    { deadlineMs: 120_000 },
+  );
   return { text: resultText(r.result), isError: r.result.isError };
 }
 
@@ -55,11 +63,19 @@ test('CreateRun: egress beyond the tenant allow-list is refused, naming what is 
     assert.match(err.details, /egress is not allowed for this tenant \(allowed hosts: none\)/);
     return true;
   });
-  await assert.rejects(t.alice.createRun({ features: { eval: true }, egress: { allow: [`${REFUSED}:443`] } }), (err: ServiceError) => {
-    assert.equal(err.code, status.INVALID_ARGUMENT);
-    assert.match(err.details, new RegExp(`egress entry ${REFUSED}:443 is not within what this tenant may reach \\(allowed hosts: ${ALLOWED}:${index.port}\\)`));
-    return true;
-  });
+  await assert.rejects(
+    t.alice.createRun({ features: { eval: true }, egress: { allow: [`${REFUSED}:443`] } }),
+    (err: ServiceError) => {
+      assert.equal(err.code, status.INVALID_ARGUMENT);
+      assert.match(
+        err.details,
+        new RegExp(
+          `egress entry ${REFUSED}:443 is not within what this tenant may reach \\(allowed hosts: ${ALLOWED}:${index.port}\\)`,
+        ),
+      );
+      return true;
+    },
+  );
   await assert.rejects(t.alice.createRun({ egress: { allow: ['192.0.2.10:80'] } }), /is an IP address/);
   assert.deepEqual(await t.alice.listRuns(), []);
 });
@@ -70,14 +86,20 @@ test('a run granted egress: pip installs from the allowed index through the prox
   timings.push(`CreateRun without egress: ${Date.now() - t0} ms`);
   plainRunId = plain.runId;
   t0 = Date.now();
-  const run = await t.alice.createRun({ features: { eval: true }, approvals: { exec: Approval.AUTO }, egress: { allow: [] } });
+  const run = await t.alice.createRun({
+    features: { eval: true },
+    approvals: { exec: Approval.AUTO },
+    egress: { allow: [] },
+  });
   timings.push(`CreateRun with egress: ${Date.now() - t0} ms`);
   runId = run.runId;
   assert.equal(run.error, '');
   assert.equal(run.state, RunState.READY);
   assert.deepEqual(run.egress?.allow, [`${ALLOWED}:${index.port}`]);
 
-  const install = await cell(`%pip install --index-url http://${ALLOWED}:${index.port}/simple --trusted-host ${ALLOWED} ${PACKAGE}`);
+  const install = await cell(
+    `%pip install --index-url http://${ALLOWED}:${index.port}/simple --trusted-host ${ALLOWED} ${PACKAGE}`,
+  );
   assert.equal(install.isError, false, install.text);
   assert.match(install.text, new RegExp(`Successfully installed ${PACKAGE}-0\\.1`));
   const use = await cell(`import ${PACKAGE}\nprint(${PACKAGE}.VALUE)`);
@@ -90,7 +112,10 @@ test('a run granted egress: pip installs from the allowed index through the prox
   const got = log.filter((r) => r.host === ALLOWED && r.allowed);
   assert.ok(got.length >= 2, JSON.stringify(log));
   assert.ok(got.every((r) => r.port === index.port && r.address === '127.0.0.1' && r.method === 'GET'));
-  assert.ok(got.some((r) => r.bytesIn > 500), JSON.stringify(got));
+  assert.ok(
+    got.some((r) => r.bytesIn > 500),
+    JSON.stringify(got),
+  );
 });
 
 test('a refused host, another port, an IP literal and a direct socket all fail, and the log shows the attempts', async () => {
@@ -120,8 +145,14 @@ test('a refused host, another port, an IP literal and a direct socket all fail, 
   );
   assert.equal(probes.isError, false, probes.text);
   assert.doesNotMatch(probes.text, /REACHED|CONNECTED/);
-  assert.match(probes.text, /HTTP 403 tether egress: 192\.0\.2\.10 is an IP address; the egress allow-list admits host names only/);
-  assert.match(probes.text, new RegExp(`HTTP 403 tether egress: ${ALLOWED}:${index.port + 1} is not on the egress allow-list of this run`));
+  assert.match(
+    probes.text,
+    /HTTP 403 tether egress: 192\.0\.2\.10 is an IP address; the egress allow-list admits host names only/,
+  );
+  assert.match(
+    probes.text,
+    new RegExp(`HTTP 403 tether egress: ${ALLOWED}:${index.port + 1} is not on the egress allow-list of this run`),
+  );
   assert.match(probes.text, /HTTP 403 tether egress: ::1 is an IP address/);
   assert.match(probes.text, /SOCKET 192\.0\.2\.10 Network is unreachable/);
   assert.match(probes.text, /SOCKET 127\.0\.0\.1 Connection refused/);
@@ -139,7 +170,15 @@ test('a refused host, another port, an IP literal and a direct socket all fail, 
 
 test('a run without egress has no proxy: pip says the run has no network', async () => {
   assert.ok(plainRunId);
-  const r = await t.alice.callTool(plainRunId, 'eval', { code: `%pip install --index-url http://${ALLOWED}:${index.port}/simple ${PACKAGE}`, description: 'run a cell for the egress tests' }, { deadlineMs: 120_000 });
+  const r = await t.alice.callTool(
+    plainRunId,
+    'eval',
+    {
+      code: `%pip install --index-url http://${ALLOWED}:${index.port}/simple ${PACKAGE}`,
+      description: 'run a cell for the egress tests',
+    },
+    { deadlineMs: 120_000 },
+  );
   assert.equal(r.result.isError, true);
   assert.match(resultText(r.result), /this run has no network access/);
   assert.deepEqual(await logOf(plainRunId), []);

@@ -58,7 +58,9 @@ export async function startStandInIndex(): Promise<StandInIndex> {
     const url = new URL(req.url ?? '/', 'http://index');
     if (url.pathname === `/simple/${PACKAGE}/`) {
       res.writeHead(200, { 'Content-Type': 'text/html' });
-      res.end(`<!DOCTYPE html><html><body><a href="/packages/${wheelName}#sha256=${sha}">${wheelName}</a></body></html>\n`);
+      res.end(
+        `<!DOCTYPE html><html><body><a href="/packages/${wheelName}#sha256=${sha}">${wheelName}</a></body></html>\n`,
+      );
     } else if (url.pathname === `/packages/${wheelName}`) {
       res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': wheel.length });
       res.end(wheel);

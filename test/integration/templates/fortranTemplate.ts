@@ -19,7 +19,26 @@ export async function buildFortranTemplate(name: string): Promise<TemplateBuildR
   if (!existsSync(wheels)) {
     const partial = `${wheels}.partial-${process.pid}`;
     mkdirSync(partial, { recursive: true });
-    execFileSync('python3', ['-m', 'pip', 'download', '-q', '--only-binary=:all:', '--python-version', '3.11', '--implementation', 'py', '--platform', 'any', '-d', partial, FORTLS], { stdio: 'inherit' });
+    execFileSync(
+      'python3',
+      [
+        '-m',
+        'pip',
+        'download',
+        '-q',
+        '--only-binary=:all:',
+        '--python-version',
+        '3.11',
+        '--implementation',
+        'py',
+        '--platform',
+        'any',
+        '-d',
+        partial,
+        FORTLS,
+      ],
+      { stdio: 'inherit' },
+    );
     renameSync(partial, wheels);
   }
   const ctx = mkdtempSync(path.join(os.tmpdir(), 'tether-template-'));

@@ -31,7 +31,11 @@ after(async () => {
 
 test('a run from the template: its language server, declared in languages.d, answers lsp', async () => {
   const t0 = Date.now();
-  const run = await t.alice.createRun({ template: TEMPLATE, features: { lsp: true }, approvals: { write: Approval.AUTO } });
+  const run = await t.alice.createRun({
+    template: TEMPLATE,
+    features: { lsp: true },
+    approvals: { write: Approval.AUTO },
+  });
   console.error(`CreateRun with template ${TEMPLATE}: ${Date.now() - t0} ms`);
   runId = run.runId;
   assert.equal(run.error, '');
@@ -43,7 +47,10 @@ test('a run from the template: its language server, declared in languages.d, ans
     return { text: resultText(r.result), isError: r.result.isError };
   };
   const st = await call({ action: 'status' });
-  assert.match(st.text, /^fortls \(Fortran\): can run \(starts on first use\); roots: \. \(workspace root\); binary: \/usr\/local\/bin\/fortls; declared in \/etc\/tether\/languages\.d\/fortran\.json$/m);
+  assert.match(
+    st.text,
+    /^fortls \(Fortran\): can run \(starts on first use\); roots: \. \(workspace root\); binary: \/usr\/local\/bin\/fortls; declared in \/etc\/tether\/languages\.d\/fortran\.json$/m,
+  );
   const def = await call({ action: 'definition', file: 'app/main.f90', line: 4, symbol: 'circle_area' });
   assert.equal(def.isError, false, def.text);
   assert.match(def.text, /src\/shapes\.f90:5: +function circle_area\(r\) result\(a\)/);
@@ -63,6 +70,17 @@ test('a tenant the config does not allow the template is refused with the allowe
     return true;
   });
   assert.deepEqual(await t.bob.listRuns(), []);
-  const containers = execFileSync('docker', ['ps', '-aq', '--filter', `label=${LABELS.instance}=${t.config.instance}`, '--filter', `label=${LABELS.tenant}=bob`], { encoding: 'utf8' }).trim();
+  const containers = execFileSync(
+    'docker',
+    [
+      'ps',
+      '-aq',
+      '--filter',
+      `label=${LABELS.instance}=${t.config.instance}`,
+      '--filter',
+      `label=${LABELS.tenant}=bob`,
+    ],
+    { encoding: 'utf8' },
+  ).trim();
   assert.equal(containers, '');
 });

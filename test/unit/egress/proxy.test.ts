@@ -58,17 +58,40 @@ function viaProxy(raw: string): Promise<string> {
 }
 
 test('forwards plain http and tunnels CONNECT to an allowed, mapped host', async () => {
-  assert.match(await viaProxy(`GET http://ok.test:${port}/x HTTP/1.1\r\nHost: ok.test:${port}\r\nConnection: close\r\n\r\n`), /200 OK[\s\S]*hello ok\.test:/);
-  assert.match(await viaProxy(`CONNECT ok.test:${port} HTTP/1.1\r\nHost: ok.test\r\n\r\nGET / HTTP/1.1\r\nHost: ok.test\r\nConnection: close\r\n\r\n`), /^HTTP\/1\.1 200 Connection Established[\s\S]*hello ok\.test/);
+  assert.match(
+    await viaProxy(`GET http://ok.test:${port}/x HTTP/1.1\r\nHost: ok.test:${port}\r\nConnection: close\r\n\r\n`),
+    /200 OK[\s\S]*hello ok\.test:/,
+  );
+  assert.match(
+    await viaProxy(
+      `CONNECT ok.test:${port} HTTP/1.1\r\nHost: ok.test\r\n\r\nGET / HTTP/1.1\r\nHost: ok.test\r\nConnection: close\r\n\r\n`,
+    ),
+    /^HTTP\/1\.1 200 Connection Established[\s\S]*hello ok\.test/,
+  );
 });
 
 test('refuses names off the list, other ports, IP literals and names resolving to private addresses', async () => {
-  assert.match(await viaProxy('CONNECT other.test:443 HTTP/1.1\r\n\r\n'), /^HTTP\/1\.1 403 tether egress: other\.test:443 is not on the egress allow-list of this run \(allowed: ok\.test:\d+, dns\.test:\d+\)/);
-  assert.match(await viaProxy(`CONNECT ok.test:${port + 1} HTTP/1.1\r\n\r\n`), /403 .*is not on the egress allow-list of this run/);
-  assert.match(await viaProxy(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`), /403 tether egress: 127\.0\.0\.1 is an IP address/);
+  assert.match(
+    await viaProxy('CONNECT other.test:443 HTTP/1.1\r\n\r\n'),
+    /^HTTP\/1\.1 403 tether egress: other\.test:443 is not on the egress allow-list of this run \(allowed: ok\.test:\d+, dns\.test:\d+\)/,
+  );
+  assert.match(
+    await viaProxy(`CONNECT ok.test:${port + 1} HTTP/1.1\r\n\r\n`),
+    /403 .*is not on the egress allow-list of this run/,
+  );
+  assert.match(
+    await viaProxy(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`),
+    /403 tether egress: 127\.0\.0\.1 is an IP address/,
+  );
   assert.match(await viaProxy(`CONNECT [::1]:${port} HTTP/1.1\r\n\r\n`), /403 tether egress: ::1 is an IP address/);
-  assert.match(await viaProxy(`GET http://169.254.169.254/latest/meta-data HTTP/1.1\r\nHost: x\r\n\r\n`), /403 tether egress: 169\.254\.169\.254 is an IP address/);
-  assert.match(await viaProxy(`CONNECT dns.test:${port} HTTP/1.1\r\n\r\n`), /403 tether egress: dns\.test resolves to 10\.0\.0\.5, a private/);
+  assert.match(
+    await viaProxy(`GET http://169.254.169.254/latest/meta-data HTTP/1.1\r\nHost: x\r\n\r\n`),
+    /403 tether egress: 169\.254\.169\.254 is an IP address/,
+  );
+  assert.match(
+    await viaProxy(`CONNECT dns.test:${port} HTTP/1.1\r\n\r\n`),
+    /403 tether egress: dns\.test resolves to 10\.0\.0\.5, a private/,
+  );
   assert.match(await viaProxy('GET /relative HTTP/1.1\r\nHost: x\r\n\r\n'), /400 tether egress: not a proxy request/);
   assert.equal(parseAuthority('a.b:0'), undefined);
   assert.deepEqual(parseAuthority('[::1]:8080'), { host: '[::1]', port: 8080 });

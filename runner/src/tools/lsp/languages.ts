@@ -15,7 +15,11 @@ const LanguageEntry = Type.Object(
   {
     id: Type.String({ pattern: '^[a-z0-9][a-z0-9_.-]{0,62}$' }),
     languages: Type.String({ minLength: 1, maxLength: 200 }),
-    extensions: Type.Record(Type.String({ pattern: '^\\.[A-Za-z0-9_+-]{1,16}$' }), Type.String({ minLength: 1, maxLength: 64 }), { minProperties: 1 }),
+    extensions: Type.Record(
+      Type.String({ pattern: '^\\.[A-Za-z0-9_+-]{1,16}$' }),
+      Type.String({ minLength: 1, maxLength: 64 }),
+      { minProperties: 1 },
+    ),
     rootMarkers: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1 }),
     command: Type.String({ minLength: 1, maxLength: 500 }),
     args: Type.Optional(Type.Array(Type.String({ maxLength: 1000 }))),
@@ -40,7 +44,9 @@ export interface LanguageTable {
 export function loadLanguages(dir = LANGUAGES_DIR, builtIn: ServerSpec[] = SERVERS): LanguageTable {
   let names: string[];
   try {
-    names = readdirSync(dir).filter((n) => n.endsWith('.json')).sort();
+    names = readdirSync(dir)
+      .filter((n) => n.endsWith('.json'))
+      .sort();
   } catch {
     return { servers: builtIn, problems: [] };
   }

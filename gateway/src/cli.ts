@@ -5,6 +5,8 @@ import type { ToolResult } from '../../gen/tether/v1/gateway_pb';
 import { loadConfig } from './config';
 import { startGateway } from './server';
 import { diagnose, formatReport, type Check } from './doctor';
+import { registerTemplateCommands } from './templates/cli';
+import { registerEgressCommands } from './egress/cli';
 
 const program = new Command();
 program.name('tether').description('A gRPC gateway of tools bound to the live resources of one agent run.');
@@ -84,6 +86,8 @@ withConn(run.command('create'))
   .option('--workspace <dir>', 'host directory to use as the workspace (must be under an allowed root)')
   .option('--features <list>', 'comma list of lsp,ast,debug,eval,questions,vibe', 'lsp,ast,debug,eval')
   .option('--target-space <name>', 'where question cards are shown', 'cli')
+  .option('--template <name>', 'runner template (default: the base runner image)')
+  .option('--egress [hosts]', "grant egress: a comma list of host:port, or nothing for the tenant's whole allow-list")
   .action(async (o) => {
     const c = client(o);
     const f = new Set(String(o.features).split(',').map((s: string) => s.trim()));
@@ -92,6 +96,8 @@ withConn(run.command('create'))
         conversationId: o.conversation,
         workspace: o.workspace ?? '',
         features: { lsp: f.has('lsp'), ast: f.has('ast'), debug: f.has('debug'), eval: f.has('eval'), vibe: f.has('vibe'), questions: { enabled: f.has('questions'), targetSpace: o.targetSpace } },
+        template: o.template ?? '',
+        ...(o.egress !== undefined ? { egress: { allow: o.egress === true ? [] : String(o.egress).split(',').map((s: string) => s.trim()).filter(Boolean) } } : {}),
       });
       console.log(r.state === RunState.READY ? r.runId : `${r.runId} ${RunState[r.state]}: ${r.error}`);
       if (r.state !== RunState.READY) process.exitCode = 1;
@@ -188,5 +194,8 @@ function render(r: ToolResult): string {
     .filter(Boolean)
     .join('\n');
 }
+
+registerTemplateCommands(program, fail);
+registerEgressCommands(program, fail);
 
 program.parseAsync(process.argv).catch(fail);

@@ -120,6 +120,34 @@ export const configSchema = Type.Object(
       { additionalProperties: false },
     ),
     tenancy: tenancySchema,
+    templates: Type.Object(
+      {
+        allowed: Type.Unsafe<Record<string, string[]>>({
+          type: 'object',
+          additionalProperties: { type: 'array', items: { type: 'string', pattern: '^[a-z0-9][a-z0-9_.-]{0,62}$' } },
+          default: {},
+          description: 'tenant → the runner templates (built by `tether template build`) its runs may name; `*` as the tenant applies to every tenant. The base runner image is always allowed',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+    egress: Type.Object(
+      {
+        allowed: Type.Unsafe<Record<string, string[]>>({
+          type: 'object',
+          additionalProperties: { type: 'array', items: { type: 'string', minLength: 1 } },
+          default: {},
+          description: 'tenant → the hosts its runs may be granted, each `host:port` or `*.suffix:port` (port 443 when left out); `*` as the tenant applies to every tenant. Runs get none unless CreateRun asks',
+        }),
+        testHosts: Type.Unsafe<Record<string, string>>({
+          type: 'object',
+          additionalProperties: { type: 'string', pattern: '^127\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}$' },
+          default: {},
+          description: 'for tests only: host name → loopback address the egress proxy resolves it to instead of asking DNS (the one way a loopback address is reachable)',
+        }),
+      },
+      { additionalProperties: false },
+    ),
     runner: Type.Unsafe<Record<string, unknown>>({
       type: 'object',
       default: {},

@@ -10,6 +10,7 @@ import { ToolRegistry } from './registry';
 import { RunContext } from './run';
 import { registerTools } from './tools';
 import { logger } from './log';
+import { startEgressFromEnvironment } from './egressBridge';
 import type { ToolContext } from './tool';
 
 // stdout carries protocol only: anything a library prints goes to stderr instead.
@@ -28,6 +29,7 @@ connection.onRequest(InitializeRequest.type, async (params) => {
     if (params.runId !== run.runId) throw new Error(`runner belongs to run ${run.runId}, not ${params.runId}`);
     return { version: VERSION, tools: registry.list() };
   }
+  await startEgressFromEnvironment();
   run = new RunContext(params);
   run.sendEvent = (event) => void connection.sendNotification(RunEventNotification.type, event);
   registry = new ToolRegistry(run.workspace.root);

@@ -705,11 +705,19 @@ type CreateRunRequest struct {
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Empty for a fresh workspace (files arrive by PutFiles), or a host directory under one of
 	// the roots the server config allows.
-	Workspace     string            `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	Features      *Features         `protobuf:"bytes,3,opt,name=features,proto3" json:"features,omitempty"`
-	Approvals     *Approvals        `protobuf:"bytes,4,opt,name=approvals,proto3" json:"approvals,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Limits        *Limits           `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	Workspace string            `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Features  *Features         `protobuf:"bytes,3,opt,name=features,proto3" json:"features,omitempty"`
+	Approvals *Approvals        `protobuf:"bytes,4,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	Labels    map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Limits    *Limits           `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The runner template (an image built by `tether template build`) the run starts from.
+	// Empty means the base runner image. A name the server does not know, or does not allow
+	// this tenant, is INVALID_ARGUMENT and the message lists the allowed names.
+	Template string `protobuf:"bytes,7,opt,name=template,proto3" json:"template,omitempty"`
+	// Network egress through the gateway's allow-list proxy. Absent: no network at all.
+	// Present: the run reaches only the listed hosts, which must be within what the server
+	// allows the tenant (an empty list takes the tenant's whole allow-list).
+	Egress        *Egress `protobuf:"bytes,8,opt,name=egress,proto3" json:"egress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -786,6 +794,66 @@ func (x *CreateRunRequest) GetLimits() *Limits {
 	return nil
 }
 
+func (x *CreateRunRequest) GetTemplate() string {
+	if x != nil {
+		return x.Template
+	}
+	return ""
+}
+
+func (x *CreateRunRequest) GetEgress() *Egress {
+	if x != nil {
+		return x.Egress
+	}
+	return nil
+}
+
+// Hosts a run may reach through the gateway's egress proxy. Each entry is `host:port` or
+// `*.suffix:port` (the port defaults to 443); IP literals are never allowed.
+type Egress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Allow         []string               `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Egress) Reset() {
+	*x = Egress{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Egress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Egress) ProtoMessage() {}
+
+func (x *Egress) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Egress.ProtoReflect.Descriptor instead.
+func (*Egress) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Egress) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
 type Run struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	RunId  string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -801,14 +869,18 @@ type Run struct {
 	Limits         *Limits                `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
 	// What the run uses now. Filled by GetRun only (ListRuns leaves it unset), and only while
 	// the run's sandbox exists.
-	Usage         *RunUsage `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *RunUsage `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The template the run started from; empty for the base runner image.
+	Template string `protobuf:"bytes,12,opt,name=template,proto3" json:"template,omitempty"`
+	// The hosts the run may reach; absent when the run has no egress.
+	Egress        *Egress `protobuf:"bytes,13,opt,name=egress,proto3" json:"egress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[5]
+	mi := &file_tether_v1_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +892,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[5]
+	mi := &file_tether_v1_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +905,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Run) GetRunId() string {
@@ -913,6 +985,20 @@ func (x *Run) GetUsage() *RunUsage {
 	return nil
 }
 
+func (x *Run) GetTemplate() string {
+	if x != nil {
+		return x.Template
+	}
+	return ""
+}
+
+func (x *Run) GetEgress() *Egress {
+	if x != nil {
+		return x.Egress
+	}
+	return nil
+}
+
 // A run's consumption as its sandbox provider measures it, for billing and warnings.
 type RunUsage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -929,7 +1015,7 @@ type RunUsage struct {
 
 func (x *RunUsage) Reset() {
 	*x = RunUsage{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[6]
+	mi := &file_tether_v1_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1027,7 @@ func (x *RunUsage) String() string {
 func (*RunUsage) ProtoMessage() {}
 
 func (x *RunUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[6]
+	mi := &file_tether_v1_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1040,7 @@ func (x *RunUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunUsage.ProtoReflect.Descriptor instead.
 func (*RunUsage) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunUsage) GetDiskBytes() uint64 {
@@ -987,7 +1073,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	mi := &file_tether_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1085,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	mi := &file_tether_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1098,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -1030,7 +1116,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[8]
+	mi := &file_tether_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1128,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[8]
+	mi := &file_tether_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1141,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 type ListRunsResponse struct {
@@ -1067,7 +1153,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[9]
+	mi := &file_tether_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1165,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[9]
+	mi := &file_tether_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1178,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -1111,7 +1197,7 @@ type DeleteRunRequest struct {
 
 func (x *DeleteRunRequest) Reset() {
 	*x = DeleteRunRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[10]
+	mi := &file_tether_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1209,7 @@ func (x *DeleteRunRequest) String() string {
 func (*DeleteRunRequest) ProtoMessage() {}
 
 func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[10]
+	mi := &file_tether_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1222,7 @@ func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRunRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteRunRequest) GetRunId() string {
@@ -1154,7 +1240,7 @@ type DeleteRunResponse struct {
 
 func (x *DeleteRunResponse) Reset() {
 	*x = DeleteRunResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[11]
+	mi := &file_tether_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1252,7 @@ func (x *DeleteRunResponse) String() string {
 func (*DeleteRunResponse) ProtoMessage() {}
 
 func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[11]
+	mi := &file_tether_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1265,7 @@ func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRunResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 type PutFilesRequest struct {
@@ -1195,7 +1281,7 @@ type PutFilesRequest struct {
 
 func (x *PutFilesRequest) Reset() {
 	*x = PutFilesRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[12]
+	mi := &file_tether_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1293,7 @@ func (x *PutFilesRequest) String() string {
 func (*PutFilesRequest) ProtoMessage() {}
 
 func (x *PutFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[12]
+	mi := &file_tether_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1306,7 @@ func (x *PutFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesRequest.ProtoReflect.Descriptor instead.
 func (*PutFilesRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PutFilesRequest) GetMsg() isPutFilesRequest_Msg {
@@ -1276,7 +1362,7 @@ type PutFilesHeader struct {
 
 func (x *PutFilesHeader) Reset() {
 	*x = PutFilesHeader{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[13]
+	mi := &file_tether_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1374,7 @@ func (x *PutFilesHeader) String() string {
 func (*PutFilesHeader) ProtoMessage() {}
 
 func (x *PutFilesHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[13]
+	mi := &file_tether_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1387,7 @@ func (x *PutFilesHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesHeader.ProtoReflect.Descriptor instead.
 func (*PutFilesHeader) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PutFilesHeader) GetRunId() string {
@@ -1328,7 +1414,7 @@ type PutFilesResponse struct {
 
 func (x *PutFilesResponse) Reset() {
 	*x = PutFilesResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	mi := &file_tether_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1426,7 @@ func (x *PutFilesResponse) String() string {
 func (*PutFilesResponse) ProtoMessage() {}
 
 func (x *PutFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	mi := &file_tether_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1439,7 @@ func (x *PutFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesResponse.ProtoReflect.Descriptor instead.
 func (*PutFilesResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PutFilesResponse) GetFilesWritten() uint32 {
@@ -1381,7 +1467,7 @@ type GetFilesRequest struct {
 
 func (x *GetFilesRequest) Reset() {
 	*x = GetFilesRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	mi := &file_tether_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1479,7 @@ func (x *GetFilesRequest) String() string {
 func (*GetFilesRequest) ProtoMessage() {}
 
 func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	mi := &file_tether_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1492,7 @@ func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesRequest.ProtoReflect.Descriptor instead.
 func (*GetFilesRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetFilesRequest) GetRunId() string {
@@ -1432,7 +1518,7 @@ type GetFilesResponse struct {
 
 func (x *GetFilesResponse) Reset() {
 	*x = GetFilesResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	mi := &file_tether_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1530,7 @@ func (x *GetFilesResponse) String() string {
 func (*GetFilesResponse) ProtoMessage() {}
 
 func (x *GetFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	mi := &file_tether_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1543,7 @@ func (x *GetFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesResponse.ProtoReflect.Descriptor instead.
 func (*GetFilesResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetFilesResponse) GetChunk() []byte {
@@ -1479,7 +1565,7 @@ type Surface struct {
 
 func (x *Surface) Reset() {
 	*x = Surface{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	mi := &file_tether_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1577,7 @@ func (x *Surface) String() string {
 func (*Surface) ProtoMessage() {}
 
 func (x *Surface) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	mi := &file_tether_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1590,7 @@ func (x *Surface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Surface.ProtoReflect.Descriptor instead.
 func (*Surface) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Surface) GetMode() SurfaceMode {
@@ -1531,7 +1617,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[18]
+	mi := &file_tether_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1629,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[18]
+	mi := &file_tether_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1642,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListToolsRequest) GetRunId() string {
@@ -1588,7 +1674,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[19]
+	mi := &file_tether_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1686,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[19]
+	mi := &file_tether_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1699,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Tool) GetName() string {
@@ -1660,7 +1746,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[20]
+	mi := &file_tether_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1758,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[20]
+	mi := &file_tether_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1771,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -1713,7 +1799,7 @@ type CallToolStart struct {
 
 func (x *CallToolStart) Reset() {
 	*x = CallToolStart{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[21]
+	mi := &file_tether_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1811,7 @@ func (x *CallToolStart) String() string {
 func (*CallToolStart) ProtoMessage() {}
 
 func (x *CallToolStart) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[21]
+	mi := &file_tether_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1824,7 @@ func (x *CallToolStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStart.ProtoReflect.Descriptor instead.
 func (*CallToolStart) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CallToolStart) GetRunId() string {
@@ -1805,7 +1891,7 @@ type Answer struct {
 
 func (x *Answer) Reset() {
 	*x = Answer{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[22]
+	mi := &file_tether_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +1903,7 @@ func (x *Answer) String() string {
 func (*Answer) ProtoMessage() {}
 
 func (x *Answer) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[22]
+	mi := &file_tether_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +1916,7 @@ func (x *Answer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Answer.ProtoReflect.Descriptor instead.
 func (*Answer) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Answer) GetQuestionId() string {
@@ -1878,7 +1964,7 @@ type BridgeResult struct {
 
 func (x *BridgeResult) Reset() {
 	*x = BridgeResult{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[23]
+	mi := &file_tether_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1976,7 @@ func (x *BridgeResult) String() string {
 func (*BridgeResult) ProtoMessage() {}
 
 func (x *BridgeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[23]
+	mi := &file_tether_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1989,7 @@ func (x *BridgeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeResult.ProtoReflect.Descriptor instead.
 func (*BridgeResult) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BridgeResult) GetBridgeId() string {
@@ -1929,7 +2015,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[24]
+	mi := &file_tether_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2027,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[24]
+	mi := &file_tether_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2040,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Cancel) GetReason() string {
@@ -1979,7 +2065,7 @@ type CallToolInput struct {
 
 func (x *CallToolInput) Reset() {
 	*x = CallToolInput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[25]
+	mi := &file_tether_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2077,7 @@ func (x *CallToolInput) String() string {
 func (*CallToolInput) ProtoMessage() {}
 
 func (x *CallToolInput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[25]
+	mi := &file_tether_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2090,7 @@ func (x *CallToolInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolInput.ProtoReflect.Descriptor instead.
 func (*CallToolInput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CallToolInput) GetMsg() isCallToolInput_Msg {
@@ -2087,7 +2173,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[26]
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2185,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[26]
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2198,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Progress) GetText() string {
@@ -2134,7 +2220,7 @@ type QuestionOption struct {
 
 func (x *QuestionOption) Reset() {
 	*x = QuestionOption{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2232,7 @@ func (x *QuestionOption) String() string {
 func (*QuestionOption) ProtoMessage() {}
 
 func (x *QuestionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2245,7 @@ func (x *QuestionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionOption.ProtoReflect.Descriptor instead.
 func (*QuestionOption) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QuestionOption) GetNumber() uint32 {
@@ -2201,7 +2287,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2299,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2312,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Question) GetId() string {
@@ -2303,7 +2389,7 @@ type BridgeCall struct {
 
 func (x *BridgeCall) Reset() {
 	*x = BridgeCall{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2401,7 @@ func (x *BridgeCall) String() string {
 func (*BridgeCall) ProtoMessage() {}
 
 func (x *BridgeCall) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2414,7 @@ func (x *BridgeCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeCall.ProtoReflect.Descriptor instead.
 func (*BridgeCall) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BridgeCall) GetBridgeId() string {
@@ -2362,7 +2448,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2460,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2473,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImageContent) GetMime() string {
@@ -2413,7 +2499,7 @@ type TableRow struct {
 
 func (x *TableRow) Reset() {
 	*x = TableRow{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2511,7 @@ func (x *TableRow) String() string {
 func (*TableRow) ProtoMessage() {}
 
 func (x *TableRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2524,7 @@ func (x *TableRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRow.ProtoReflect.Descriptor instead.
 func (*TableRow) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TableRow) GetCells() []string {
@@ -2460,7 +2546,7 @@ type TableContent struct {
 
 func (x *TableContent) Reset() {
 	*x = TableContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2558,7 @@ func (x *TableContent) String() string {
 func (*TableContent) ProtoMessage() {}
 
 func (x *TableContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2571,7 @@ func (x *TableContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableContent.ProtoReflect.Descriptor instead.
 func (*TableContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TableContent) GetColumns() []string {
@@ -2524,7 +2610,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2622,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2635,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Content) GetItem() isContent_Item {
@@ -2634,7 +2720,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2732,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2745,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2698,7 +2784,7 @@ type CallToolOutput struct {
 
 func (x *CallToolOutput) Reset() {
 	*x = CallToolOutput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +2796,7 @@ func (x *CallToolOutput) String() string {
 func (*CallToolOutput) ProtoMessage() {}
 
 func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2809,7 @@ func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolOutput.ProtoReflect.Descriptor instead.
 func (*CallToolOutput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CallToolOutput) GetMsg() isCallToolOutput_Msg {
@@ -2806,7 +2892,7 @@ type WatchWorkersRequest struct {
 
 func (x *WatchWorkersRequest) Reset() {
 	*x = WatchWorkersRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2904,7 @@ func (x *WatchWorkersRequest) String() string {
 func (*WatchWorkersRequest) ProtoMessage() {}
 
 func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2917,7 @@ func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkersRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchWorkersRequest) GetRunId() string {
@@ -2858,7 +2944,7 @@ type WorkerEvent struct {
 
 func (x *WorkerEvent) Reset() {
 	*x = WorkerEvent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2956,7 @@ func (x *WorkerEvent) String() string {
 func (*WorkerEvent) ProtoMessage() {}
 
 func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +2969,7 @@ func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerEvent.ProtoReflect.Descriptor instead.
 func (*WorkerEvent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WorkerEvent) GetKind() WorkerEventKind {
@@ -2941,7 +3027,7 @@ type ReportWorkerRequest struct {
 
 func (x *ReportWorkerRequest) Reset() {
 	*x = ReportWorkerRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3039,7 @@ func (x *ReportWorkerRequest) String() string {
 func (*ReportWorkerRequest) ProtoMessage() {}
 
 func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3052,7 @@ func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReportWorkerRequest) GetRunId() string {
@@ -3005,7 +3091,7 @@ type ReportWorkerResponse struct {
 
 func (x *ReportWorkerResponse) Reset() {
 	*x = ReportWorkerResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[39]
+	mi := &file_tether_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3103,7 @@ func (x *ReportWorkerResponse) String() string {
 func (*ReportWorkerResponse) ProtoMessage() {}
 
 func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[39]
+	mi := &file_tether_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3116,7 @@ func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{39}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 var File_tether_v1_gateway_proto protoreflect.FileDescriptor
@@ -3056,17 +3142,21 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"cpu_millis\x18\x02 \x01(\rR\tcpuMillis\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\rR\x04pids\x12\x17\n" +
-	"\adisk_mb\x18\x04 \x01(\rR\x06diskMb\"\xe5\x02\n" +
+	"\adisk_mb\x18\x04 \x01(\rR\x06diskMb\"\xac\x03\n" +
 	"\x10CreateRunRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\x12/\n" +
 	"\bfeatures\x18\x03 \x01(\v2\x13.tether.v1.FeaturesR\bfeatures\x122\n" +
 	"\tapprovals\x18\x04 \x01(\v2\x14.tether.v1.ApprovalsR\tapprovals\x12?\n" +
 	"\x06labels\x18\x05 \x03(\v2'.tether.v1.CreateRunRequest.LabelsEntryR\x06labels\x12)\n" +
-	"\x06limits\x18\x06 \x01(\v2\x11.tether.v1.LimitsR\x06limits\x1a9\n" +
+	"\x06limits\x18\x06 \x01(\v2\x11.tether.v1.LimitsR\x06limits\x12\x1a\n" +
+	"\btemplate\x18\a \x01(\tR\btemplate\x12)\n" +
+	"\x06egress\x18\b \x01(\v2\x11.tether.v1.EgressR\x06egress\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
+	"\x06Egress\x12\x14\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\"\xca\x04\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12)\n" +
@@ -3080,7 +3170,9 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\tapprovals\x18\t \x01(\v2\x14.tether.v1.ApprovalsR\tapprovals\x12)\n" +
 	"\x06limits\x18\n" +
 	" \x01(\v2\x11.tether.v1.LimitsR\x06limits\x12)\n" +
-	"\x05usage\x18\v \x01(\v2\x13.tether.v1.RunUsageR\x05usage\x1a9\n" +
+	"\x05usage\x18\v \x01(\v2\x13.tether.v1.RunUsageR\x05usage\x12\x1a\n" +
+	"\btemplate\x18\f \x01(\tR\btemplate\x12)\n" +
+	"\x06egress\x18\r \x01(\v2\x11.tether.v1.EgressR\x06egress\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
@@ -3282,7 +3374,7 @@ func file_tether_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_tether_v1_gateway_proto_goTypes = []any{
 	(Approval)(0),                 // 0: tether.v1.Approval
 	(RunState)(0),                 // 1: tether.v1.RunState
@@ -3297,44 +3389,45 @@ var file_tether_v1_gateway_proto_goTypes = []any{
 	(*Features)(nil),              // 10: tether.v1.Features
 	(*Limits)(nil),                // 11: tether.v1.Limits
 	(*CreateRunRequest)(nil),      // 12: tether.v1.CreateRunRequest
-	(*Run)(nil),                   // 13: tether.v1.Run
-	(*RunUsage)(nil),              // 14: tether.v1.RunUsage
-	(*GetRunRequest)(nil),         // 15: tether.v1.GetRunRequest
-	(*ListRunsRequest)(nil),       // 16: tether.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 17: tether.v1.ListRunsResponse
-	(*DeleteRunRequest)(nil),      // 18: tether.v1.DeleteRunRequest
-	(*DeleteRunResponse)(nil),     // 19: tether.v1.DeleteRunResponse
-	(*PutFilesRequest)(nil),       // 20: tether.v1.PutFilesRequest
-	(*PutFilesHeader)(nil),        // 21: tether.v1.PutFilesHeader
-	(*PutFilesResponse)(nil),      // 22: tether.v1.PutFilesResponse
-	(*GetFilesRequest)(nil),       // 23: tether.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),      // 24: tether.v1.GetFilesResponse
-	(*Surface)(nil),               // 25: tether.v1.Surface
-	(*ListToolsRequest)(nil),      // 26: tether.v1.ListToolsRequest
-	(*Tool)(nil),                  // 27: tether.v1.Tool
-	(*ListToolsResponse)(nil),     // 28: tether.v1.ListToolsResponse
-	(*CallToolStart)(nil),         // 29: tether.v1.CallToolStart
-	(*Answer)(nil),                // 30: tether.v1.Answer
-	(*BridgeResult)(nil),          // 31: tether.v1.BridgeResult
-	(*Cancel)(nil),                // 32: tether.v1.Cancel
-	(*CallToolInput)(nil),         // 33: tether.v1.CallToolInput
-	(*Progress)(nil),              // 34: tether.v1.Progress
-	(*QuestionOption)(nil),        // 35: tether.v1.QuestionOption
-	(*Question)(nil),              // 36: tether.v1.Question
-	(*BridgeCall)(nil),            // 37: tether.v1.BridgeCall
-	(*ImageContent)(nil),          // 38: tether.v1.ImageContent
-	(*TableRow)(nil),              // 39: tether.v1.TableRow
-	(*TableContent)(nil),          // 40: tether.v1.TableContent
-	(*Content)(nil),               // 41: tether.v1.Content
-	(*ToolResult)(nil),            // 42: tether.v1.ToolResult
-	(*CallToolOutput)(nil),        // 43: tether.v1.CallToolOutput
-	(*WatchWorkersRequest)(nil),   // 44: tether.v1.WatchWorkersRequest
-	(*WorkerEvent)(nil),           // 45: tether.v1.WorkerEvent
-	(*ReportWorkerRequest)(nil),   // 46: tether.v1.ReportWorkerRequest
-	(*ReportWorkerResponse)(nil),  // 47: tether.v1.ReportWorkerResponse
-	nil,                           // 48: tether.v1.CreateRunRequest.LabelsEntry
-	nil,                           // 49: tether.v1.Run.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
+	(*Egress)(nil),                // 13: tether.v1.Egress
+	(*Run)(nil),                   // 14: tether.v1.Run
+	(*RunUsage)(nil),              // 15: tether.v1.RunUsage
+	(*GetRunRequest)(nil),         // 16: tether.v1.GetRunRequest
+	(*ListRunsRequest)(nil),       // 17: tether.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 18: tether.v1.ListRunsResponse
+	(*DeleteRunRequest)(nil),      // 19: tether.v1.DeleteRunRequest
+	(*DeleteRunResponse)(nil),     // 20: tether.v1.DeleteRunResponse
+	(*PutFilesRequest)(nil),       // 21: tether.v1.PutFilesRequest
+	(*PutFilesHeader)(nil),        // 22: tether.v1.PutFilesHeader
+	(*PutFilesResponse)(nil),      // 23: tether.v1.PutFilesResponse
+	(*GetFilesRequest)(nil),       // 24: tether.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),      // 25: tether.v1.GetFilesResponse
+	(*Surface)(nil),               // 26: tether.v1.Surface
+	(*ListToolsRequest)(nil),      // 27: tether.v1.ListToolsRequest
+	(*Tool)(nil),                  // 28: tether.v1.Tool
+	(*ListToolsResponse)(nil),     // 29: tether.v1.ListToolsResponse
+	(*CallToolStart)(nil),         // 30: tether.v1.CallToolStart
+	(*Answer)(nil),                // 31: tether.v1.Answer
+	(*BridgeResult)(nil),          // 32: tether.v1.BridgeResult
+	(*Cancel)(nil),                // 33: tether.v1.Cancel
+	(*CallToolInput)(nil),         // 34: tether.v1.CallToolInput
+	(*Progress)(nil),              // 35: tether.v1.Progress
+	(*QuestionOption)(nil),        // 36: tether.v1.QuestionOption
+	(*Question)(nil),              // 37: tether.v1.Question
+	(*BridgeCall)(nil),            // 38: tether.v1.BridgeCall
+	(*ImageContent)(nil),          // 39: tether.v1.ImageContent
+	(*TableRow)(nil),              // 40: tether.v1.TableRow
+	(*TableContent)(nil),          // 41: tether.v1.TableContent
+	(*Content)(nil),               // 42: tether.v1.Content
+	(*ToolResult)(nil),            // 43: tether.v1.ToolResult
+	(*CallToolOutput)(nil),        // 44: tether.v1.CallToolOutput
+	(*WatchWorkersRequest)(nil),   // 45: tether.v1.WatchWorkersRequest
+	(*WorkerEvent)(nil),           // 46: tether.v1.WorkerEvent
+	(*ReportWorkerRequest)(nil),   // 47: tether.v1.ReportWorkerRequest
+	(*ReportWorkerResponse)(nil),  // 48: tether.v1.ReportWorkerResponse
+	nil,                           // 49: tether.v1.CreateRunRequest.LabelsEntry
+	nil,                           // 50: tether.v1.Run.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
 }
 var file_tether_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: tether.v1.Approvals.write:type_name -> tether.v1.Approval
@@ -3342,65 +3435,67 @@ var file_tether_v1_gateway_proto_depIdxs = []int32{
 	9,  // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
 	10, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
 	8,  // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
-	48, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
+	49, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
 	11, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
-	1,  // 7: tether.v1.Run.state:type_name -> tether.v1.RunState
-	50, // 8: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	10, // 9: tether.v1.Run.features:type_name -> tether.v1.Features
-	49, // 10: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
-	8,  // 11: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
-	11, // 12: tether.v1.Run.limits:type_name -> tether.v1.Limits
-	14, // 13: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
-	13, // 14: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
-	21, // 15: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
-	3,  // 16: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
-	2,  // 17: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
-	25, // 18: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
-	4,  // 19: tether.v1.Tool.tier:type_name -> tether.v1.Tier
-	27, // 20: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
-	25, // 21: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
-	42, // 22: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
-	29, // 23: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
-	30, // 24: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
-	31, // 25: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
-	32, // 26: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
-	5,  // 27: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
-	35, // 28: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
-	39, // 29: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
-	38, // 30: tether.v1.Content.image:type_name -> tether.v1.ImageContent
-	40, // 31: tether.v1.Content.table:type_name -> tether.v1.TableContent
-	41, // 32: tether.v1.ToolResult.content:type_name -> tether.v1.Content
-	34, // 33: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
-	36, // 34: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
-	37, // 35: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
-	42, // 36: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
-	6,  // 37: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
-	7,  // 38: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
-	12, // 39: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
-	15, // 40: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
-	16, // 41: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
-	18, // 42: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
-	20, // 43: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
-	23, // 44: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
-	26, // 45: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
-	33, // 46: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
-	44, // 47: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
-	46, // 48: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
-	13, // 49: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
-	13, // 50: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
-	17, // 51: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
-	19, // 52: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
-	22, // 53: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
-	24, // 54: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
-	28, // 55: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
-	43, // 56: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
-	45, // 57: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
-	47, // 58: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
-	49, // [49:59] is the sub-list for method output_type
-	39, // [39:49] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	13, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
+	1,  // 8: tether.v1.Run.state:type_name -> tether.v1.RunState
+	51, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	10, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
+	50, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
+	8,  // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
+	11, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
+	15, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
+	13, // 15: tether.v1.Run.egress:type_name -> tether.v1.Egress
+	14, // 16: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
+	22, // 17: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
+	3,  // 18: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
+	2,  // 19: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
+	26, // 20: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
+	4,  // 21: tether.v1.Tool.tier:type_name -> tether.v1.Tier
+	28, // 22: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
+	26, // 23: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
+	43, // 24: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
+	30, // 25: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
+	31, // 26: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
+	32, // 27: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
+	33, // 28: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
+	5,  // 29: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
+	36, // 30: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
+	40, // 31: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
+	39, // 32: tether.v1.Content.image:type_name -> tether.v1.ImageContent
+	41, // 33: tether.v1.Content.table:type_name -> tether.v1.TableContent
+	42, // 34: tether.v1.ToolResult.content:type_name -> tether.v1.Content
+	35, // 35: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
+	37, // 36: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
+	38, // 37: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
+	43, // 38: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
+	6,  // 39: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
+	7,  // 40: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
+	12, // 41: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
+	16, // 42: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
+	17, // 43: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
+	19, // 44: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
+	21, // 45: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
+	24, // 46: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
+	27, // 47: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
+	34, // 48: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
+	45, // 49: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
+	47, // 50: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
+	14, // 51: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
+	14, // 52: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
+	18, // 53: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
+	20, // 54: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
+	23, // 55: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
+	25, // 56: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
+	29, // 57: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
+	44, // 58: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
+	46, // 59: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
+	48, // 60: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
+	51, // [51:61] is the sub-list for method output_type
+	41, // [41:51] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_gateway_proto_init() }
@@ -3408,23 +3503,23 @@ func file_tether_v1_gateway_proto_init() {
 	if File_tether_v1_gateway_proto != nil {
 		return
 	}
-	file_tether_v1_gateway_proto_msgTypes[12].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[13].OneofWrappers = []any{
 		(*PutFilesRequest_Header)(nil),
 		(*PutFilesRequest_Chunk)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[25].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[26].OneofWrappers = []any{
 		(*CallToolInput_Start)(nil),
 		(*CallToolInput_Answer)(nil),
 		(*CallToolInput_BridgeResult)(nil),
 		(*CallToolInput_Cancel)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[33].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[34].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Table)(nil),
 		(*Content_Json)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[35].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[36].OneofWrappers = []any{
 		(*CallToolOutput_Progress)(nil),
 		(*CallToolOutput_Question)(nil),
 		(*CallToolOutput_BridgeCall)(nil),
@@ -3436,7 +3531,7 @@ func file_tether_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_gateway_proto_rawDesc), len(file_tether_v1_gateway_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   Approval,
   ApprovalsSchema,
+  EgressSchema,
   FeaturesSchema,
   LimitsSchema,
   QuestionsFeatureSchema,
@@ -37,6 +38,8 @@ export function specFromRequest(req: CreateRunRequest): RunSpec {
     approvals: { write: approvalFrom(req.approvals?.write, 'AUTO'), exec: approvalFrom(req.approvals?.exec, 'AUTO') },
     labels: { ...req.labels },
     limits: { memoryMb: req.limits?.memoryMb ?? 0, cpuMillis: req.limits?.cpuMillis ?? 0, pids: req.limits?.pids ?? 0, diskMb: req.limits?.diskMb ?? 0 },
+    template: req.template,
+    ...(req.egress ? { egress: [...req.egress.allow] } : {}),
   };
 }
 
@@ -63,5 +66,7 @@ export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
     approvals: create(ApprovalsSchema, { write: approvalTo(r.spec.approvals.write), exec: approvalTo(r.spec.approvals.exec) }),
     limits: create(LimitsSchema, { ...r.spec.limits, diskMb: r.spec.limits.diskMb ?? 0 }),
     usage: usage && create(RunUsageSchema, { diskBytes: BigInt(usage.diskBytes), memoryBytes: BigInt(usage.memoryBytes), cpuTimeMs: BigInt(usage.cpuMillis) }),
+    template: r.spec.template ?? '',
+    egress: r.spec.egress ? create(EgressSchema, { allow: r.spec.egress }) : undefined,
   });
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type Docker from 'dockerode';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import type { GatewayConfig } from '../config';
@@ -9,6 +10,8 @@ import { LABELS, type Sandbox, type SandboxProvider, type SandboxUsage } from '.
 import { Tenancy } from '../tenancy/Tenancy';
 import type { Reserved } from '../tenancy/quota';
 import { RunnerClient } from './RunnerClient';
+import { EgressService } from '../egress/service';
+import { TemplateCatalog } from '../templates/catalog';
 import { RunRecord, type ReadyRun, type RunSpec, type RunState } from './RunRecord';
 
 export type { ApprovalPolicy, ReadyRun, RunPhase, RunSpec, RunState } from './RunRecord';
@@ -22,12 +25,16 @@ export class RunManager {
   private readonly runs = new Map<string, RunRecord>();
   private sweeper?: NodeJS.Timeout;
   readonly tenancy: Tenancy;
+  private readonly templates: TemplateCatalog;
+  readonly egress: EgressService;
 
   constructor(
     private readonly config: GatewayConfig,
     readonly provider: SandboxProvider,
   ) {
     this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
+    this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
+    this.egress = new EgressService(config);
   }
 
   /** Checks a CreateRun request against the server's rules before anything starts. */
@@ -80,31 +87,39 @@ export class RunManager {
     this.tenancy.limitRate(tenant, 'createRun');
     const spec = this.normalize(requested);
     const hostWorkspace = spec.workspace ? await this.checkWorkspace(spec.workspace) : undefined;
+    // Template and egress are checked before anything exists, so a refusal leaves nothing behind.
+    const image = await this.templates.imageFor(tenant, spec.template ?? '');
+    if (spec.egress) spec.egress = this.egress.grant(tenant, spec.egress, this.provider.name);
     // From here to runs.set nothing awaits: the quota check sees every run, queued ones too,
     // and a refusal leaves nothing behind.
     this.tenancy.checkQuota(tenant, this.reservedBy(tenant), spec.limits);
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date());
-    const started = this.tenancy.admit(tenant, () => this.start(run, hostWorkspace));
+    const started = this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
     this.runs.set(run.runId, run);
     await started;
     return run;
   }
 
-  private async start(run: RunRecord, hostWorkspace: string | undefined): Promise<void> {
+  private async start(run: RunRecord, hostWorkspace: string | undefined, image: string | undefined): Promise<void> {
     if (run.state !== 'STARTING') return; // deleted while it waited for admission
     try {
+      const { spec } = run;
+      const egress = spec.egress ? await this.egress.open(run.runId, run.tenant, spec.egress) : undefined;
       const sandbox = await this.provider.create({
         runId: run.runId,
         tenant: run.tenant,
         hostWorkspace,
         limits: run.spec.limits,
         labels: this.labelsFor(run),
+        image,
+        egress,
       });
       if ((run.state as RunState) === 'STOPPED') return void (await this.provider.remove(sandbox.id).catch(() => undefined)); // deleted meanwhile
       await this.connect(run, sandbox);
     } catch (err) {
       this.markFailed(run, `could not start the run: ${(err as Error).message}`);
       if (run.sandbox) await this.provider.remove(run.sandbox.id).catch(() => undefined);
+      await this.egress.close(run.runId);
       // Its workspace is gone with it: it no longer holds disk.
       run.sandboxRemoved();
     }
@@ -224,6 +239,7 @@ export class RunManager {
       if (remove) await this.provider.remove(run.sandbox.id).catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
       else await this.provider.stop(run.sandbox.id).catch(() => undefined);
     }
+    await this.egress.close(run.runId);
     logger.info({ runId: run.runId, why: why || 'deleted' }, 'run stopped');
   }
 
@@ -250,6 +266,7 @@ export class RunManager {
       const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt));
       this.runs.set(runId, run);
       try {
+        if (saved.spec.egress) await this.egress.open(runId, tenant, saved.spec.egress);
         await this.connect(run, await this.provider.attach(info.id));
         recovered++;
       } catch (err) {
@@ -257,6 +274,7 @@ export class RunManager {
         this.runs.delete(runId);
         run.runner?.dispose();
         await this.provider.remove(info.id).catch(() => undefined);
+        await this.egress.close(runId);
         removed++;
       }
     }
@@ -295,6 +313,7 @@ export class RunManager {
       await Promise.all([...this.runs.values()].map((r) => (r.state === 'STOPPED' ? undefined : this.stopRun(r, 'gateway shutdown'))));
     }
     this.runs.clear();
+    await this.egress.closeAll(keep);
     await this.provider.close();
   }
 }

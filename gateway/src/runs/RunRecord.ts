@@ -14,6 +14,10 @@ export interface RunSpec {
   approvals: { write: ApprovalPolicy; exec: ApprovalPolicy };
   labels: Record<string, string>;
   limits: ResourceLimits;
+  /** The runner template; empty or absent for the base runner image. */
+  template?: string;
+  /** Hosts the run may reach through the egress proxy; absent for no network. */
+  egress?: string[];
 }
 
 /**

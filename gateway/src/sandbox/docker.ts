@@ -5,6 +5,7 @@ import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config';
 import { logger } from '../log';
 import { resolveImage } from './image';
+import { EGRESS_MOUNT, egressEnvironment } from '../egress/service';
 import { LoopDisks } from './loopDisk';
 import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec, type SandboxUsage } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
@@ -61,7 +62,7 @@ export class DockerProvider implements SandboxProvider {
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
-    const image = resolveImage(this.config);
+    const image = spec.image || resolveImage(this.config);
     if (!image) throw new Error('no runner image configured: run scripts/setup.sh, or set TETHER_IMAGE / docker.image');
     await this.watchOom();
     const volume = spec.hostWorkspace ? undefined : `${VOLUME_PREFIX}${spec.runId}`;
@@ -128,7 +129,7 @@ export class DockerProvider implements SandboxProvider {
       Labels: spec.labels,
       User: this.user.spec,
       WorkingDir: WORKSPACE,
-      Env: [`TETHER_RUN_ID=${spec.runId}`, `TETHER_WORKSPACE=${WORKSPACE}`, `HOME=${HOME}`],
+      Env: [`TETHER_RUN_ID=${spec.runId}`, `TETHER_WORKSPACE=${WORKSPACE}`, `HOME=${HOME}`, ...(spec.egress ? egressEnvironment(spec.egress) : [])],
       OpenStdin: true,
       StdinOnce: false,
       AttachStdin: true,
@@ -156,6 +157,8 @@ export class DockerProvider implements SandboxProvider {
           volume
             ? { Type: 'volume', Source: volume, Target: WORKSPACE }
             : { Type: 'bind', Source: spec.hostWorkspace!, Target: WORKSPACE },
+          // Egress is a Unix socket to the gateway's proxy; the network stays `none`.
+          ...(spec.egress ? [{ Type: 'bind' as const, Source: spec.egress.socketDir, Target: EGRESS_MOUNT, ReadOnly: true }] : []),
         ],
       },
     };

@@ -1,5 +1,6 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ResourceLimits } from '../config';
+import type { EgressGrant } from '../egress/service';
 
 /** Labels every sandbox carries, so a restarted gateway can find its runs again. */
 export const LABELS = {
@@ -19,6 +20,10 @@ export interface SandboxSpec {
   /** A host directory to use as the workspace; absent means the provider creates one. */
   hostWorkspace?: string;
   limits: ResourceLimits;
+  /** A template's image instead of the runner image. */
+  image?: string;
+  /** The run's way out through the gateway's egress proxy; absent: no network at all. */
+  egress?: EgressGrant;
 }
 
 /** Why a sandbox ended, as a person would want to read it. */

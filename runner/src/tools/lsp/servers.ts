@@ -22,6 +22,8 @@ export interface ServerSpec {
    * or asked of tsserver.
    */
   diagnostics?: 'push' | 'versioned-push' | 'tsserver-pull';
+  /** The languages.d file that declared this server; absent for a built-in one. */
+  source?: string;
 }
 
 export const SERVERS: ServerSpec[] = [

@@ -6,7 +6,8 @@ import type { Workspace } from '../../workspace';
 import type { PublishedDiagnostics } from './client';
 import { LocationFormatter, toUri } from './format';
 import { pullTsserverDiagnostics } from './tsserverDiagnostics';
-import { SERVERS, type ServerSpec } from './servers';
+import type { ServerSpec } from './servers';
+import { activeLanguages } from './languages';
 import { ServerSupervisor, type Placement, type ServerHandle, type SupervisorSettings } from './supervisor';
 import { withTimeout } from '../../util/timeout';
 
@@ -51,7 +52,7 @@ export class LspSession {
   readonly supervisor: ServerSupervisor;
   readonly format: LocationFormatter;
 
-  constructor(readonly workspace: Workspace, readonly settings: LspSettings, servers: ServerSpec[] = SERVERS) {
+  constructor(readonly workspace: Workspace, readonly settings: LspSettings, servers: ServerSpec[] = activeLanguages().servers) {
     this.supervisor = new ServerSupervisor(workspace.root, settings, servers);
     this.format = new LocationFormatter(workspace.root);
   }

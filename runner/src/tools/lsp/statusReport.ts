@@ -1,3 +1,4 @@
+import { activeLanguages } from './languages';
 import type { LspSession } from './session';
 import type { ServerStatus } from './supervisor';
 
@@ -17,7 +18,8 @@ export function formatStatus(session: LspSession, all: ServerStatus[]): string {
     else if (!s.roots.length && !s.binary) state = 'cannot run: no root marker and binary not found';
     else if (!s.roots.length) state = 'cannot run: no root marker';
     else state = 'cannot run: binary not found';
-    out.push(`${s.id} (${s.languages}): ${state}; ${roots}; ${bin}`);
+    const from = s.source ? `; declared in ${s.source}` : '';
+    out.push(`${s.id} (${s.languages}): ${state}; ${roots}; ${bin}${from}`);
     for (const r of s.running) {
       out.push(`  running for ${r.root}: pid ${r.pid}, up ${seconds(r.uptimeMs)}${r.busy.length ? `, busy: ${r.busy.join(', ')}` : ''}`);
     }
@@ -27,5 +29,6 @@ export function formatStatus(session: LspSession, all: ServerStatus[]): string {
       out.push(`  last crash for ${c.root}: ${c.last.at.toISOString()} (${how}; ${c.count} crash(es) this run; restarted on next call)${tail}`);
     }
   }
+  for (const p of activeLanguages().problems) out.push(`language file not used: ${p}`);
   return out.join('\n');
 }

@@ -231,7 +231,7 @@ export class ServerSupervisor {
         if (h?.client.alive) running.push({ root: this.describeRoot(root), pid: h.client.pid, uptimeMs: Date.now() - h.client.startedAt.getTime(), busy: h.client.progressTitles });
         if (slot.lastCrash) crashes.push({ root: this.describeRoot(root), count: slot.crashes, last: slot.lastCrash });
       }
-      out.push({ id: spec.id, languages: spec.languages, command: spec.command, binary, markers: spec.rootMarkers, roots: roots.map((r) => this.describeRoot(r)), running, crashes });
+      out.push({ id: spec.id, languages: spec.languages, source: spec.source, command: spec.command, binary, markers: spec.rootMarkers, roots: roots.map((r) => this.describeRoot(r)), running, crashes });
     }
     return out;
   }
@@ -240,6 +240,7 @@ export class ServerSupervisor {
 export interface ServerStatus {
   id: string;
   languages: string;
+  source?: string;
   command: string;
   binary?: string;
   markers: string[];

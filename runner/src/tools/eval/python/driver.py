@@ -23,6 +23,7 @@ import re
 import shlex
 import signal
 import site
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ import time
 import timeit as _timeit
 import traceback
 import types
+import urllib.parse
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, cast
 
@@ -544,6 +546,22 @@ class Magics:
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK='1', PIP_BREAK_SYSTEM_PACKAGES='1', PIP_NO_INPUT='1')
         code, out = stream_command(cmd, env=env)
         if code:
+            refused = EGRESS_REFUSED.search(out)
+            reason = refused.group(1).strip() if refused else None
+            if installing and not reason and os.environ.get('TETHER_EGRESS_SOCKET'):
+                reason = egress_refusal(out)
+            if installing and reason:
+                raise PipError(
+                    'pip install failed: the egress proxy refused a request ('
+                    + reason
+                    + "). This run's egress allow-list: "
+                    + (os.environ.get('TETHER_EGRESS_ALLOW') or 'none')
+                )
+            if installing and OFFLINE.search(out) and os.environ.get('TETHER_EGRESS_SOCKET'):
+                raise PipError(
+                    'pip install failed: no package index answered. This run reaches the network only '
+                    "through the gateway's egress proxy, and only these hosts: " + (os.environ.get('TETHER_EGRESS_ALLOW') or 'none')
+                )
             if installing and OFFLINE.search(out):
                 raise PipError(
                     "pip install failed: this run has no network access, so pip cannot reach a package "
@@ -559,6 +577,32 @@ class Magics:
             evicted = evict_packages(argv[1:])
             if evicted:
                 print('evicted from sys.modules (the next import loads the new version): ' + ', '.join(sorted(evicted)))
+
+
+# The gateway's egress proxy puts its reason in the status line, which pip repeats.
+EGRESS_REFUSED = re.compile(r'tether egress: ([^\n\'"]*)')
+
+
+def egress_refusal(pip_output: str) -> str | None:
+    """Why the proxy refuses the indexes pip tried: pip without retries does not print it."""
+    m = re.search(r'Looking in indexes: (\S+)', pip_output)
+    urls = m.group(1).split(',') if m else ['https://pypi.org/simple']
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        if not parts.hostname:
+            continue
+        port = parts.port or (443 if parts.scheme == 'https' else 80)
+        target = parts.hostname + ':' + str(port)
+        try:
+            with socket.create_connection(('127.0.0.1', int(os.environ.get('TETHER_EGRESS_PORT', '0'))), timeout=5) as s:
+                s.sendall(('CONNECT ' + target + ' HTTP/1.1\r\nHost: ' + target + '\r\n\r\n').encode())
+                line = s.makefile('rb').readline().decode('latin-1')
+        except (OSError, ValueError):
+            continue
+        found = EGRESS_REFUSED.search(line)
+        if found:
+            return found.group(1).strip()
+    return None
 
 
 OFFLINE = re.compile(

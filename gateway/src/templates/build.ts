@@ -1,0 +1,151 @@
+import { spawn, execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { TEMPLATE_LABELS, TEMPLATE_NAME, BASE_TEMPLATE, templateRepository } from './catalog';
+
+const run = promisify(execFile);
+
+/** The build argument a template's Dockerfile names its base by. */
+export const BASE_ARG = 'TETHER_IMAGE';
+
+export interface TemplateBuildOptions {
+  name: string;
+  /** The build context: a Dockerfile (full, or a fragment without FROM) and what it copies. */
+  dir: string;
+  /** The runner image to build on. */
+  baseImage: string;
+  /** Where the build's progress goes. */
+  progress?: NodeJS.WritableStream;
+}
+
+export interface TemplateBuildResult {
+  tag: string;
+  built: boolean;
+  seconds: number;
+}
+
+/**
+ * The Dockerfile to build: a fragment (no FROM) is put on top of the runner image; a full
+ * Dockerfile must end in a stage FROM the runner image (earlier stages may build anything).
+ */
+export function effectiveDockerfile(text: string): string {
+  const froms = text.split('\n').filter((l) => /^\s*FROM\s/i.test(l));
+  if (froms.length === 0) return `ARG ${BASE_ARG}\nFROM \${${BASE_ARG}}\n${text}`;
+  const last = froms[froms.length - 1];
+  if (!new RegExp(`^\\s*FROM\\s+(\\$\\{${BASE_ARG}\\}|\\$${BASE_ARG})(\\s|$)`, 'i').test(last)) {
+    throw new Error(
+      `the final stage of a template must be FROM \${${BASE_ARG}} (the runner image), not: ${last.trim()}`,
+    );
+  }
+  return text;
+}
+
+/** Names and contents of every file under dir, in a fixed order. */
+async function hashTree(hash: ReturnType<typeof createHash>, dir: string, rel = ''): Promise<void> {
+  const entries = (await fs.readdir(path.join(dir, rel), { withFileTypes: true })).sort((a, b) =>
+    a.name < b.name ? -1 : 1,
+  );
+  for (const e of entries) {
+    const p = path.posix.join(rel, e.name);
+    if (e.isDirectory()) await hashTree(hash, dir, p);
+    else if (e.isSymbolicLink()) hash.update(`L ${p} ${await fs.readlink(path.join(dir, p))}\n`);
+    else if (e.isFile())
+      hash
+        .update(`F ${p} `)
+        .update(await fs.readFile(path.join(dir, p)))
+        .update('\n');
+  }
+}
+
+async function imageId(ref: string): Promise<string | undefined> {
+  try {
+    return (await run('docker', ['image', 'inspect', '--format', '{{.Id}}', ref])).stdout.trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Builds a template image tagged by what went into it (context, Dockerfile, base image id),
+ * like the runner image: an unchanged template is not rebuilt. Uses the docker CLI with the
+ * host network, as scripts/setup.sh does, so the build's package managers reach registries.
+ */
+export async function buildTemplate(opts: TemplateBuildOptions): Promise<TemplateBuildResult> {
+  const { name, dir, baseImage } = opts;
+  const out = opts.progress ?? process.stderr;
+  if (!TEMPLATE_NAME.test(name) || name === BASE_TEMPLATE)
+    throw new Error(`template name ${JSON.stringify(name)} must match ${TEMPLATE_NAME} and not be "${BASE_TEMPLATE}"`);
+  const dockerfilePath = path.join(dir, 'Dockerfile');
+  let text: string;
+  try {
+    text = await fs.readFile(dockerfilePath, 'utf8');
+  } catch {
+    throw new Error(
+      `${dockerfilePath} not found: a template folder holds a Dockerfile (a full one FROM \${${BASE_ARG}}, or a fragment without FROM)`,
+    );
+  }
+  const dockerfile = effectiveDockerfile(text);
+  const baseId = await imageId(baseImage);
+  if (!baseId) throw new Error(`runner image ${baseImage} not found: run scripts/setup.sh first`);
+
+  const hash = createHash('sha256');
+  hash.update(`${baseImage} ${baseId}\n`).update(dockerfile).update('\n');
+  await hashTree(hash, dir);
+  const inputs = hash.digest('hex').slice(0, 16);
+  const tag = `${templateRepository(name)}:${inputs}`;
+  if (await imageId(tag)) {
+    out.write(`${tag} exists, not rebuilding\n`);
+    return { tag, built: false, seconds: 0 };
+  }
+
+  out.write(`building ${tag} on ${baseImage}\n`);
+  const t0 = Date.now();
+  const args = [
+    'build',
+    '--network',
+    'host',
+    '--force-rm',
+    '--build-arg',
+    `${BASE_ARG}=${baseImage}`,
+    '--label',
+    `${TEMPLATE_LABELS.name}=${name}`,
+    '--label',
+    `${TEMPLATE_LABELS.base}=${baseImage}`,
+    '--label',
+    `${TEMPLATE_LABELS.inputs}=${inputs}`,
+    '-t',
+    tag,
+    '-f',
+    '-',
+    dir,
+  ];
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stdout.pipe(out, { end: false });
+    child.stderr.pipe(out, { end: false });
+    child.on('error', reject);
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`docker build of template ${name} failed (exit code ${code})`)),
+    );
+    child.stdin.end(dockerfile);
+  });
+  await checkRunnerKept(tag, baseImage);
+  const seconds = Math.round((Date.now() - t0) / 100) / 10;
+  out.write(`built ${tag} in ${seconds}s\n`);
+  return { tag, built: true, seconds };
+}
+
+/** A template adds to the runner image; it may not replace how the runner starts. */
+async function checkRunnerKept(tag: string, baseImage: string): Promise<void> {
+  const entry = async (ref: string) =>
+    (await run('docker', ['image', 'inspect', '--format', '{{json .Config.Entrypoint}}', ref])).stdout.trim();
+  const [mine, base] = await Promise.all([entry(tag), entry(baseImage)]);
+  if (mine !== base) {
+    await run('docker', ['image', 'rm', tag]).catch(() => undefined);
+    throw new Error(
+      `template ${tag} changes the runner's ENTRYPOINT; a template may add to the runner image but not replace its entrypoint`,
+    );
+  }
+}

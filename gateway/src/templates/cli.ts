@@ -1,0 +1,61 @@
+import type { Command } from 'commander';
+import Docker from 'dockerode';
+import { defaultConfig, loadConfig, type GatewayConfig } from '../config';
+import { resolveImage } from '../sandbox/image';
+import { buildTemplate } from './build';
+import { TemplateCatalog } from './catalog';
+
+/** The config for admin commands that need no tokens (they talk to the engine, not to a gateway). */
+export function adminConfig(file?: string): GatewayConfig {
+  if (!file && !process.env.TETHER_CONFIG) {
+    const config = defaultConfig();
+    return {
+      ...config,
+      docker: {
+        ...config.docker,
+        image: process.env.TETHER_IMAGE ?? '',
+        socketPath: process.env.DOCKER_SOCKET ?? config.docker.socketPath,
+      },
+    };
+  }
+  return loadConfig({ file, overrides: { tokens: { admin: 'admin' } } });
+}
+
+/** `tether template build|list`. */
+export function registerTemplateCommands(program: Command, fail: (err: unknown) => never): void {
+  const template = program.command('template').description('runner templates: images derived from the runner image');
+  template
+    .command('build <name> <dir>')
+    .description(
+      'build a template from DIR/Dockerfile (a fragment, or a full Dockerfile FROM $TETHER_IMAGE); tagged by content hash',
+    )
+    .option('--config <file>', 'JSON config file (or TETHER_CONFIG), for docker.image')
+    .option('--base <image>', 'the runner image to build on (default: docker.image, else the one setup.sh built)')
+    .action(async (name: string, dir: string, o: { config?: string; base?: string }) => {
+      try {
+        const base = o.base ?? resolveImage(adminConfig(o.config));
+        if (!base) throw new Error('no runner image: run scripts/setup.sh, or pass --base');
+        const r = await buildTemplate({ name, dir, baseImage: base });
+        console.log(r.tag);
+      } catch (err) {
+        fail(err);
+      }
+    });
+  template
+    .command('list')
+    .description('list the built templates, newest first, and the runner image each was built on')
+    .option('--config <file>', 'JSON config file (or TETHER_CONFIG)')
+    .action(async (o: { config?: string }) => {
+      try {
+        const config = adminConfig(o.config);
+        const current = resolveImage(config);
+        const all = await new TemplateCatalog(config, new Docker({ socketPath: config.docker.socketPath })).list();
+        for (const t of all)
+          console.log(
+            `${t.name}\t${t.image}\t${t.created.toISOString()}\t${t.base === current ? 'current' : `stale (built on ${t.base})`}`,
+          );
+      } catch (err) {
+        fail(err);
+      }
+    });
+}

@@ -1,0 +1,185 @@
+import * as path from 'node:path';
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { status, type ServiceError } from '@grpc/grpc-js';
+import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
+import { resultText } from '../../../gateway/src/client';
+import { readEgressLog, type EgressRecord } from '../../../gateway/src/egress/log';
+import { startTestGateway, type TestGateway } from '../../helpers/gateway';
+import { PACKAGE, PACKAGE_VALUE, startStandInIndex, type StandInIndex } from './standIn';
+
+/**
+ * Egress through the gateway's allow-list proxy, against a stand-in internet on loopback: a
+ * package index reached as `pypi.allowed.test`, and the same server as `pypi.refused.test`,
+ * which is not on the list. Both names are mapped to 127.0.0.1 by egress.testHosts; nothing
+ * leaves this machine (the IP literal and the direct socket use 192.0.2.10, a documentation
+ * address the proxy refuses and the run has no route to).
+ */
+const ALLOWED = 'pypi.allowed.test';
+const REFUSED = 'pypi.refused.test';
+let index: StandInIndex;
+let t: TestGateway;
+let runId = '';
+let plainRunId = '';
+const timings: string[] = [];
+
+before(async () => {
+  index = await startStandInIndex();
+  t = await startTestGateway({
+    provider: 'docker',
+    egress: {
+      allowed: { alice: [`${ALLOWED}:${index.port}`] },
+      testHosts: { [ALLOWED]: '127.0.0.1', [REFUSED]: '127.0.0.1' },
+    },
+  });
+});
+
+after(async () => {
+  for (const id of [runId, plainRunId]) if (id) await t.alice.deleteRun(id).catch(() => undefined);
+  await t?.close();
+  await index?.close();
+  console.error(timings.join('\n'));
+});
+
+async function cell(code: string): Promise<{ text: string; isError: boolean }> {
+  const r = await t.alice.callTool(
+    runId,
+    'eval',
+    { code, description: 'run a cell for the egress tests' },
+    { deadlineMs: 120_000 },
+  );
+  return { text: resultText(r.result), isError: r.result.isError };
+}
+
+async function logOf(id: string): Promise<EgressRecord[]> {
+  // Records are appended as each connection closes.
+  await new Promise((r) => setTimeout(r, 300));
+  return readEgressLog(path.join(t.config.stateDir, 'egress-log'), 'alice', id);
+}
+
+test('CreateRun: egress beyond the tenant allow-list is refused, naming what is allowed', async () => {
+  await assert.rejects(t.bob.createRun({ features: { eval: true }, egress: { allow: [] } }), (err: ServiceError) => {
+    assert.equal(err.code, status.INVALID_ARGUMENT);
+    assert.match(err.details, /egress is not allowed for this tenant \(allowed hosts: none\)/);
+    return true;
+  });
+  await assert.rejects(
+    t.alice.createRun({ features: { eval: true }, egress: { allow: [`${REFUSED}:443`] } }),
+    (err: ServiceError) => {
+      assert.equal(err.code, status.INVALID_ARGUMENT);
+      assert.match(
+        err.details,
+        new RegExp(
+          `egress entry ${REFUSED}:443 is not within what this tenant may reach \\(allowed hosts: ${ALLOWED}:${index.port}\\)`,
+        ),
+      );
+      return true;
+    },
+  );
+  await assert.rejects(t.alice.createRun({ egress: { allow: ['192.0.2.10:80'] } }), /is an IP address/);
+  assert.deepEqual(await t.alice.listRuns(), []);
+});
+
+test('a run granted egress: pip installs from the allowed index through the proxy', async () => {
+  let t0 = Date.now();
+  const plain = await t.alice.createRun({ features: { eval: true } });
+  timings.push(`CreateRun without egress: ${Date.now() - t0} ms`);
+  plainRunId = plain.runId;
+  t0 = Date.now();
+  const run = await t.alice.createRun({
+    features: { eval: true },
+    approvals: { exec: Approval.AUTO },
+    egress: { allow: [] },
+  });
+  timings.push(`CreateRun with egress: ${Date.now() - t0} ms`);
+  runId = run.runId;
+  assert.equal(run.error, '');
+  assert.equal(run.state, RunState.READY);
+  assert.deepEqual(run.egress?.allow, [`${ALLOWED}:${index.port}`]);
+
+  const install = await cell(
+    `%pip install --index-url http://${ALLOWED}:${index.port}/simple --trusted-host ${ALLOWED} ${PACKAGE}`,
+  );
+  assert.equal(install.isError, false, install.text);
+  assert.match(install.text, new RegExp(`Successfully installed ${PACKAGE}-0\\.1`));
+  const use = await cell(`import ${PACKAGE}\nprint(${PACKAGE}.VALUE)`);
+  assert.equal(use.isError, false, use.text);
+  assert.match(use.text, new RegExp(PACKAGE_VALUE));
+  assert.ok(index.seen.includes(`/simple/${PACKAGE}/`), `the index saw: ${index.seen.join(', ')}`);
+  assert.ok(index.seen.some((p) => p.startsWith('/packages/')));
+
+  const log = await logOf(runId);
+  const got = log.filter((r) => r.host === ALLOWED && r.allowed);
+  assert.ok(got.length >= 2, JSON.stringify(log));
+  assert.ok(got.every((r) => r.port === index.port && r.address === '127.0.0.1' && r.method === 'GET'));
+  assert.ok(
+    got.some((r) => r.bytesIn > 500),
+    JSON.stringify(got),
+  );
+});
+
+test('a refused host, another port, an IP literal and a direct socket all fail, and the log shows the attempts', async () => {
+  assert.ok(runId, 'needs the run of the previous test');
+  const before = index.seen.length;
+  const refused = await cell(`%pip install --index-url https://${REFUSED}/simple ${PACKAGE}-absent`);
+  assert.equal(refused.isError, true, refused.text);
+  assert.match(refused.text, new RegExp(`${REFUSED}:443 is not on the egress allow-list of this run`));
+  assert.match(refused.text, new RegExp(`This run's egress allow-list: ${ALLOWED}:${index.port}`));
+
+  const probes = await cell(
+    [
+      'import socket, urllib.request, urllib.error',
+      `for url in ['http://192.0.2.10/simple/', 'http://${ALLOWED}:${index.port + 1}/simple/', 'http://[::1]:${index.port}/']:`,
+      '    try:',
+      '        urllib.request.urlopen(url, timeout=5)',
+      "        print('REACHED', url)",
+      '    except urllib.error.HTTPError as e:',
+      "        print('HTTP', e.code, e.reason)",
+      `for addr in [('192.0.2.10', 80), ('127.0.0.1', ${index.port})]:`,
+      '    try:',
+      '        socket.create_connection(addr, timeout=3).close()',
+      "        print('CONNECTED', addr)",
+      '    except OSError as e:',
+      "        print('SOCKET', addr[0], e.strerror)",
+    ].join('\n'),
+  );
+  assert.equal(probes.isError, false, probes.text);
+  assert.doesNotMatch(probes.text, /REACHED|CONNECTED/);
+  assert.match(
+    probes.text,
+    /HTTP 403 tether egress: 192\.0\.2\.10 is an IP address; the egress allow-list admits host names only/,
+  );
+  assert.match(
+    probes.text,
+    new RegExp(`HTTP 403 tether egress: ${ALLOWED}:${index.port + 1} is not on the egress allow-list of this run`),
+  );
+  assert.match(probes.text, /HTTP 403 tether egress: ::1 is an IP address/);
+  assert.match(probes.text, /SOCKET 192\.0\.2\.10 Network is unreachable/);
+  assert.match(probes.text, /SOCKET 127\.0\.0\.1 Connection refused/);
+  assert.equal(index.seen.length, before, 'nothing refused reached the index');
+
+  const log = await logOf(runId);
+  const refusals = log.filter((r) => !r.allowed);
+  const find = (host: string, port: number) => refusals.find((r) => r.host === host && r.port === port);
+  assert.equal(find(REFUSED, 443)?.method, 'CONNECT', JSON.stringify(refusals));
+  assert.match(find('192.0.2.10', 80)?.reason ?? '', /is an IP address/);
+  assert.ok(find(ALLOWED, index.port + 1));
+  assert.ok(find('::1', index.port) ?? find('[::1]', index.port), JSON.stringify(refusals));
+  assert.ok(refusals.every((r) => r.bytesIn === 0 && r.bytesOut === 0 && r.runId === runId && r.tenant === 'alice'));
+});
+
+test('a run without egress has no proxy: pip says the run has no network', async () => {
+  assert.ok(plainRunId);
+  const r = await t.alice.callTool(
+    plainRunId,
+    'eval',
+    {
+      code: `%pip install --index-url http://${ALLOWED}:${index.port}/simple ${PACKAGE}`,
+      description: 'run a cell for the egress tests',
+    },
+    { deadlineMs: 120_000 },
+  );
+  assert.equal(r.result.isError, true);
+  assert.match(resultText(r.result), /this run has no network access/);
+  assert.deepEqual(await logOf(plainRunId), []);
+});

@@ -5,6 +5,7 @@ import type { GatewayConfig } from '../config';
 import { invalid, notFound, GatewayError } from '../errors';
 import { status } from '@grpc/grpc-js';
 import { logger } from '../log';
+import { Telemetry } from '../observability/Telemetry';
 import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider';
 import { RunnerClient } from './RunnerClient';
 import { RunRecord, type ReadyRun, type RunSpec } from './RunRecord';
@@ -23,7 +24,10 @@ export class RunManager {
   constructor(
     private readonly config: GatewayConfig,
     readonly provider: SandboxProvider,
-  ) {}
+    private readonly telemetry: Telemetry = Telemetry.off,
+  ) {
+    telemetry.watchRuns({ states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const) });
+  }
 
   /** Checks a CreateRun request against the server's rules before anything starts. */
   normalize(spec: RunSpec): RunSpec {
@@ -75,6 +79,7 @@ export class RunManager {
     }
     const hostWorkspace = spec.workspace ? await this.checkWorkspace(spec.workspace) : undefined;
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date());
+    const began = performance.now();
     this.runs.set(run.runId, run);
     try {
       const sandbox = await this.provider.create({
@@ -89,6 +94,7 @@ export class RunManager {
       this.markFailed(run, `could not start the run: ${(err as Error).message}`);
       if (run.sandbox) await this.provider.remove(run.sandbox.id).catch(() => undefined);
     }
+    this.telemetry.runCreated(run, performance.now() - began, hostWorkspace !== undefined);
     return run;
   }
 
@@ -137,6 +143,7 @@ export class RunManager {
   private failed(run: RunRecord, reason: string, left: { runner?: RunnerClient } | undefined): void {
     if (!left) return;
     logger.warn({ runId: run.runId, tenant: run.tenant, reason }, 'run failed');
+    this.telemetry.runFailed(run, reason);
     left.runner?.dispose();
   }
 
@@ -163,13 +170,16 @@ export class RunManager {
 
   async delete(tenant: string, runId: string): Promise<void> {
     const run = this.get(tenant, runId);
+    const before = run.state;
     await this.stopRun(run, '');
     this.runs.delete(runId);
+    this.telemetry.runDeleted(run, before);
   }
 
   /** Stops a run for `why` (empty for a plain delete) and removes (or only stops) its sandbox. */
   private async stopRun(run: RunRecord, why: string, remove = true): Promise<void> {
     const left = run.stop(why);
+    if (left.state !== 'STOPPED') this.telemetry.runStopped(run);
     if (left.state === 'STARTING' || left.state === 'READY') {
       await left.runner?.shutdown(1500);
       left.runner?.dispose();

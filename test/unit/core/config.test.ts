@@ -42,6 +42,9 @@ test("the schema's defaults are the built-in config", () => {
     runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
     questions: { timeoutSeconds: 600 },
     docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000' },
+    metrics: { listen: '' },
+    tracing: { otlpEndpoint: '', serviceName: 'tether-gateway' },
+    audit: { path: '' },
     runner: {},
   });
   const a = defaultConfig();

@@ -59,7 +59,7 @@ export class Telemetry {
       limits: { memoryMb: limits.memoryMb, cpuMillis: limits.cpuMillis, pids: limits.pids },
       workspace: hostWorkspace ? 'host' : 'managed',
       features: Object.entries(features)
-        .filter(([, f]) => (f as { enabled?: boolean }).enabled)
+        .filter(([, f]) => f === true || (typeof f === 'object' && f.enabled))
         .map(([k]) => k),
       labels: Object.keys(labels),
       durationMs: Math.round(ms),

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { RunManager } from '../../../gateway/src/runs/RunManager';
 import { Metrics } from '../../../gateway/src/observability/metrics';
 import { Telemetry } from '../../../gateway/src/observability/Telemetry';
+import { summarizeMetrics } from '../../../gateway/src/observability/metricsSummary';
 import { startOtlpReceiver } from '../../helpers/otlp';
 import { FakeProvider, runSpec, testConfig, TOOLS } from './fakeSandbox';
 
@@ -72,4 +73,17 @@ test('tracing off loads no OpenTelemetry SDK; configured, it does', async () => 
   assert.equal(otelLoaded(), true);
   await on.tracer?.close();
   await receiver.close();
+});
+
+test('tether metrics: the summary shows non-zero tether series, histograms as count and mean', async () => {
+  const metrics = new Metrics();
+  const telemetry = new Telemetry(metrics);
+  const call = telemetry.call('alice', { runId: 'r', tool: 'read', callId: 'c', argumentsJson: '{}' }, undefined);
+  call.resolved('read', {});
+  call.finish('ok');
+  const summary = summarizeMetrics(await metrics.text());
+  assert.match(summary, /^tether_calls_total\{tool="read",tier="read",outcome="ok"\}  1$/m);
+  assert.match(summary, /^tether_call_duration_seconds\{tool="read",tier="read",outcome="ok"\}  n=1 mean=\d+\.\dms$/m);
+  assert.ok(!summary.includes('tether_gateway_'), 'process metrics are left out');
+  assert.ok(!summary.includes('_bucket'));
 });

@@ -1,4 +1,6 @@
 import { test } from 'node:test';
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import assert from 'node:assert/strict';
 import { RunManager } from '../../../gateway/src/runs/RunManager';
 import { Metrics } from '../../../gateway/src/observability/metrics';
@@ -86,4 +88,12 @@ test('tether metrics: the summary shows non-zero tether series, histograms as co
   assert.match(summary, /^tether_call_duration_seconds\{tool="read",tier="read",outcome="ok"\}  n=1 mean=\d+\.\dms$/m);
   assert.ok(!summary.includes('tether_gateway_'), 'process metrics are left out');
   assert.ok(!summary.includes('_bucket'));
+});
+
+test('the Grafana dashboard queries only series the gateway exports', async () => {
+  const dashboard = JSON.parse(readFileSync(path.resolve(__dirname, '../../../../deploy/grafana/tether.json'), 'utf8')) as { panels: { targets: { expr: string }[] }[] };
+  const names = new Set((await new Metrics().registry.getMetricsAsJSON()).map((m) => m.name));
+  const used = dashboard.panels.flatMap((p) => p.targets.flatMap((t) => [...t.expr.matchAll(/\b(tether_[a-z0-9_]+)/g)].map((m) => m[1])));
+  assert.ok(used.length > 15);
+  for (const u of used) assert.ok(names.has(u.replace(/_(bucket|sum|count)$/, '')), `${u} is not exported`);
 });

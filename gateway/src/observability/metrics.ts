@@ -29,6 +29,8 @@ export function failureReason(reason: string): FailureReason {
 export interface RunCensus {
   /** [tenant, state] of every run the gateway holds. */
   states(): Iterable<readonly [string, string]>;
+  /** What each live run uses now, where its provider reports it. */
+  usage?(): Promise<{ tenant: string; memoryBytes: number; cpuSeconds: number }[]>;
 }
 
 /** The Prometheus series of one gateway, on a registry of its own. */
@@ -49,6 +51,9 @@ export class Metrics {
   readonly bridged: Counter<'target' | 'outcome'>;
   readonly authFailures: Counter<'method'>;
   readonly rpcs: Counter<'method' | 'code'>;
+  private readonly tenantMemory: Gauge<'tenant'>;
+  private readonly runMemoryMax: Gauge<'tenant'>;
+  private readonly tenantCpu: Gauge<'tenant'>;
 
   constructor(opts: { defaults?: boolean } = {}) {
     const registers = [this.registry];
@@ -111,6 +116,14 @@ export class Metrics {
       registers,
     });
     this.authFailures = new Counter({ name: 'tether_auth_failures_total', help: 'Calls refused as UNAUTHENTICATED, by gRPC method', labelNames: ['method'], registers });
+    this.tenantMemory = new Gauge({ name: 'tether_tenant_memory_bytes', help: "Memory used now by a tenant's live runs, summed", labelNames: ['tenant'], registers });
+    this.runMemoryMax = new Gauge({ name: 'tether_run_memory_max_bytes', help: "Memory used now by a tenant's largest live run", labelNames: ['tenant'], registers });
+    this.tenantCpu = new Gauge({
+      name: 'tether_tenant_cpu_seconds',
+      help: "CPU time used so far by a tenant's live runs, summed (falls when a run ends: take deriv(), not rate())",
+      labelNames: ['tenant'],
+      registers,
+    });
     this.rpcs = new Counter({ name: 'tether_grpc_requests_total', help: 'gRPC requests, by method and status code', labelNames: ['method', 'code'], registers });
   }
 
@@ -118,7 +131,29 @@ export class Metrics {
     this.census = census;
   }
 
-  text(): Promise<string> {
+  /** The page as served: run resources are sampled first, one provider read per live run. */
+  async text(): Promise<string> {
+    await this.sampleUsage();
     return this.registry.metrics();
+  }
+
+  /** Per-tenant aggregates only: a run id would make one series per run. */
+  private async sampleUsage(): Promise<void> {
+    if (!this.census?.usage) return;
+    const usage = await this.census.usage();
+    for (const g of [this.tenantMemory, this.runMemoryMax, this.tenantCpu]) g.reset();
+    const by = new Map<string, { sum: number; max: number; cpu: number }>();
+    for (const u of usage) {
+      const t = by.get(u.tenant) ?? { sum: 0, max: 0, cpu: 0 };
+      t.sum += u.memoryBytes;
+      t.max = Math.max(t.max, u.memoryBytes);
+      t.cpu += u.cpuSeconds;
+      by.set(u.tenant, t);
+    }
+    for (const [tenant, t] of by) {
+      this.tenantMemory.set({ tenant }, t.sum);
+      this.runMemoryMax.set({ tenant }, t.max);
+      this.tenantCpu.set({ tenant }, t.cpu);
+    }
   }
 }

@@ -26,7 +26,7 @@ export class RunManager {
     readonly provider: SandboxProvider,
     private readonly telemetry: Telemetry = Telemetry.off,
   ) {
-    telemetry.watchRuns({ states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const) });
+    telemetry.watchRuns({ states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const), usage: () => this.usage() });
   }
 
   /** Checks a CreateRun request against the server's rules before anything starts. */
@@ -145,6 +145,20 @@ export class RunManager {
     logger.warn({ runId: run.runId, tenant: run.tenant, reason }, 'run failed');
     this.telemetry.runFailed(run, reason);
     left.runner?.dispose();
+  }
+
+  /** What each live run uses now; a run whose provider cannot say (or takes over 2 s) is left out. */
+  private async usage(): Promise<{ tenant: string; memoryBytes: number; cpuSeconds: number }[]> {
+    const live = [...this.runs.values()].filter((r) => r.live && r.sandbox?.usage);
+    const read = await Promise.all(
+      live.map((r) =>
+        Promise.race([r.sandbox!.usage!(), new Promise<undefined>((res) => setTimeout(() => res(undefined), 2000).unref())]).then(
+          (u) => (u ? { tenant: r.tenant, ...u } : undefined),
+          () => undefined,
+        ),
+      ),
+    );
+    return read.filter((u) => u !== undefined);
   }
 
   /** Another tenant's run is indistinguishable from one that does not exist. */

@@ -4,7 +4,7 @@ import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config';
 import { logger } from '../log';
 import { resolveImage } from './image';
-import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec } from './provider';
+import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec, type SandboxUsage } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 
 /** Where the runner image keeps the workspace and the run user's home. */
@@ -151,6 +151,7 @@ export class DockerProvider implements SandboxProvider {
       exited,
       putArchive: (rel, tar) => this.putArchive(container, rel, tar),
       getArchive: (rel) => this.getArchive(container, rel),
+      usage: () => containerUsage(container),
     };
   }
 
@@ -308,4 +309,15 @@ export class DockerProvider implements SandboxProvider {
     this.events?.destroy();
     this.events = undefined;
   }
+}
+
+/** One stats sample without the engine's second read (`one-shot`): memory less page cache, CPU time. */
+async function containerUsage(container: Docker.Container): Promise<SandboxUsage> {
+  const s = (await container.stats({ stream: false, 'one-shot': true } as { stream: false })) as unknown as {
+    memory_stats?: { usage?: number; stats?: { inactive_file?: number; total_inactive_file?: number } };
+    cpu_stats?: { cpu_usage?: { total_usage?: number } };
+  };
+  const mem = s.memory_stats?.usage ?? 0;
+  const cache = s.memory_stats?.stats?.inactive_file ?? s.memory_stats?.stats?.total_inactive_file ?? 0;
+  return { memoryBytes: Math.max(0, mem - cache), cpuSeconds: (s.cpu_stats?.cpu_usage?.total_usage ?? 0) / 1e9 };
 }

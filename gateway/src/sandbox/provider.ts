@@ -28,6 +28,13 @@ export interface SandboxExit {
   exitCode: number | null;
 }
 
+/** What a sandbox uses now, as far as its provider can tell. */
+export interface SandboxUsage {
+  memoryBytes: number;
+  /** CPU time used since the sandbox started. */
+  cpuSeconds: number;
+}
+
 /** One live sandbox: the runner's stdio and the workspace's files. */
 export interface Sandbox {
   readonly id: string;
@@ -42,6 +49,8 @@ export interface Sandbox {
   putArchive(relDir: string, tar: Readable): Promise<void>;
   /** A tar stream of a workspace-relative path. */
   getArchive(relPath: string): Promise<Readable>;
+  /** Its memory and CPU use now, when the provider can report them (read at metrics scrape time). */
+  usage?(): Promise<SandboxUsage>;
 }
 
 export interface SandboxInfo {

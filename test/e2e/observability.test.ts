@@ -1,12 +1,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { Metadata, status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { Approval, CallToolInputSchema, type CallToolOutput } from '../../gen/tether/v1/gateway_pb';
-import { resultText } from '../../clients/typescript/src';
+import { resultText, TetherClient } from '../../clients/typescript/src';
 import { startTestGateway, TOKENS, type TestGateway } from '../helpers/gateway';
 import { sampleOf, startOtlpReceiver } from '../helpers/otlp';
 
@@ -167,4 +168,63 @@ test('a CallTool carrying a traceparent: one span tree under the client trace, e
   const children = spans.filter((s) => s.parentSpanId === root.spanId).map((s) => s.name);
   assert.deepEqual(children, ['validate', 'approval', 'runner']);
   await t.alice.deleteRun(run.runId);
+});
+
+test('a token never reaches the log, the metrics or the audit log of a served gateway (debug logging)', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-tokens-'));
+  const secret = 'tok-d41d8cd98f00b204e980';
+  const wrong = 'tok-wrong-5f4dcc3b5aa765d6';
+  const child = spawn(process.execPath, [path.resolve(__dirname, '../../gateway/src/cli.js'), 'serve'], {
+    env: {
+      ...process.env,
+      TETHER_LOG_LEVEL: 'debug',
+      TETHER_TOKENS: `${secret}=carol`,
+      TETHER_PROVIDER: 'process',
+      TETHER_ALLOW_PROCESS_PROVIDER: '1',
+      TETHER_LISTEN: '127.0.0.1:0',
+      TETHER_METRICS_LISTEN: '127.0.0.1:0',
+      TETHER_AUDIT_LOG: path.join(dir, 'audit.jsonl'),
+      TETHER_STATE_DIR: dir,
+      TETHER_INSTANCE: `tokens-${process.pid}`,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  try {
+    const addresses = await new Promise<{ grpc: string; metrics: string }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the gateway did not start:\n${out}`)), 20_000);
+      const check = () => {
+        const grpc = /"address":"([^"]+)"[^\n]*tether gateway serving/.exec(out)?.[1];
+        const metrics = /"address":"([^"]+)"[^\n]*metrics served/.exec(out)?.[1];
+        if (grpc && metrics) {
+          clearTimeout(timer);
+          resolve({ grpc, metrics });
+        }
+      };
+      child.stdout.on('data', check);
+    });
+    const carol = new TetherClient(addresses.grpc, secret);
+    const intruder = new TetherClient(addresses.grpc, wrong);
+    const run = await carol.createRun({});
+    await carol.callTool(run.runId, 'write', { path: 'x.txt', content: 'y' }).catch(() => undefined);
+    await carol.callTool(run.runId, 'read', { path: 'x.txt' });
+    await intruder.listRuns().catch(() => undefined);
+    await intruder.callTool(run.runId, 'read', { path: 'x.txt' }).catch(() => undefined);
+    await carol.deleteRun(run.runId);
+    carol.close();
+    intruder.close();
+    const metrics = await (await fetch(`http://${addresses.metrics}/metrics`)).text();
+    const auditText = readFileSync(path.join(dir, 'audit.jsonl'), 'utf8');
+    assert.match(auditText, /"event":"auth.failed"/);
+    assert.match(out, /"level":20/, 'debug lines were logged');
+    for (const [where, text] of [['log', out], ['metrics', metrics], ['audit', auditText]]) {
+      assert.ok(!text.includes(secret) && !text.includes(wrong), `a token appears in the ${where}`);
+      assert.ok(!text.includes(secret.slice(4, 14)) && !text.includes(wrong.slice(4, 14)), `part of a token appears in the ${where}`);
+    }
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+  }
 });

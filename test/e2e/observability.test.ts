@@ -38,39 +38,69 @@ const audit = () =>
 test('/metrics: every outcome of a scripted session moves its series; the audit log records the same session', async (ctx) => {
   const before = await scrape();
   const auditBefore = audit().length;
-  const run = await t.alice.createRun({ approvals: { write: Approval.PROMPT, exec: Approval.AUTO }, features: { eval: true, questions: { enabled: true, targetSpace: 'space-1' } } });
+  const run = await t.alice.createRun({
+    approvals: { write: Approval.PROMPT, exec: Approval.AUTO },
+    features: { eval: true, questions: { enabled: true, targetSpace: 'space-1' } },
+  });
   assert.equal(run.error, '');
   const runId = run.runId;
   if (!(await t.alice.listTools(runId)).some((x) => x.name === 'eval')) return ctx.skip('this build has no eval tool');
 
   // ok (after an approved PERMISSION card), is_error, denied, answered ASK card.
-  const wrote = await t.alice.callTool(runId, 'write', { path: 'a.txt', content: 'secret-file-content' }, { onApproval: () => true });
+  const wrote = await t.alice.callTool(
+    runId,
+    'write',
+    { path: 'a.txt', content: 'secret-file-content' },
+    { onApproval: () => true },
+  );
   assert.ok(!wrote.result.isError, resultText(wrote.result));
   assert.ok(!(await t.alice.callTool(runId, 'read', { path: 'a.txt' })).result.isError);
   assert.ok((await t.alice.callTool(runId, 'read', { path: 'missing.txt' })).result.isError);
   const denied = await t.alice.callTool(runId, 'write', { path: 'b.txt', content: 'x' }, { onApproval: () => false });
   assert.ok(denied.result.isError);
-  const asked = await t.alice.callTool(runId, 'ask_user', { question: 'Which?', options: [{ label: 'A' }, { label: 'B' }] }, { onQuestion: () => ({ selected: [2] }) });
+  const asked = await t.alice.callTool(
+    runId,
+    'ask_user',
+    { question: 'Which?', options: [{ label: 'A' }, { label: 'B' }] },
+    { onQuestion: () => ({ selected: [2] }) },
+  );
   assert.ok(!asked.result.isError, resultText(asked.result));
   // NOT_FOUND: a tool the run does not have (its name must not become a label).
   const missing = (await t.alice.callTool(runId, 'made_up_tool_x1', {}).catch((e: ServiceError) => e)) as ServiceError;
   assert.equal(missing.code, status.NOT_FOUND);
   // UNAUTHENTICATED, twice: a unary call and a CallTool.
   const stranger = t.client('token-nobody-has');
-  assert.equal(((await stranger.listRuns().catch((e: ServiceError) => e)) as ServiceError).code, status.UNAUTHENTICATED);
-  assert.equal(((await stranger.callTool(runId, 'read', { path: 'a.txt' }).catch((e: ServiceError) => e)) as ServiceError).code, status.UNAUTHENTICATED);
+  assert.equal(
+    ((await stranger.listRuns().catch((e: ServiceError) => e)) as ServiceError).code,
+    status.UNAUTHENTICATED,
+  );
+  assert.equal(
+    ((await stranger.callTool(runId, 'read', { path: 'a.txt' }).catch((e: ServiceError) => e)) as ServiceError).code,
+    status.UNAUTHENTICATED,
+  );
   // a bridged call, answered by the client
-  const bridged = await t.alice.callTool(runId, 'eval', { code: 'print(tool("client_side_tool", {"n": 1}))', description: 'call a tool the client owns' }, { onBridgeCall: () => 'from the client' });
+  const bridged = await t.alice.callTool(
+    runId,
+    'eval',
+    { code: 'print(tool("client_side_tool", {"n": 1}))', description: 'call a tool the client owns' },
+    { onBridgeCall: () => 'from the client' },
+  );
   assert.match(resultText(bridged.result), /from the client/);
   // cancelled
   const abort = new AbortController();
   setTimeout(() => abort.abort('enough'), 700);
-  const cancelled = await t.alice.callTool(runId, 'eval', { code: 'import time\ntime.sleep(30)', description: 'sleep long enough to be cancelled' }, { signal: abort.signal });
+  const cancelled = await t.alice.callTool(
+    runId,
+    'eval',
+    { code: 'import time\ntime.sleep(30)', description: 'sleep long enough to be cancelled' },
+    { signal: abort.signal },
+  );
   assert.ok(cancelled.result.isError);
   await t.alice.deleteRun(runId);
 
   const now = await scrape();
-  const moved = (name: string, labels: Record<string, string> = {}) => sampleOf(now, name, labels) - sampleOf(before, name, labels);
+  const moved = (name: string, labels: Record<string, string> = {}) =>
+    sampleOf(now, name, labels) - sampleOf(before, name, labels);
   assert.equal(moved('tether_calls_total', { tool: 'write', tier: 'write', outcome: 'ok' }), 1);
   assert.equal(moved('tether_calls_total', { tool: 'write', tier: 'write', outcome: 'is_error' }), 1);
   assert.equal(moved('tether_calls_total', { tool: 'read', tier: 'read', outcome: 'ok' }), 1);
@@ -80,7 +110,10 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
   assert.equal(moved('tether_calls_total', { tool: 'eval', tier: 'exec', outcome: 'ok' }), 1);
   assert.equal(moved('tether_calls_total', { tool: 'eval', tier: 'exec', outcome: 'cancelled' }), 1);
   assert.equal(moved('tether_call_duration_seconds_count', { tool: 'read' }), 2);
-  assert.ok(moved('tether_call_duration_seconds_sum', { tool: 'eval', outcome: 'cancelled' }) >= 0.5, 'the cancelled call lasted until the cancel');
+  assert.ok(
+    moved('tether_call_duration_seconds_sum', { tool: 'eval', outcome: 'cancelled' }) >= 0.5,
+    'the cancelled call lasted until the cancel',
+  );
   assert.equal(sampleOf(now, 'tether_calls_in_flight'), 0);
   assert.equal(moved('tether_questions_total', { kind: 'permission', answer: 'approved' }), 1);
   assert.equal(moved('tether_questions_total', { kind: 'permission', answer: 'denied' }), 1);
@@ -96,12 +129,23 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
   assert.equal(moved('tether_runs_deleted_total', { tenant: 'alice' }), 1);
   assert.equal(moved('tether_create_run_duration_seconds_count', { start: 'cold', outcome: 'ready' }), 1);
   assert.equal(moved('tether_run_lifetime_seconds_count', { tenant: 'alice' }), 1);
-  assert.ok(!now.includes('made_up_tool_x1') && !now.includes(runId), 'no tool name from the client and no run id is a label');
+  assert.ok(
+    !now.includes('made_up_tool_x1') && !now.includes(runId),
+    'no tool name from the client and no run id is a label',
+  );
 
   // The audit log: the same session, in order, with sizes and keys but no values.
   const records = audit().slice(auditBefore);
   const mine = records.filter((r) => r.runId === runId || r.event === 'auth.failed');
-  const shape = mine.map((r) => (r.event === 'tool.call' ? `tool.call ${r.tool} ${r.outcome} ${r.approval}` : r.event === 'question' ? `question ${r.kind} ${r.answer}` : r.event === 'tool.bridged' ? `tool.bridged ${r.tool} ${r.target}` : String(r.event)));
+  const shape = mine.map((r) =>
+    r.event === 'tool.call'
+      ? `tool.call ${r.tool} ${r.outcome} ${r.approval}`
+      : r.event === 'question'
+        ? `question ${r.kind} ${r.answer}`
+        : r.event === 'tool.bridged'
+          ? `tool.bridged ${r.tool} ${r.target}`
+          : String(r.event),
+  );
   assert.deepEqual(shape, [
     'run.created',
     'question permission approved',
@@ -121,7 +165,10 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
     'run.deleted',
   ]);
   const firstWrite = mine.find((r) => r.event === 'tool.call' && r.tool === 'write')!;
-  assert.deepEqual(firstWrite.arguments, { keys: ['path', 'content'], bytes: Buffer.byteLength(JSON.stringify({ path: 'a.txt', content: 'secret-file-content' })) });
+  assert.deepEqual(firstWrite.arguments, {
+    keys: ['path', 'content'],
+    bytes: Buffer.byteLength(JSON.stringify({ path: 'a.txt', content: 'secret-file-content' })),
+  });
   assert.equal(firstWrite.tenant, 'alice');
   assert.equal(firstWrite.tier, 'write');
   assert.equal(firstWrite.surface, 'unspecified/unspecified');
@@ -138,7 +185,8 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
 
   const everything = `${now}\n${readFileSync(auditPath, 'utf8')}`;
   assert.ok(!everything.includes('secret-file-content'), 'no file content in the audit log');
-  for (const token of [...Object.keys(TOKENS), 'token-nobody-has']) assert.ok(!everything.includes(token), `${token} appears in an output`);
+  for (const token of [...Object.keys(TOKENS), 'token-nobody-has'])
+    assert.ok(!everything.includes(token), `${token} appears in an output`);
 });
 
 test('a CallTool carrying a traceparent: one span tree under the client trace, exported over OTLP', async () => {
@@ -154,7 +202,14 @@ test('a CallTool carrying a traceparent: one span tree under the client trace, e
     call.on('end', resolve);
     call.on('error', reject);
   });
-  call.write(create(CallToolInputSchema, { msg: { case: 'start', value: { runId: run.runId, tool: 'write', argumentsJson: JSON.stringify({ path: 't.txt', content: 'x' }) } } }));
+  call.write(
+    create(CallToolInputSchema, {
+      msg: {
+        case: 'start',
+        value: { runId: run.runId, tool: 'write', argumentsJson: JSON.stringify({ path: 't.txt', content: 'x' }) },
+      },
+    }),
+  );
   call.end();
   await done;
   await t.gateway.telemetry.tracer!.flush();
@@ -219,9 +274,16 @@ test('a token never reaches the log, the metrics or the audit log of a served ga
     const auditText = readFileSync(path.join(dir, 'audit.jsonl'), 'utf8');
     assert.match(auditText, /"event":"auth.failed"/);
     assert.match(out, /"level":20/, 'debug lines were logged');
-    for (const [where, text] of [['log', out], ['metrics', metrics], ['audit', auditText]]) {
+    for (const [where, text] of [
+      ['log', out],
+      ['metrics', metrics],
+      ['audit', auditText],
+    ]) {
       assert.ok(!text.includes(secret) && !text.includes(wrong), `a token appears in the ${where}`);
-      assert.ok(!text.includes(secret.slice(4, 14)) && !text.includes(wrong.slice(4, 14)), `part of a token appears in the ${where}`);
+      assert.ok(
+        !text.includes(secret.slice(4, 14)) && !text.includes(wrong.slice(4, 14)),
+        `part of a token appears in the ${where}`,
+      );
     }
   } finally {
     child.kill('SIGTERM');

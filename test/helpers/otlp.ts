@@ -24,11 +24,25 @@ export async function startOtlpReceiver(): Promise<{ url: string; spans: Receive
       }
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       for (const rs of body.resourceSpans ?? []) {
-        const service = (rs.resource?.attributes ?? []).find((a: { key: string }) => a.key === 'service.name')?.value?.stringValue ?? '';
+        const service =
+          (rs.resource?.attributes ?? []).find((a: { key: string }) => a.key === 'service.name')?.value?.stringValue ??
+          '';
         for (const ss of rs.scopeSpans ?? []) {
           for (const s of ss.spans ?? []) {
-            const attributes = Object.fromEntries((s.attributes ?? []).map((a: { key: string; value: Record<string, unknown> }) => [a.key, Object.values(a.value)[0]]));
-            spans.push({ traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, name: s.name, attributes, service });
+            const attributes = Object.fromEntries(
+              (s.attributes ?? []).map((a: { key: string; value: Record<string, unknown> }) => [
+                a.key,
+                Object.values(a.value)[0],
+              ]),
+            );
+            spans.push({
+              traceId: s.traceId,
+              spanId: s.spanId,
+              parentSpanId: s.parentSpanId || undefined,
+              name: s.name,
+              attributes,
+              service,
+            });
           }
         }
       }
@@ -47,7 +61,9 @@ export function sampleOf(text: string, name: string, labels: Record<string, stri
     if (line.startsWith('#')) continue;
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[3] ?? '').matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
+    const have = Object.fromEntries(
+      [...(m[3] ?? '').matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]),
+    );
     if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[4]);
   }
   return sum;

@@ -3,7 +3,15 @@ import { AgentKind, SurfaceMode, type Surface } from '../../../gen/tether/v1/gat
 import type { Tier, ToolResult } from '../../../protocol/src/tools';
 import type { RunRecord } from '../runs/RunRecord';
 import { AuditLog, summarizeForAudit } from './audit';
-import { Metrics, UNKNOWN_TOOL, failureReason, type AnswerKind, type ApprovalDecision, type CallOutcome, type RunCensus } from './metrics';
+import {
+  Metrics,
+  UNKNOWN_TOOL,
+  failureReason,
+  type AnswerKind,
+  type ApprovalDecision,
+  type CallOutcome,
+  type RunCensus,
+} from './metrics';
 import { startTracing, type TraceSpan, type Tracer } from './tracing';
 
 export interface TelemetryConfig {
@@ -78,7 +86,13 @@ export class Telemetry {
 
   runDeleted(run: RunRecord, stateBefore: string): void {
     this.metrics?.runsDeleted.inc({ tenant: run.tenant });
-    this.audit?.write({ event: 'run.deleted', tenant: run.tenant, runId: run.runId, lifetimeMs: Date.now() - run.createdAt.getTime(), state: stateBefore });
+    this.audit?.write({
+      event: 'run.deleted',
+      tenant: run.tenant,
+      runId: run.runId,
+      lifetimeMs: Date.now() - run.createdAt.getTime(),
+      state: stateBefore,
+    });
   }
 
   rpc(method: string, code: status): void {
@@ -90,7 +104,11 @@ export class Telemetry {
     this.audit?.write({ event: 'auth.failed', method, peer, reason });
   }
 
-  call(tenant: string, start: { runId: string; tool: string; callId: string; surface?: Surface; argumentsJson: string }, traceparent: string | undefined): ObservedCall {
+  call(
+    tenant: string,
+    start: { runId: string; tool: string; callId: string; surface?: Surface; argumentsJson: string },
+    traceparent: string | undefined,
+  ): ObservedCall {
     return new ObservedCall(this, tenant, start, traceparent, surfaceName(start.surface));
   }
 }
@@ -118,7 +136,12 @@ export class ObservedCall {
     private readonly surface: string,
   ) {
     t.metrics?.callsInFlight.inc();
-    this.span = t.tracer?.start('CallTool', traceparent, { 'tether.tenant': tenant, 'tether.run_id': start.runId, 'tether.tool': start.tool, 'tether.surface': surface });
+    this.span = t.tracer?.start('CallTool', traceparent, {
+      'tether.tenant': tenant,
+      'tether.run_id': start.runId,
+      'tether.tool': start.tool,
+      'tether.surface': surface,
+    });
   }
 
   /** The call named a tool the run has: its name becomes a label. */
@@ -142,14 +165,31 @@ export class ObservedCall {
   question(kind: 'ask' | 'permission', answer: AnswerKind, options: number): void {
     this.questions++;
     this.t.metrics?.questions.inc({ kind, answer });
-    this.t.audit?.write({ event: 'question', tenant: this.tenant, runId: this.start.runId, callId: this.start.callId, kind, answer, options });
+    this.t.audit?.write({
+      event: 'question',
+      tenant: this.tenant,
+      runId: this.start.runId,
+      callId: this.start.callId,
+      kind,
+      answer,
+      options,
+    });
   }
 
   bridgedCall(tool: string, target: 'gateway' | 'client' | 'refused', result: ToolResult): void {
     this.bridged++;
     const outcome = result.isError ? 'is_error' : 'ok';
     this.t.metrics?.bridged.inc({ target, outcome });
-    if (target !== 'refused') this.t.audit?.write({ event: 'tool.bridged', tenant: this.tenant, runId: this.start.runId, callId: this.start.callId, tool, target, outcome });
+    if (target !== 'refused')
+      this.t.audit?.write({
+        event: 'tool.bridged',
+        tenant: this.tenant,
+        runId: this.start.runId,
+        callId: this.start.callId,
+        tool,
+        target,
+        outcome,
+      });
   }
 
   /** Ends the call once: with its result (ok, is_error, cancelled) or the status it failed with. */

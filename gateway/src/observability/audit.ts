@@ -3,7 +3,18 @@ import type { Writable } from 'node:stream';
 
 /** The audit records, one per security-relevant event; docs/observability.md describes each field. */
 export type AuditEvent =
-  | { event: 'run.created'; tenant: string; runId: string; state: string; limits: { memoryMb: number; cpuMillis: number; pids: number }; workspace: 'host' | 'managed'; features: string[]; labels: string[]; durationMs: number; error?: string }
+  | {
+      event: 'run.created';
+      tenant: string;
+      runId: string;
+      state: string;
+      limits: { memoryMb: number; cpuMillis: number; pids: number };
+      workspace: 'host' | 'managed';
+      features: string[];
+      labels: string[];
+      durationMs: number;
+      error?: string;
+    }
   | { event: 'run.deleted'; tenant: string; runId: string; lifetimeMs: number; state: string }
   | { event: 'run.failed'; tenant: string; runId: string; reason: string }
   | {
@@ -23,8 +34,24 @@ export type AuditEvent =
       bridged: number;
       questions: number;
     }
-  | { event: 'tool.bridged'; tenant: string; runId: string; callId: string; tool: string; target: 'gateway' | 'client'; outcome: string }
-  | { event: 'question'; tenant: string; runId: string; callId: string; kind: 'ask' | 'permission'; answer: string; options: number }
+  | {
+      event: 'tool.bridged';
+      tenant: string;
+      runId: string;
+      callId: string;
+      tool: string;
+      target: 'gateway' | 'client';
+      outcome: string;
+    }
+  | {
+      event: 'question';
+      tenant: string;
+      runId: string;
+      callId: string;
+      kind: 'ask' | 'permission';
+      answer: string;
+      options: number;
+    }
   | { event: 'auth.failed'; method: string; peer: string; reason: 'missing' | 'invalid' };
 
 /** Argument names and sizes, never values. */
@@ -46,10 +73,11 @@ export class AuditLog {
   private readonly owned?: WriteStream;
 
   constructor(target: string | Writable) {
-    if (typeof target === 'string') {
-      this.out = target === '-' ? process.stdout : (this.owned = createWriteStream(target, { flags: 'a', mode: 0o600 }));
-    } else {
-      this.out = target;
+    if (typeof target !== 'string') this.out = target;
+    else if (target === '-') this.out = process.stdout;
+    else {
+      this.owned = createWriteStream(target, { flags: 'a', mode: 0o600 });
+      this.out = this.owned;
     }
   }
 

@@ -12,8 +12,6 @@ export type AnswerKind = 'answered' | 'skipped' | 'timeout' | 'unavailable' | 'a
 /** Why a run failed, reduced to a fixed set so it can be a label. */
 export type FailureReason = 'start_failed' | 'oom' | 'sandbox_exited' | 'runner_gone' | 'other';
 
-const RUN_STATES = ['STARTING', 'READY', 'FAILED', 'STOPPED'] as const;
-
 /** Label value for a tool name that is not in the run's registry (names from the client are unbounded). */
 export const UNKNOWN_TOOL = 'unknown';
 
@@ -68,16 +66,32 @@ export class Metrics {
         this.reset();
         if (!self.census) return;
         const counts = new Map<string, number>();
-        for (const [tenant, state] of self.census.states()) counts.set(`${state}\u0000${tenant}`, (counts.get(`${state}\u0000${tenant}`) ?? 0) + 1);
+        for (const [tenant, state] of self.census.states())
+          counts.set(`${state}\u0000${tenant}`, (counts.get(`${state}\u0000${tenant}`) ?? 0) + 1);
         for (const [k, n] of counts) {
           const [state, tenant] = k.split('\u0000');
           this.set({ state, tenant }, n);
         }
       },
     });
-    this.runsCreated = new Counter({ name: 'tether_runs_created_total', help: 'CreateRun requests that made a run', labelNames: ['tenant'], registers });
-    this.runsFailed = new Counter({ name: 'tether_runs_failed_total', help: 'Runs that failed, by reason', labelNames: ['tenant', 'reason'], registers });
-    this.runsDeleted = new Counter({ name: 'tether_runs_deleted_total', help: 'Runs removed by DeleteRun', labelNames: ['tenant'], registers });
+    this.runsCreated = new Counter({
+      name: 'tether_runs_created_total',
+      help: 'CreateRun requests that made a run',
+      labelNames: ['tenant'],
+      registers,
+    });
+    this.runsFailed = new Counter({
+      name: 'tether_runs_failed_total',
+      help: 'Runs that failed, by reason',
+      labelNames: ['tenant', 'reason'],
+      registers,
+    });
+    this.runsDeleted = new Counter({
+      name: 'tether_runs_deleted_total',
+      help: 'Runs removed by DeleteRun',
+      labelNames: ['tenant'],
+      registers,
+    });
     this.createRunSeconds = new Histogram({
       name: 'tether_create_run_duration_seconds',
       help: 'CreateRun latency until the run is ready or failed; start is cold (a new sandbox) or pool',
@@ -93,7 +107,12 @@ export class Metrics {
       registers,
     });
     const callLabels = ['tool', 'tier', 'outcome'] as const;
-    this.calls = new Counter({ name: 'tether_calls_total', help: 'Tool calls, by tool, tier and outcome', labelNames: callLabels, registers });
+    this.calls = new Counter({
+      name: 'tether_calls_total',
+      help: 'Tool calls, by tool, tier and outcome',
+      labelNames: callLabels,
+      registers,
+    });
     this.callSeconds = new Histogram({
       name: 'tether_call_duration_seconds',
       help: 'Tool call latency, from the start message to the result or status',
@@ -108,23 +127,48 @@ export class Metrics {
       labelNames: ['kind', 'answer'],
       registers,
     });
-    this.approvals = new Counter({ name: 'tether_approvals_total', help: 'Approval gate decisions for write- and exec-tier calls', labelNames: ['tier', 'decision'], registers });
+    this.approvals = new Counter({
+      name: 'tether_approvals_total',
+      help: 'Approval gate decisions for write- and exec-tier calls',
+      labelNames: ['tier', 'decision'],
+      registers,
+    });
     this.bridged = new Counter({
       name: 'tether_bridged_calls_total',
       help: 'tool() calls made from inside a running tool, by where they ran (gateway: a run tool, client: bridged out) and outcome',
       labelNames: ['target', 'outcome'],
       registers,
     });
-    this.authFailures = new Counter({ name: 'tether_auth_failures_total', help: 'Calls refused as UNAUTHENTICATED, by gRPC method', labelNames: ['method'], registers });
-    this.tenantMemory = new Gauge({ name: 'tether_tenant_memory_bytes', help: "Memory used now by a tenant's live runs, summed", labelNames: ['tenant'], registers });
-    this.runMemoryMax = new Gauge({ name: 'tether_run_memory_max_bytes', help: "Memory used now by a tenant's largest live run", labelNames: ['tenant'], registers });
+    this.authFailures = new Counter({
+      name: 'tether_auth_failures_total',
+      help: 'Calls refused as UNAUTHENTICATED, by gRPC method',
+      labelNames: ['method'],
+      registers,
+    });
+    this.tenantMemory = new Gauge({
+      name: 'tether_tenant_memory_bytes',
+      help: "Memory used now by a tenant's live runs, summed",
+      labelNames: ['tenant'],
+      registers,
+    });
+    this.runMemoryMax = new Gauge({
+      name: 'tether_run_memory_max_bytes',
+      help: "Memory used now by a tenant's largest live run",
+      labelNames: ['tenant'],
+      registers,
+    });
     this.tenantCpu = new Gauge({
       name: 'tether_tenant_cpu_seconds',
       help: "CPU time used so far by a tenant's live runs, summed (falls when a run ends: take deriv(), not rate())",
       labelNames: ['tenant'],
       registers,
     });
-    this.rpcs = new Counter({ name: 'tether_grpc_requests_total', help: 'gRPC requests, by method and status code', labelNames: ['method', 'code'], registers });
+    this.rpcs = new Counter({
+      name: 'tether_grpc_requests_total',
+      help: 'gRPC requests, by method and status code',
+      labelNames: ['method', 'code'],
+      registers,
+    });
   }
 
   watchRuns(census: RunCensus): void {

@@ -18,7 +18,9 @@ export function summarizeMetrics(text: string): string {
     const key = `${m[1]}${m[3] ?? ''}`;
     if (m[2] === '_count') {
       const mean = (sums.get(key) ?? 0) / value;
-      lines.push(`${m[1]}${m[3] ?? ''}  n=${value} mean=${mean < 1 ? `${(mean * 1000).toFixed(1)}ms` : `${mean.toFixed(2)}s`}`);
+      lines.push(
+        `${m[1]}${m[3] ?? ''}  n=${value} mean=${mean < 1 ? `${(mean * 1000).toFixed(1)}ms` : `${mean.toFixed(2)}s`}`,
+      );
     } else {
       lines.push(`${key}  ${value}`);
     }

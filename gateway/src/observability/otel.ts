@@ -1,4 +1,11 @@
-import { ROOT_CONTEXT, SpanStatusCode, defaultTextMapGetter, defaultTextMapSetter, trace, type Span } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  trace,
+  type Span,
+} from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
@@ -28,7 +35,9 @@ export function otlpTracer(config: TracingConfig): Tracer {
 
   return {
     start(name, traceparent, attrs) {
-      const parent = traceparent ? propagator.extract(ROOT_CONTEXT, { traceparent }, defaultTextMapGetter) : ROOT_CONTEXT;
+      const parent = traceparent
+        ? propagator.extract(ROOT_CONTEXT, { traceparent }, defaultTextMapGetter)
+        : ROOT_CONTEXT;
       return wrap(tracer.startSpan(name, { attributes: attrs }, parent));
     },
     flush: () => provider.forceFlush(),

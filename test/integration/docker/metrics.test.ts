@@ -6,7 +6,11 @@ import { runnerImage } from './support';
 
 let t: TestGateway;
 before(async () => {
-  t = await startTestGateway({ provider: 'docker', docker: { image: runnerImage() }, metrics: { listen: '127.0.0.1:0' } });
+  t = await startTestGateway({
+    provider: 'docker',
+    docker: { image: runnerImage() },
+    metrics: { listen: '127.0.0.1:0' },
+  });
 });
 after(async () => {
   await t?.close();
@@ -27,7 +31,9 @@ test('docker: run memory and CPU reach /metrics per tenant, from the engine, and
   const memory = sampleOf(text, 'tether_tenant_memory_bytes', { tenant: 'alice' });
   const largest = sampleOf(text, 'tether_run_memory_max_bytes', { tenant: 'alice' });
   const cpu = sampleOf(text, 'tether_tenant_cpu_seconds', { tenant: 'alice' });
-  console.log(JSON.stringify({ memoryBytes: memory, largestRunBytes: largest, cpuSeconds: cpu, scrapeMs: Math.round(scrapeMs) }));
+  console.log(
+    JSON.stringify({ memoryBytes: memory, largestRunBytes: largest, cpuSeconds: cpu, scrapeMs: Math.round(scrapeMs) }),
+  );
   assert.ok(memory > 1024 * 1024 && memory < 256 * 1024 * 1024, `memory ${memory}`);
   assert.equal(largest, memory, 'one run: the largest is the sum');
   assert.ok(cpu > 0, `cpu ${cpu}`);
@@ -38,5 +44,8 @@ test('docker: run memory and CPU reach /metrics per tenant, from the engine, and
   const afterDelete = await scrape();
   assert.equal(sampleOf(afterDelete, 'tether_tenant_memory_bytes', { tenant: 'alice' }), 0);
   assert.equal(sampleOf(afterDelete, 'tether_runs_deleted_total', { tenant: 'alice' }), 1);
-  assert.equal(sampleOf(afterDelete, 'tether_create_run_duration_seconds_count', { start: 'cold', outcome: 'ready' }), 1);
+  assert.equal(
+    sampleOf(afterDelete, 'tether_create_run_duration_seconds_count', { start: 'cold', outcome: 'ready' }),
+    1,
+  );
 });

@@ -10,10 +10,14 @@ import { startOtlpReceiver } from '../../helpers/otlp';
 import { FakeProvider, runSpec, testConfig, TOOLS } from './fakeSandbox';
 
 // Only the SDK and exporter count: prom-client itself requires the small @opentelemetry/api.
-const otelLoaded = () => Object.keys(require.cache).some((k) => /@opentelemetry\/(sdk-trace-base|exporter-trace-otlp-http)\//.test(k));
+const otelLoaded = () =>
+  Object.keys(require.cache).some((k) => /@opentelemetry\/(sdk-trace-base|exporter-trace-otlp-http)\//.test(k));
 
 async function seriesCount(m: Metrics): Promise<number> {
-  return (await m.registry.getMetricsAsJSON()).reduce((n, metric) => n + (metric as { values: unknown[] }).values.length, 0);
+  return (await m.registry.getMetricsAsJSON()).reduce(
+    (n, metric) => n + (metric as { values: unknown[] }).values.length,
+    0,
+  );
 }
 
 /** Runs `n` runs through create, calls (known and made-up tool names, every outcome) and delete. */
@@ -23,7 +27,11 @@ async function session(runs: RunManager, telemetry: Telemetry, n: number, from: 
     const tenant = i % 2 ? 'alice' : 'bob';
     const run = await runs.create(tenant, runSpec());
     for (const [j, tool] of [TOOLS[0].name, `made-up-${i}`, TOOLS[1].name].entries()) {
-      const call = telemetry.call(tenant, { runId: run.runId, tool, callId: `c-${i}-${j}`, argumentsJson: '{}' }, undefined);
+      const call = telemetry.call(
+        tenant,
+        { runId: run.runId, tool, callId: `c-${i}-${j}`, argumentsJson: '{}' },
+        undefined,
+      );
       if (!tool.startsWith('made-up')) call.resolved(TOOLS.find((x) => x.name === tool)!.tier, {});
       call.finish(outcomes[(i + j) % outcomes.length]);
     }
@@ -66,12 +74,26 @@ test('the live runs gauge is read from the runs at scrape time, by state and ten
 });
 
 test('tracing off loads no OpenTelemetry SDK; configured, it does', async () => {
-  const off = await Telemetry.start({ metrics: { listen: '' }, audit: { path: '' }, tracing: { otlpEndpoint: '', serviceName: 'x' } });
+  const off = await Telemetry.start({
+    metrics: { listen: '' },
+    audit: { path: '' },
+    tracing: { otlpEndpoint: '', serviceName: 'x' },
+  });
   assert.equal(off, Telemetry.off);
-  off.call('alice', { runId: 'r', tool: 't', callId: 'c', argumentsJson: '{}' }, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01').finish('ok');
+  off
+    .call(
+      'alice',
+      { runId: 'r', tool: 't', callId: 'c', argumentsJson: '{}' },
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    )
+    .finish('ok');
   assert.equal(otelLoaded(), false);
   const receiver = await startOtlpReceiver();
-  const on = await Telemetry.start({ metrics: { listen: '' }, audit: { path: '' }, tracing: { otlpEndpoint: receiver.url, serviceName: 'x' } });
+  const on = await Telemetry.start({
+    metrics: { listen: '' },
+    audit: { path: '' },
+    tracing: { otlpEndpoint: receiver.url, serviceName: 'x' },
+  });
   assert.equal(otelLoaded(), true);
   await on.tracer?.close();
   await receiver.close();
@@ -84,16 +106,23 @@ test('tether metrics: the summary shows non-zero tether series, histograms as co
   call.resolved('read', {});
   call.finish('ok');
   const summary = summarizeMetrics(await metrics.text());
-  assert.match(summary, /^tether_calls_total\{tool="read",tier="read",outcome="ok"\}  1$/m);
-  assert.match(summary, /^tether_call_duration_seconds\{tool="read",tier="read",outcome="ok"\}  n=1 mean=\d+\.\dms$/m);
+  assert.match(summary, /^tether_calls_total\{tool="read",tier="read",outcome="ok"\} {2}1$/m);
+  assert.match(
+    summary,
+    /^tether_call_duration_seconds\{tool="read",tier="read",outcome="ok"\} {2}n=1 mean=\d+\.\dms$/m,
+  );
   assert.ok(!summary.includes('tether_gateway_'), 'process metrics are left out');
   assert.ok(!summary.includes('_bucket'));
 });
 
 test('the Grafana dashboard queries only series the gateway exports', async () => {
-  const dashboard = JSON.parse(readFileSync(path.resolve(__dirname, '../../../../deploy/grafana/tether.json'), 'utf8')) as { panels: { targets: { expr: string }[] }[] };
+  const dashboard = JSON.parse(
+    readFileSync(path.resolve(__dirname, '../../../../deploy/grafana/tether.json'), 'utf8'),
+  ) as { panels: { targets: { expr: string }[] }[] };
   const names = new Set((await new Metrics().registry.getMetricsAsJSON()).map((m) => m.name));
-  const used = dashboard.panels.flatMap((p) => p.targets.flatMap((t) => [...t.expr.matchAll(/\b(tether_[a-z0-9_]+)/g)].map((m) => m[1])));
+  const used = dashboard.panels.flatMap((p) =>
+    p.targets.flatMap((t) => [...t.expr.matchAll(/\b(tether_[a-z0-9_]+)/g)].map((m) => m[1])),
+  );
   assert.ok(used.length > 15);
   for (const u of used) assert.ok(names.has(u.replace(/_(bucket|sum|count)$/, '')), `${u} is not exported`);
 });

@@ -21,7 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-all=(call-latency containers lsp ast debug eval cards-and-workers tenancy)
+all=(call-latency containers lsp ast debug eval cards-and-workers tenancy observability)
 chosen=("${@:-${all[@]}}")
 for b in "${chosen[@]}"; do
   echo "==> bench $b"
@@ -34,6 +34,7 @@ for b in "${chosen[@]}"; do
     eval) node dist/bench/eval.js 200 docker ;;
     cards-and-workers) node dist/bench/cards-and-workers.js 500 docker ;;
     tenancy) node dist/bench/tenancy.js 8 512 200 ;;
+    observability) node dist/bench/observability.js 4000 process ;;
     *) echo "unknown benchmark $b (one of: ${all[*]})" >&2; exit 2 ;;
   esac
 done

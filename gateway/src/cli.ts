@@ -7,6 +7,7 @@ import { startGateway } from './server';
 import { diagnose, formatReport, type Check } from './doctor';
 import { registerTemplateCommands } from './templates/cli';
 import { registerEgressCommands } from './egress/cli';
+import { summarizeMetrics } from './observability/metricsSummary';
 
 const program = new Command();
 program.name('tether').description('A gRPC gateway of tools bound to the live resources of one agent run.');
@@ -77,6 +78,25 @@ program
     const checks = await diagnose(config, { notes });
     console.log(o.json ? JSON.stringify(checks, null, 2) : formatReport(checks));
     if (checks.some((c) => c.status === 'fail')) process.exitCode = 1;
+  });
+
+program
+  .command('metrics')
+  .description("print a quick summary of a gateway's /metrics (metrics.listen must be set)")
+  .option('--config <file>', 'JSON config file (or TETHER_CONFIG)')
+  .option('--url <url>', 'the /metrics URL (default: from metrics.listen)')
+  .option('--raw', 'print the Prometheus text as served')
+  .action(async (o: { config?: string; url?: string; raw?: boolean }) => {
+    let url = o.url;
+    if (!url) {
+      const { listen } = loadConfig({ file: o.config, overrides: { tokens: { metrics: 'metrics' } } }).metrics;
+      if (!listen) fail(new Error('metrics are off: set metrics.listen (TETHER_METRICS_LISTEN) on the gateway, or pass --url'));
+      url = `http://${listen.replace(/^0\.0\.0\.0:/, '127.0.0.1:')}/metrics`;
+    }
+    const res = await fetch(url).catch((err: Error) => fail(new Error(`cannot read ${url}: ${(err.cause as Error | undefined)?.message ?? err.message}`)));
+    if (!res.ok) fail(new Error(`${url} answered ${res.status}`));
+    const text = await res.text();
+    console.log(o.raw ? text : summarizeMetrics(text));
   });
 
 const run = program.command('run').description('manage runs');

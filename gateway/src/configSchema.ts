@@ -148,6 +148,41 @@ export const configSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
+    metrics: Type.Object(
+      {
+        listen: Type.String({
+          pattern: '^(.+:[0-9]+)?$',
+          default: '',
+          env: 'TETHER_METRICS_LISTEN',
+          docDefault: 'off',
+          description: 'host:port of the Prometheus `/metrics` endpoint, e.g. `127.0.0.1:9464`; empty turns it off (it has no authentication: keep it on loopback or a private network)',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+    tracing: Type.Object(
+      {
+        otlpEndpoint: Type.String({
+          default: '',
+          env: 'TETHER_OTLP_ENDPOINT',
+          docDefault: 'off',
+          description: 'OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`; empty turns tracing off (the SDK is then never loaded)',
+        }),
+        serviceName: Type.String({ minLength: 1, default: 'tether-gateway', description: 'the `service.name` spans are reported under' }),
+      },
+      { additionalProperties: false },
+    ),
+    audit: Type.Object(
+      {
+        path: Type.String({
+          default: '',
+          env: 'TETHER_AUDIT_LOG',
+          docDefault: 'off',
+          description: 'file the audit log is appended to, one JSON object per line (`-` for stdout); empty turns it off',
+        }),
+      },
+      { additionalProperties: false },
+    ),
     runner: Type.Unsafe<Record<string, unknown>>({
       type: 'object',
       default: {},

@@ -12,6 +12,8 @@ import { grpcDefinition } from '../../clients/typescript/src/definition';
 import { gatewayHandlers } from './grpc/handlers';
 import type { SandboxProvider } from './sandbox/provider';
 import { ProcessProvider } from './sandbox/process';
+import { serveMetrics, type MetricsEndpoint } from './observability/metricsServer';
+import { Telemetry } from './observability/Telemetry';
 
 export const SERVICE_NAME = 'tether.v1.Gateway';
 export const PROTO_DIR = path.resolve(__dirname, '../../../proto');
@@ -30,6 +32,9 @@ export interface RunningGateway {
   address: string;
   port: number;
   runs: RunManager;
+  telemetry: Telemetry;
+  /** Where /metrics is served, when metrics.listen is set. */
+  metricsAddress?: string;
   /** Stops serving; runs are stopped unless `keepRuns` (or config.docker.keepOnShutdown). */
   close(opts?: { keepRuns?: boolean }): Promise<void>;
 }
@@ -37,7 +42,8 @@ export interface RunningGateway {
 /** Starts a gateway on config.listen and returns once it accepts calls. */
 export async function startGateway(config: GatewayConfig, provider?: SandboxProvider): Promise<RunningGateway> {
   const sandboxes = provider ?? (await createProvider(config));
-  const runs = new RunManager(config, sandboxes);
+  const telemetry = await Telemetry.start(config);
+  const runs = new RunManager(config, sandboxes, telemetry);
   const recovered = await runs.recover();
   if (recovered.recovered || recovered.removed) logger.info(recovered, 'runs found after restart');
   runs.startSweeper();
@@ -46,7 +52,7 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
     'grpc.max_receive_message_length': config.maxMessageBytes,
     'grpc.max_send_message_length': config.maxMessageBytes,
   });
-  server.addService(grpcDefinition(Gateway), gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config));
+  server.addService(grpcDefinition(Gateway), gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry));
 
   const health = new HealthImplementation({ '': 'SERVING', [SERVICE_NAME]: 'SERVING' });
   health.addToServer(server);
@@ -59,6 +65,11 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
   );
   const host = config.listen.slice(0, config.listen.lastIndexOf(':'));
   const address = `${host}:${port}`;
+  let metricsEndpoint: MetricsEndpoint | undefined;
+  if (telemetry.metrics) {
+    metricsEndpoint = await serveMetrics(telemetry.metrics, config.metrics.listen);
+    logger.info({ address: metricsEndpoint.address }, 'metrics served at /metrics');
+  }
   logger.info({ address, provider: sandboxes.name }, 'tether gateway serving');
 
   let closed = false;
@@ -66,6 +77,8 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
     address,
     port,
     runs,
+    telemetry,
+    metricsAddress: metricsEndpoint?.address,
     async close(opts) {
       if (closed) return;
       closed = true;
@@ -82,6 +95,9 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
         });
       });
       await runs.close(opts?.keepRuns ?? config.docker.keepOnShutdown);
+      await metricsEndpoint?.close();
+      await telemetry.tracer?.close();
+      await telemetry.audit?.close();
     },
   };
 }

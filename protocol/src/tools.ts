@@ -44,6 +44,8 @@ export interface CallToolParams {
   tool: string;
   arguments: Record<string, unknown>;
   surface: CallerSurface;
+  /** W3C trace context of the gateway's runner span, when the gateway traces: runner-side spans may join it. */
+  traceparent?: string;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Tier } from '../../../protocol/src/tools';
+import type { ApprovalDecision } from '../observability/metrics';
 import type { ApprovalPolicy } from '../runs/RunManager';
 import type { CallStream } from './CallStream';
 
@@ -14,7 +15,7 @@ export function summarizeArguments(args: Record<string, unknown>, maxValue = 160
   return parts.join('\n');
 }
 
-export type GateDecision = { allowed: true } | { allowed: false; message: string };
+export type GateDecision = { allowed: true; decision: ApprovalDecision } | { allowed: false; decision: ApprovalDecision; message: string };
 
 /**
  * The approval prompt for write- and exec-tier tools, applied once per call wherever a call
@@ -27,13 +28,13 @@ export async function checkApproval(
   args: Record<string, unknown>,
   stream: CallStream,
 ): Promise<GateDecision> {
-  if (tier === 'read') return { allowed: true };
+  if (tier === 'read') return { allowed: true, decision: 'not_required' };
   const policy = policies[tier];
-  if (policy === 'AUTO') return { allowed: true };
+  if (policy === 'AUTO') return { allowed: true, decision: 'auto' };
   if (policy === 'DENY') {
-    return { allowed: false, message: `refused: this run's policy denies ${tier}-tier tools, so ${tool} cannot run here. Do not retry; continue without it or ask the user how to proceed.` };
+    return { allowed: false, decision: 'policy_denied', message: `refused: this run's policy denies ${tier}-tier tools, so ${tool} cannot run here. Do not retry; continue without it or ask the user how to proceed.` };
   }
   const outcome = await stream.askPermission(`Allow ${tool} (${tier} tier)?`, summarizeArguments(args));
-  if (outcome.kind === 'approved') return { allowed: true };
-  return { allowed: false, message: `refused: ${tool} was not approved (${outcome.reason}). Do not retry the same call; adjust the plan or ask the user.` };
+  if (outcome.kind === 'approved') return { allowed: true, decision: 'approved' };
+  return { allowed: false, decision: 'denied', message: `refused: ${tool} was not approved (${outcome.reason}). Do not retry the same call; adjust the plan or ask the user.` };
 }

@@ -14,6 +14,7 @@ import {
 } from '../../../gen/tether/v1/gateway_pb';
 import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
 import type { ToolResult } from '../../../protocol/src/tools';
+import { Telemetry, type ObservedCall } from '../observability/Telemetry';
 import { outcomeOf, rejectReason } from './QuestionCards';
 import { fromProtoResult, toProtoResult } from './results';
 
@@ -42,6 +43,8 @@ export class CallStream {
     readonly start: CallToolStart,
     private readonly targetSpace: string,
     private readonly questionTimeoutSeconds: number,
+    /** Where this call's questions, approvals and bridged calls are reported. */
+    readonly observed: ObservedCall = Telemetry.off.call('', start, undefined),
   ) {
     const deadline = call.getDeadline();
     const ms = deadline instanceof Date ? deadline.getTime() - Date.now() : typeof deadline === 'number' && Number.isFinite(deadline) ? deadline - Date.now() : Infinity;
@@ -154,9 +157,9 @@ export class CallStream {
       return { kind: 'unavailable', reason: 'no human is connected to this call (the client did not declare accepts_questions)' };
     }
     const a = await this.showCard(QuestionKind.ASK, card);
-    if ('timeout' in a) return { kind: 'timeout' };
-    if ('closed' in a) return { kind: 'unavailable', reason: a.closed };
-    return outcomeOf(a);
+    const outcome: QuestionOutcome = 'timeout' in a ? { kind: 'timeout' } : 'closed' in a ? { kind: 'unavailable', reason: a.closed } : outcomeOf(a);
+    this.observed.question('ask', outcome.kind, card.options.length);
+    return outcome;
   }
 
   /** A PERMISSION card for an approval prompt; no human connected means refused. */
@@ -169,9 +172,16 @@ export class CallStream {
       allowFreeText: true,
       multiSelect: false,
     });
-    if ('timeout' in a) return { kind: 'denied', reason: 'nobody answered the approval prompt in time' };
-    if ('closed' in a) return { kind: 'denied', reason: a.closed };
+    if ('timeout' in a) {
+      this.observed.question('permission', 'timeout', 2);
+      return { kind: 'denied', reason: 'nobody answered the approval prompt in time' };
+    }
+    if ('closed' in a) {
+      this.observed.question('permission', 'unavailable', 2);
+      return { kind: 'denied', reason: a.closed };
+    }
     const approved = a.approved || (!a.skipped && a.selected.length === 1 && a.selected[0] === 1);
+    this.observed.question('permission', approved ? 'approved' : a.skipped ? 'skipped' : 'denied', 2);
     if (approved) return { kind: 'approved' };
     const said = a.freeText.trim();
     return { kind: 'denied', reason: said ? `the human did not approve it and wrote: ${said}` : a.skipped ? 'the human skipped the approval' : 'the human denied it' };

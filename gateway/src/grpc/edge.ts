@@ -1,5 +1,6 @@
 import {
   status,
+  type Metadata,
   type handleBidiStreamingCall,
   type handleClientStreamingCall,
   type handleServerStreamingCall,
@@ -13,6 +14,7 @@ import type { TokenAuthenticator } from '../auth';
 import { ToolAbsentError } from '../calls/ToolInvoker';
 import { GatewayError } from '../errors';
 import { logger } from '../log';
+import { Telemetry } from '../observability/Telemetry';
 import { RunnerGoneError } from '../runs/RunnerClient';
 
 /** The one status a failure is answered with; unknown errors are INTERNAL and logged. */
@@ -22,6 +24,12 @@ export function toStatus(err: unknown): GatewayError {
   if (err instanceof ToolAbsentError) return new GatewayError(status.NOT_FOUND, err.message);
   logger.error({ err }, 'internal error');
   return new GatewayError(status.INTERNAL, `internal error: ${(err as Error | undefined)?.message ?? String(err)}`);
+}
+
+/** The method's short name (CreateRun), a bounded label. */
+function methodOf(call: { getPath(): string }): string {
+  const p = call.getPath();
+  return p.slice(p.lastIndexOf('/') + 1) || 'unknown';
 }
 
 /** Ends a streaming call with the status of `err`, unless the call is already over. */
@@ -35,31 +43,58 @@ function failStream<Req, Res>(call: ServerWritableStream<Req, Res> | ServerDuple
  * whatever the handler throws leaves as a gRPC status. Handlers see only the tenant.
  */
 export class Edge {
-  constructor(private readonly auth: TokenAuthenticator) {}
+  constructor(
+    private readonly auth: TokenAuthenticator,
+    readonly telemetry: Telemetry = Telemetry.off,
+  ) {}
+
+  /** The caller's tenant; a refusal is reported (method and peer, never the token) and thrown. */
+  private tenantOf(call: { metadata: Metadata; getPath(): string; getPeer(): string }): string {
+    try {
+      return this.auth.authenticate(call.metadata);
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === status.UNAUTHENTICATED) {
+        this.telemetry.authFailed(methodOf(call), call.getPeer(), err.message.startsWith('missing') ? 'missing' : 'invalid');
+      }
+      throw err;
+    }
+  }
+
+  /** Answers a unary or client-stream call, counting its status by method. */
+  private answer<Res>(call: { getPath(): string }, cb: (err: GatewayError | null, res?: Res) => void, p: Promise<Res>): void {
+    p.then(
+      (res) => {
+        this.telemetry.rpc(methodOf(call), status.OK);
+        cb(null, res);
+      },
+      (err: unknown) => {
+        const st = toStatus(err);
+        this.telemetry.rpc(methodOf(call), st.code);
+        cb(st);
+      },
+    );
+  }
 
   unary<Req, Res>(fn: (req: Req, tenant: string, call: ServerUnaryCall<Req, Res>) => Promise<Res>): handleUnaryCall<Req, Res> {
-    return (call, cb) => {
-      void (async () => fn(call.request, this.auth.authenticate(call.metadata), call))().then(
-        (res) => cb(null, res),
-        (err: unknown) => cb(toStatus(err)),
-      );
-    };
+    return (call, cb) => this.answer(call, cb, (async () => fn(call.request, this.tenantOf(call), call))());
   }
 
   /** A client stream answered once; the handler resolves with the response or rejects. */
   clientStream<Req, Res>(fn: (call: ServerReadableStream<Req, Res>, tenant: string) => Promise<Res>): handleClientStreamingCall<Req, Res> {
-    return (call, cb) => {
-      void (async () => fn(call, this.auth.authenticate(call.metadata)))().then(
-        (res) => cb(null, res),
-        (err: unknown) => cb(toStatus(err)),
-      );
-    };
+    return (call, cb) => this.answer(call, cb, (async () => fn(call, this.tenantOf(call)))());
   }
 
   /** A server stream: the handler writes and ends it; a rejection ends it with a status. */
   serverStream<Req, Res>(fn: (call: ServerWritableStream<Req, Res>, tenant: string) => Promise<void>): handleServerStreamingCall<Req, Res> {
     return (call) => {
-      void (async () => fn(call, this.auth.authenticate(call.metadata)))().catch((err: unknown) => failStream(call, err));
+      void (async () => fn(call, this.tenantOf(call)))().then(
+        () => this.telemetry.rpc(methodOf(call), status.OK),
+        (err: unknown) => {
+          const st = toStatus(err);
+          this.telemetry.rpc(methodOf(call), st.code);
+          failStream(call, st);
+        },
+      );
     };
   }
 
@@ -70,7 +105,7 @@ export class Edge {
   bidi<Req, Res>(fn: (call: ServerDuplexStream<Req, Res>, tenant: string, fail: (err: unknown) => void) => void | Promise<void>): handleBidiStreamingCall<Req, Res> {
     return (call) => {
       const fail = (err: unknown) => failStream(call, err);
-      void (async () => fn(call, this.auth.authenticate(call.metadata), fail))().catch(fail);
+      void (async () => fn(call, this.tenantOf(call), fail))().catch(fail);
     };
   }
 }

@@ -15,6 +15,7 @@ import {
   type ListToolsRequest,
 } from '../../../gen/tether/v1/gateway_pb';
 import type { TokenAuthenticator } from '../auth';
+import { Telemetry } from '../observability/Telemetry';
 import type { GatewayConfig } from '../config';
 import { GatewayError, notFound } from '../errors';
 import type { RunManager } from '../runs/RunManager';
@@ -30,8 +31,8 @@ import { workspaceRelative } from './workspacePath';
 
 const GET_CHUNK = 64 * 1024;
 
-export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, config: GatewayConfig): UntypedServiceImplementation {
-  const edge = new Edge(auth);
+export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, config: GatewayConfig, telemetry = Telemetry.off): UntypedServiceImplementation {
+  const edge = new Edge(auth, telemetry);
   const invoker = new ToolInvoker();
 
   return {
@@ -103,7 +104,7 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       call.end();
     }),
 
-    callTool: edge.bidi((call, tenant, fail) => serveCallTool(call, tenant, fail, { runs, invoker, questionTimeoutSeconds: config.questions.timeoutSeconds })),
+    callTool: edge.bidi((call, tenant, fail) => serveCallTool(call, tenant, fail, { runs, invoker, questionTimeoutSeconds: config.questions.timeoutSeconds, telemetry })),
 
     ...workerHandlers(runs, edge),
   };

@@ -9,6 +9,7 @@ import { logger } from '../log';
 import { LABELS, type Sandbox, type SandboxProvider, type SandboxUsage } from '../sandbox/provider';
 import { Tenancy } from '../tenancy/Tenancy';
 import type { Reserved } from '../tenancy/quota';
+import { Telemetry } from '../observability/Telemetry';
 import { RunnerClient } from './RunnerClient';
 import { EgressService } from '../egress/service';
 import { TemplateCatalog } from '../templates/catalog';
@@ -31,10 +32,12 @@ export class RunManager {
   constructor(
     private readonly config: GatewayConfig,
     readonly provider: SandboxProvider,
+    private readonly telemetry: Telemetry = Telemetry.off,
   ) {
     this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
     this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
     this.egress = new EgressService(config);
+    telemetry.watchRuns({ states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const), usage: () => this.usageByTenant() });
   }
 
   /** Checks a CreateRun request against the server's rules before anything starts. */
@@ -94,9 +97,11 @@ export class RunManager {
     // and a refusal leaves nothing behind.
     this.tenancy.checkQuota(tenant, this.reservedBy(tenant), spec.limits);
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date());
+    const began = performance.now();
     const started = this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
     this.runs.set(run.runId, run);
     await started;
+    this.telemetry.runCreated(run, performance.now() - began, hostWorkspace !== undefined);
     return run;
   }
 
@@ -189,7 +194,22 @@ export class RunManager {
   private failed(run: RunRecord, reason: string, left: { runner?: RunnerClient } | undefined): void {
     if (!left) return;
     logger.warn({ runId: run.runId, tenant: run.tenant, reason }, 'run failed');
+    this.telemetry.runFailed(run, reason);
     left.runner?.dispose();
+  }
+
+  /** What each live run uses now; a run whose provider cannot say (or takes over 2 s) is left out. */
+  private async usageByTenant(): Promise<{ tenant: string; memoryBytes: number; cpuSeconds: number }[]> {
+    const live = [...this.runs.values()].filter((r) => r.live && r.sandbox?.usage);
+    const read = await Promise.all(
+      live.map((r) =>
+        Promise.race([r.sandbox!.usage!(), new Promise<undefined>((res) => setTimeout(() => res(undefined), 2000).unref())]).then(
+          (u) => (u ? { tenant: r.tenant, memoryBytes: u.memoryBytes, cpuSeconds: u.cpuMillis / 1000 } : undefined),
+          () => undefined,
+        ),
+      ),
+    );
+    return read.filter((u) => u !== undefined);
   }
 
   /** Another tenant's run is indistinguishable from one that does not exist. */
@@ -224,13 +244,16 @@ export class RunManager {
 
   async delete(tenant: string, runId: string): Promise<void> {
     const run = this.get(tenant, runId);
+    const before = run.state;
     await this.stopRun(run, '');
     this.runs.delete(runId);
+    this.telemetry.runDeleted(run, before);
   }
 
   /** Stops a run for `why` (empty for a plain delete) and removes (or only stops) its sandbox. */
   private async stopRun(run: RunRecord, why: string, remove = true): Promise<void> {
     const left = run.stop(why);
+    if (left.state !== 'STOPPED') this.telemetry.runStopped(run);
     if (left.state === 'STARTING' || left.state === 'READY') {
       await left.runner?.shutdown(1500);
       left.runner?.dispose();

@@ -114,7 +114,7 @@ export class RunnerClient {
     });
   }
 
-  async callTool(tool: string, args: Record<string, unknown>, surface: CallerSurface, hooks: CallHooks, signal: AbortSignal): Promise<ToolResult> {
+  async callTool(tool: string, args: Record<string, unknown>, surface: CallerSurface, hooks: CallHooks, signal: AbortSignal, traceparent?: string): Promise<ToolResult> {
     if (this.gone) throw this.gone;
     this.lastActivity = Date.now();
     const callId = randomUUID();
@@ -124,7 +124,7 @@ export class RunnerClient {
     try {
       return await new Promise<ToolResult>((resolve, reject) => {
         this.calls.set(callId, { hooks, reject });
-        const params: CallToolParams = { callId, tool, arguments: args, surface };
+        const params: CallToolParams = { callId, tool, arguments: args, surface, ...(traceparent ? { traceparent } : {}) };
         this.connection.sendRequest(CallToolRequest.type, params, cts.token).then(resolve, reject);
       });
     } finally {

@@ -193,6 +193,7 @@ export class DockerProvider implements SandboxProvider {
       exited,
       putArchive: (rel, tar) => this.putArchive(container, rel, tar),
       getArchive: (rel) => this.getArchive(container, rel),
+      usage: () => this.usage(container.id),
     };
   }
 
@@ -393,3 +394,4 @@ export class DockerProvider implements SandboxProvider {
     this.events = undefined;
   }
 }
+

@@ -3,7 +3,7 @@ import { promises as fs, existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { logger } from '../log';
-import type { Sandbox, SandboxExit, SandboxInfo, SandboxProvider, SandboxSpec } from './provider';
+import type { Sandbox, SandboxExit, SandboxInfo, SandboxProvider, SandboxSpec, SandboxUsage } from './provider';
 import { extractConfined, packConfined } from './safeTar';
 
 /** The built runner entry point, found relative to this file in dist/. */
@@ -69,6 +69,7 @@ export class ProcessProvider implements SandboxProvider {
         (packConfined(c.workspace, rel) as Readable).pipe(out);
         return out;
       },
+      usage: () => processUsage(c.proc.pid),
     };
   }
 
@@ -103,4 +104,15 @@ export class ProcessProvider implements SandboxProvider {
   async close(): Promise<void> {
     await Promise.all([...this.children.keys()].map((id) => this.remove(id)));
   }
+}
+
+/** The runner process's own resident memory and CPU time, from /proc (Linux; its children are not counted). */
+async function processUsage(pid: number | undefined): Promise<SandboxUsage> {
+  if (!pid) throw new Error('the runner process has no pid');
+  const [status, stat] = await Promise.all([fs.readFile(`/proc/${pid}/status`, 'utf8'), fs.readFile(`/proc/${pid}/stat`, 'utf8')]);
+  const rssKb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0);
+  // Fields after the command name, which may hold spaces: utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return { diskBytes: 0, memoryBytes: rssKb * 1024, cpuMillis: ticks * 10 };
 }

@@ -47,6 +47,8 @@ export interface Sandbox {
   putArchive(relDir: string, tar: Readable): Promise<void>;
   /** A tar stream of a workspace-relative path. */
   getArchive(relPath: string): Promise<Readable>;
+  /** Its memory and CPU use now, when the provider can report them (read at metrics scrape time). */
+  usage?(): Promise<SandboxUsage>;
 }
 
 /** What a sandbox uses now: for billing and warnings, not for enforcement. */

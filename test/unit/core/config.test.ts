@@ -45,6 +45,9 @@ test("the schema's defaults are the built-in config", () => {
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },
     templates: { allowed: {} },
     egress: { allowed: {}, testHosts: {} },
+    metrics: { listen: '' },
+    tracing: { otlpEndpoint: '', serviceName: 'tether-gateway' },
+    audit: { path: '' },
     runner: {},
   });
   const a = defaultConfig();

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
-import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { Metadata, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { MessageConnection, CancellationToken } from 'vscode-jsonrpc/node';
 import {
   CallToolInputSchema,
@@ -23,6 +23,7 @@ type In = MessageInitShape<typeof CallToolInputSchema>['msg'];
 
 /** The gRPC side of one CallTool stream, as the handler sees it; records what is written. */
 class FakeCall extends EventEmitter {
+  readonly metadata = new Metadata();
   readonly out: Out[] = [];
   cancelled = false;
   destroyed = false;

@@ -42,7 +42,10 @@ async function session(runs: RunManager, telemetry: Telemetry, n: number, from: 
 test('label cardinality: the series of 1,000 runs are those of 10 runs (no run ids, no client tool names)', async () => {
   const metrics = new Metrics({ defaults: false });
   const telemetry = new Telemetry(metrics);
-  const runs = new RunManager(testConfig({ maxPerTenant: 5000 }), new FakeProvider(), telemetry);
+  // Unbounded creates and memory: this test is about label cardinality, not tenancy.
+  const config = testConfig({ maxPerTenant: 5000 });
+  config.tenancy = { ...config.tenancy, default: { createRun: { perSecond: 1e6, burst: 1e6 }, memoryMb: 1e9, cpuMillis: 1e9, diskMb: 1e9 } };
+  const runs = new RunManager(config, new FakeProvider(), telemetry);
   await session(runs, telemetry, 10, 0);
   const after10 = await seriesCount(metrics);
   await session(runs, telemetry, 990, 10);

@@ -149,14 +149,16 @@ test('code in the run cannot read the secret: not in the environment, files, /pr
   const secret = (await runSecret(t.config.stateDir, runId)).toString('hex');
   const probe = [
     'import os, glob',
-    `secret = "${secret}"[::-1][::-1]`,
+    // Written backwards: the probe's own source must not hold the secret it looks for.
+    `secret = "${[...secret].reverse().join('')}"[::-1]`,
     'found, denied = [], []',
     'for p in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/run/tether/*"):',
     '    try:',
     '        with open(p, "rb") as f: data = f.read(1 << 20)',
     '        if secret.encode() in data or bytes.fromhex(secret) in data: found.append(p)',
     '    except Exception as e: denied.append(p)',
-    'runner = [d for d in glob.glob("/proc/[0-9]*") if b"runner/src/main.js" in open(d + "/cmdline", "rb").read()]',
+    // The runner itself (not the init that started it, which holds no secret).
+    'runner = [d for d in glob.glob("/proc/[0-9]*") if open(d + "/cmdline", "rb").read().split(b"\\0")[:2] == [b"node", b"/opt/tether/dist/runner/src/main.js"]]',
     'mem = []',
     'for d in runner:',
     '    try:',
@@ -180,8 +182,9 @@ test('code in the run cannot read the secret: not in the environment, files, /pr
   assert.match(said, /ENVSECRET False/, said);
   assert.match(said, /MEM \['denied'\]/, said);
   // The same from a process the engine starts in the container as the run's user.
-  const exec = await execIn(await containerOf(runId), ['sh', '-c', `grep -l ${secret} /proc/*/environ /proc/*/cmdline 2>/dev/null; echo done`]);
-  assert.equal(exec.stdout.trim(), 'done', exec.stdout);
+  const scan = 'import glob, sys\ns = sys.argv[1][::-1].encode()\nfor p in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):\n  try:\n    if s in open(p, "rb").read(): print(p)\n  except OSError: pass\nprint("done")';
+  const exec = await execIn(await containerOf(runId), ['python3', '-c', scan, [...secret].reverse().join('')]);
+  assert.equal(exec.stdout.trim(), 'done', exec.stdout + exec.stderr);
   await t.alice.deleteRun(runId);
 });
 

@@ -158,7 +158,7 @@ test('code in the run cannot read the secret: not in the environment, files, /pr
     '        if secret.encode() in data or bytes.fromhex(secret) in data: found.append(p)',
     '    except Exception as e: denied.append(p)',
     // The runner itself (not the init that started it, which holds no secret).
-    'runner = [d for d in glob.glob("/proc/[0-9]*") if open(d + "/cmdline", "rb").read().split(b"\\0")[:2] == [b"node", b"/opt/tether/dist/runner/src/main.js"]]',
+    'runner = [d for d in glob.glob("/proc/[0-9]*") if open(d + "/cmdline", "rb").read().split(b"\\0")[1:2] == [b"/opt/tether/dist/runner/src/main.js"]]',
     'mem = []',
     'for d in runner:',
     '    try:',

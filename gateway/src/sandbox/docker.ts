@@ -66,12 +66,23 @@ export class DockerProvider implements SandboxProvider {
       const labels = Object.fromEntries(Object.entries(spec.labels).filter(([k]) => keep.includes(k)));
       await this.docker.createVolume({ Name: volume, Labels: labels });
     }
-    const sockets = this.config.fastPath ? await this.socketDirFor(spec.runId) : undefined;
+    let sockets = this.config.fastPath ? await this.socketDirFor(spec.runId) : undefined;
+    let noSocket: string | undefined;
     let container: Docker.Container | undefined;
     try {
-      container = await this.docker.createContainer(this.containerOptions(spec, image, volume, sockets)).catch((err) => {
-        if (status(err) === 404) throw new Error(`runner image ${image} not found: run scripts/setup.sh (or \`tether doctor\`)`);
-        throw err;
+      const createIt = () =>
+        this.docker.createContainer(this.containerOptions(spec, image, volume, sockets)).catch((err) => {
+          if (status(err) === 404) throw new Error(`runner image ${image} not found: run scripts/setup.sh (or \`tether doctor\`)`);
+          throw err;
+        });
+      container = await createIt().catch(async (err: Error) => {
+        // A gateway in a container whose state directory is not the host's: the engine finds
+        // no such directory to mount. The run goes on over stdio.
+        if (!sockets || !/bind source path does not exist/.test(err.message)) throw err;
+        noSocket = `the engine cannot mount ${sockets} (mount the state directory at the same path on the host and in the gateway's container)`;
+        await fs.rm(sockets, { recursive: true, force: true }).catch(() => undefined);
+        sockets = undefined;
+        return createIt();
       });
       // Attach before start: nothing the runner writes can be missed.
       let started!: () => void;
@@ -82,7 +93,7 @@ export class DockerProvider implements SandboxProvider {
       started();
       // The boot line is the only time the secret is sent: on the runner's own stdin.
       const hello = await bootRunner(attached.stdin, attached.stdout, sandbox.secret, sockets ? { unix: `${SOCKET_DIR}/${SOCKET_NAME}` } : {}, this.config.runs.startTimeoutSeconds * 1000);
-      if (!sockets) return { ...sandbox, noSocketReason: 'fastPath is off' };
+      if (!sockets) return { ...sandbox, noSocketReason: noSocket ?? 'fastPath is off' };
       if (!hello.listening.unix) return { ...sandbox, noSocketReason: hello.errors.join('; ') || 'the runner did not listen' };
       // Under a runtime that keeps sockets inside the sandbox (gVisor without --host-uds) the
       // host sees no socket file: stdio then.

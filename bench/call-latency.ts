@@ -1,7 +1,8 @@
 /**
  * Round trip of a trivial tool call (read of a 1-line file) through
  * gRPC → gateway → runner → back, next to a bare grpc-js unary echo measured in the same run.
- * Usage: node dist/bench/call-latency.js [calls] [provider]
+ * Under docker, the socket fast path and the stdio fallback (the engine's attach) side by side.
+ * Usage: node dist/bench/call-latency.js [calls] [provider] [runtime]
  */
 import * as grpc from '@grpc/grpc-js';
 import { startTestGateway } from '../test/helpers/gateway';
@@ -9,6 +10,7 @@ import { summary, timeIt, writeResult } from './lib';
 
 const CALLS = Number(process.argv[2] ?? 10_000);
 const PROVIDER = (process.argv[3] ?? 'process') as 'process' | 'docker';
+const RUNTIME = process.argv[4] ?? '';
 
 async function echoBaseline(n: number): Promise<number[]> {
   const def: grpc.ServiceDefinition = {
@@ -37,8 +39,9 @@ async function echoBaseline(n: number): Promise<number[]> {
   return samples;
 }
 
-async function toolCalls(n: number): Promise<number[]> {
-  const t = await startTestGateway({ provider: PROVIDER });
+async function toolCalls(n: number, fastPath: boolean): Promise<number[]> {
+  const base = await import('../gateway/src/config').then((m) => m.defaultConfig().docker);
+  const t = await startTestGateway({ provider: PROVIDER, fastPath, docker: { ...base, image: process.env.TETHER_IMAGE || base.image, runtime: RUNTIME } });
   try {
     const run = await t.alice.createRun({ conversationId: 'bench' });
     await t.alice.putFileMap(run.runId, { 'bench.txt': 'hello\n' });
@@ -58,15 +61,19 @@ async function toolCalls(n: number): Promise<number[]> {
 
 async function main() {
   const echo = await echoBaseline(CALLS);
-  const tool = await toolCalls(CALLS);
+  const c = summary(await toolCalls(CALLS, true));
+  const viaStdio = summary(await toolCalls(CALLS, false));
   const e = summary(echo);
-  const c = summary(tool);
-  writeResult(`call-latency-${PROVIDER}`, {
-    description: `sequential calls over loopback, ${CALLS} each, after 200 warm-up calls`,
+  writeResult(`call-latency-${PROVIDER}${RUNTIME ? `-${RUNTIME}` : ''}`, {
+    description: `sequential calls over loopback, ${CALLS} each, after 200 warm-up calls; fast path (runner socket) and stdio fallback`,
     provider: PROVIDER,
+    runtime: RUNTIME || 'engine default',
     bareGrpcUnaryEchoMs: e,
     tetherReadCallMs: c,
+    tetherReadCallStdioMs: viaStdio,
     overheadP50Ms: Math.round((c.p50 - e.p50) * 1000) / 1000,
+    ratioP50: Math.round((c.p50 / e.p50) * 100) / 100,
+    ratioP50Stdio: Math.round((viaStdio.p50 / e.p50) * 100) / 100,
   });
 }
 

@@ -55,7 +55,7 @@ if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}
   as_root node -e '
     const fs = require("fs"); const f = "/etc/docker/daemon.json";
     const cfg = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8")) : {};
-    cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--platform=ptrace", "--network=none"] } };
+    cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } };
     fs.writeFileSync(f, JSON.stringify(cfg, null, 2) + "\n");'
   as_root kill -HUP "$(pgrep -xo dockerd)"   # reloads the runtimes without a restart
   for _ in $(seq 1 20); do docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' && break; sleep 0.5; done

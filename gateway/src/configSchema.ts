@@ -66,6 +66,11 @@ export const configSchema = Type.Object(
       docDefault: '`$TMPDIR/tether`',
       description: 'where the process provider keeps workspaces and the docker provider the runs\' disk images',
     }),
+    fastPath: Type.Boolean({
+      default: true,
+      env: 'TETHER_FAST_PATH',
+      description: "reach runners through a Unix socket in `<stateDir>/sockets/` instead of the engine's attach (falls back to stdio where the socket cannot be used)",
+    }),
     limits: Type.Object(
       {
         default: limits('per-run default:', 2048, 2000, 512, 2048),

@@ -22,7 +22,7 @@ export async function createProvider(config: GatewayConfig): Promise<SandboxProv
   if (config.provider === 'process') {
     if (!config.allowProcessProvider) throw new Error('the process provider is disabled (allowProcessProvider is false)');
     logger.warn('using the process provider: tools run WITHOUT isolation (development only)');
-    return new ProcessProvider(config.stateDir);
+    return new ProcessProvider(config.stateDir, config.fastPath);
   }
   const { DockerProvider } = await import('./sandbox/docker');
   return new DockerProvider(config);

@@ -2,8 +2,6 @@ import { randomUUID } from 'node:crypto';
 import {
   CancellationTokenSource,
   createMessageConnection,
-  StreamMessageReader,
-  StreamMessageWriter,
   type MessageConnection,
 } from 'vscode-jsonrpc/node';
 import { AskRequest, BridgeRequest, ProgressNotification, type QuestionCard, type QuestionOutcome } from '../../../protocol/src/calls';
@@ -21,6 +19,8 @@ import {
 import { CallToolRequest, type CallToolParams, type CallerSurface, type ToolResult } from '../../../protocol/src/tools';
 import type { Sandbox } from '../sandbox/provider';
 import { logger } from '../log';
+import type { Channel } from './connection/channel';
+import { RunnerLink } from './connection/RunnerLink';
 
 /** What the gateway does for a call while the runner works on it. */
 export interface CallHooks {
@@ -31,33 +31,91 @@ export interface CallHooks {
 
 export class RunnerGoneError extends Error {}
 
-/** The gateway's end of one runner's JSON-RPC connection. */
+const RECONNECT_ATTEMPTS = 5;
+
+/**
+ * The gateway's end of one runner: one multiplexed JSON-RPC connection at a time, over the
+ * runner's socket where it has one, else its stdio. A socket connection that drops while the
+ * runner lives is opened again: calls in flight on it end UNAVAILABLE, calls not yet sent
+ * wait for the new connection.
+ */
 export class RunnerClient {
-  private readonly connection: MessageConnection;
-  private readonly calls = new Map<string, { hooks: CallHooks; reject: (e: Error) => void }>();
+  private connection: MessageConnection | undefined;
+  private ready: Promise<MessageConnection>;
+  private readonly link: RunnerLink;
+  private readonly calls = new Map<string, { hooks: CallHooks; reject: (e: Error) => void; on?: MessageConnection }>();
   private gone: Error | undefined;
+  private initParams: InitializeParams | undefined;
   private readonly eventListeners: ((e: RunEventParams) => void)[] = [];
   private readonly goneListeners: ((err: Error) => void)[] = [];
   lastActivity = Date.now();
+  /** The transport in use: `unix`, `tcp` or `stdio`. */
+  transport: Channel['kind'] | undefined;
 
   constructor(readonly sandbox: Sandbox) {
-    this.connection = createMessageConnection(new StreamMessageReader(sandbox.stdout), new StreamMessageWriter(sandbox.stdin));
-    this.connection.onNotification(ProgressNotification.type, (p) => this.calls.get(p.callId)?.hooks.progress(p.text));
-    this.connection.onRequest(AskRequest.type, async (p) => {
+    this.link = new RunnerLink(sandbox);
+    this.ready = this.open();
+    this.ready.catch((err: Error) => this.fail(err instanceof RunnerGoneError ? err : new RunnerGoneError(err.message)));
+    void sandbox.exited.then((exit) => this.fail(new RunnerGoneError(exit.reason)));
+  }
+
+  private async open(): Promise<MessageConnection> {
+    const channel = await this.link.open();
+    if (this.gone) {
+      channel.close();
+      throw this.gone;
+    }
+    const connection = createMessageConnection(channel.reader, channel.writer);
+    connection.onNotification(ProgressNotification.type, (p) => this.calls.get(p.callId)?.hooks.progress(p.text));
+    connection.onRequest(AskRequest.type, async (p) => {
       const call = this.calls.get(p.callId);
       if (!call) return { kind: 'unavailable', reason: 'the call that asked has ended' };
       return call.hooks.ask(p.card);
     });
-    this.connection.onRequest(BridgeRequest.type, async (p) => {
+    connection.onRequest(BridgeRequest.type, async (p) => {
       const call = this.calls.get(p.callId);
       if (!call) return { content: [{ type: 'text', text: 'the call that made this bridged call has ended' }], isError: true };
       return call.hooks.bridge(p.tool, p.arguments);
     });
-    this.connection.onNotification(RunEventNotification.type, (e) => this.eventListeners.forEach((l) => l(e)));
-    this.connection.onError(([err]) => logger.warn({ runId: sandbox.runId, err: err.message }, 'runner connection error'));
-    this.connection.onClose(() => this.fail(new RunnerGoneError('the runner connection closed')));
-    this.connection.listen();
-    void sandbox.exited.then((exit) => this.fail(new RunnerGoneError(exit.reason)));
+    connection.onNotification(RunEventNotification.type, (e) => this.eventListeners.forEach((l) => l(e)));
+    connection.onError(([err]) => logger.warn({ runId: this.sandbox.runId, err: err.message }, 'runner connection error'));
+    connection.onClose(() => this.dropped(connection, channel));
+    connection.listen();
+    channel.resume();
+    this.connection = connection;
+    this.transport = channel.kind;
+    // A new connection watches run events only once it initialized (the runner answers with the same tools).
+    if (this.initParams) await connection.sendRequest(InitializeRequest.type, this.initParams);
+    return connection;
+  }
+
+  private dropped(connection: MessageConnection, channel: Channel): void {
+    channel.close();
+    if (this.gone || this.connection !== connection) return;
+    this.connection = undefined;
+    for (const [id, c] of this.calls) {
+      if (c.on !== connection) continue;
+      c.reject(new RunnerGoneError('the connection to the runner dropped'));
+      this.calls.delete(id);
+    }
+    if (!this.link.reconnectable) return this.fail(new RunnerGoneError('the runner connection closed'));
+    logger.warn({ runId: this.sandbox.runId }, 'runner connection dropped; reconnecting');
+    this.ready = this.reconnect();
+    this.ready.catch((err: Error) => this.fail(err instanceof RunnerGoneError ? err : new RunnerGoneError(err.message)));
+  }
+
+  private async reconnect(): Promise<MessageConnection> {
+    let last: Error | undefined;
+    for (let i = 0; i < RECONNECT_ATTEMPTS; i++) {
+      await new Promise((r) => setTimeout(r, 50 * 2 ** i));
+      if (this.gone) throw this.gone;
+      try {
+        return await this.open();
+      } catch (err) {
+        last = err as Error;
+      }
+    }
+    throw new RunnerGoneError(`could not reconnect to the runner: ${last?.message}`);
   }
 
   /** Ends every pending call at once: a dead runner must never leave a client waiting. */
@@ -66,7 +124,7 @@ export class RunnerClient {
     this.gone = err;
     for (const c of this.calls.values()) c.reject(err);
     this.calls.clear();
-    this.connection.dispose();
+    this.connection?.dispose();
     this.goneListeners.forEach((l) => l(err));
   }
 
@@ -90,16 +148,17 @@ export class RunnerClient {
 
   /** The runner's tools, once it has started; gives up after `timeoutMs`. */
   async initialize(params: InitializeParams, timeoutMs: number): Promise<InitializeResult> {
-    return this.request(this.connection.sendRequest(InitializeRequest.type, params), timeoutMs);
+    this.initParams = params;
+    return this.request((c) => c.sendRequest(InitializeRequest.type, params), timeoutMs);
   }
 
   async command<P, R>(type: FamilyCommand<P, R>, payload: P): Promise<R> {
     // The runner answers each command with the reply its FamilyCommand declares.
-    return this.request(this.connection.sendRequest(CommandRequest.type, { family: type.family, command: type.command, payload })) as Promise<R>;
+    return this.request((c) => c.sendRequest(CommandRequest.type, { family: type.family, command: type.command, payload })) as Promise<R>;
   }
 
   /** A pending request that ends with the runner, or after `timeoutMs` when given. */
-  private request<T>(p: Promise<T>, timeoutMs?: number): Promise<T> {
+  private request<T>(send: (c: MessageConnection) => Promise<T>, timeoutMs?: number): Promise<T> {
     if (this.gone) return Promise.reject(this.gone);
     this.lastActivity = Date.now();
     return new Promise<T>((resolve, reject) => {
@@ -107,7 +166,12 @@ export class RunnerClient {
       // A held timer: a gateway shutting down waits out the runner's grace.
       const timer = timeoutMs === undefined ? undefined : setTimeout(() => reject(new Error(`runner did not answer within ${timeoutMs / 1000}s`)), timeoutMs);
       this.calls.set(id, { hooks: noHooks, reject });
-      p.then(resolve, reject).finally(() => {
+      this.ready.then((c) => {
+        const entry = this.calls.get(id);
+        if (!entry) return undefined;
+        entry.on = c;
+        return send(c);
+      }).then((v) => resolve(v as T), reject).finally(() => {
         this.calls.delete(id);
         clearTimeout(timer);
       });
@@ -125,7 +189,12 @@ export class RunnerClient {
       return await new Promise<ToolResult>((resolve, reject) => {
         this.calls.set(callId, { hooks, reject });
         const params: CallToolParams = { callId, tool, arguments: args, surface, ...(traceparent ? { traceparent } : {}) };
-        this.connection.sendRequest(CallToolRequest.type, params, cts.token).then(resolve, reject);
+        this.ready.then((c) => {
+          const entry = this.calls.get(callId);
+          if (!entry) return;
+          entry.on = c;
+          c.sendRequest(CallToolRequest.type, params, cts.token).then(resolve, reject);
+        }, reject);
       });
     } finally {
       signal.removeEventListener('abort', onAbort);
@@ -141,7 +210,7 @@ export class RunnerClient {
 
   async shutdown(timeoutMs = 3000): Promise<void> {
     if (this.gone) return;
-    await this.request(this.connection.sendRequest(ShutdownRequest.type), timeoutMs).catch(() => undefined);
+    await this.request((c) => c.sendRequest(ShutdownRequest.type), timeoutMs).catch(() => undefined);
   }
 
   /** Lets go of the runner on purpose: pending calls end, but nobody is told it failed. */

@@ -1,9 +1,10 @@
 import Docker from 'dockerode';
-import { createReadStream } from 'node:fs';
+import { createReadStream, existsSync, promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config';
 import { logger } from '../log';
+import { bootRunner, runSecret, socketDir } from './boot';
 import { resolveImage } from './image';
 import { EGRESS_MOUNT, egressEnvironment } from '../egress/service';
 import { LoopDisks } from './loopDisk';
@@ -18,10 +19,14 @@ const VOLUME_PREFIX = 'tether-ws-';
 const DISK_IMAGE_LABEL = 'dev.tether.disk-image';
 /** /dev/shm: memory-backed like /tmp, and small (Docker's own default). */
 const SHM_BYTES = 64 * 1024 * 1024;
+/** Where the run's socket directory is mounted inside the container. */
+const SOCKET_DIR = '/run/tether';
+const SOCKET_NAME = 'runner.sock';
 
 interface Live {
   runId: string;
-  stream: Duplex;
+  /** The engine's attach to the runner's stdio, when one was made. */
+  stream?: Duplex;
   /** Set when the engine reported an OOM event in this container's cgroup. */
   oom: boolean;
   abort: AbortController;
@@ -67,23 +72,46 @@ export class DockerProvider implements SandboxProvider {
     await this.watchOom();
     const volume = spec.hostWorkspace ? undefined : `${VOLUME_PREFIX}${spec.runId}`;
     const image_ = volume ? await this.createVolume(volume, spec) : undefined;
+    let sockets = this.config.fastPath ? await this.socketDirFor(spec.runId) : undefined;
+    let noSocket: string | undefined;
     let container: Docker.Container | undefined;
     try {
-      container = await this.docker.createContainer(this.containerOptions(spec, image, volume)).catch((err) => {
-        if (status(err) === 404) throw new Error(`runner image ${image} not found: run scripts/setup.sh (or \`tether doctor\`)`);
-        throw err;
+      const createIt = () =>
+        this.docker.createContainer(this.containerOptions(spec, image, volume, sockets)).catch((err) => {
+          if (status(err) === 404) throw new Error(`runner image ${image} not found: run scripts/setup.sh (or \`tether doctor\`)`);
+          throw err;
+        });
+      container = await createIt().catch(async (err: Error) => {
+        // A gateway in a container whose state directory is not the host's: the engine finds
+        // no such directory to mount. The run goes on over stdio.
+        if (!sockets || !/bind source path does not exist/.test(err.message)) throw err;
+        noSocket = `the engine cannot mount ${sockets} (mount the state directory at the same path on the host and in the gateway's container)`;
+        await fs.rm(sockets, { recursive: true, force: true }).catch(() => undefined);
+        sockets = undefined;
+        return createIt();
       });
       // Attach before start: nothing the runner writes can be missed.
       let started!: () => void;
-      const sandbox = await this.connect(container.id, spec.runId, new Promise<void>((r) => (started = r)));
+      const attached = await this.attachStdio(container.id, spec.runId);
+      const secret = await runSecret(this.config.stateDir, spec.runId);
+      const sandbox = this.sandbox(container.id, spec.runId, secret, new Promise<void>((r) => (started = r)), attached);
       await container.start();
       started();
       if (image_) this.diskImages.set(container.id, image_);
-      return sandbox;
+      // The boot line is the only time the secret is sent: on the runner's own stdin.
+      const hello = await bootRunner(attached.stdin, attached.stdout, sandbox.secret, sockets ? { unix: `${SOCKET_DIR}/${SOCKET_NAME}` } : {}, this.config.runs.startTimeoutSeconds * 1000);
+      if (!sockets) return { ...sandbox, noSocketReason: noSocket ?? 'fastPath is off' };
+      if (!hello.listening.unix) return { ...sandbox, noSocketReason: hello.errors.join('; ') || 'the runner did not listen' };
+      // Under a runtime that keeps sockets inside the sandbox (gVisor without --host-uds) the
+      // host sees no socket file: stdio then.
+      const hostSocket = path.join(sockets, SOCKET_NAME);
+      if (!existsSync(hostSocket)) return { ...sandbox, noSocketReason: `the runner listens but ${hostSocket} does not appear on this side (a runtime without host socket support?)` };
+      return { ...sandbox, socket: { path: hostSocket } };
     } catch (err) {
       if (container) await this.remove(container.id).catch(() => undefined);
       else if (volume) await this.docker.getVolume(volume).remove().catch(() => undefined);
       if (image_) await this.disks.release({ image: image_ }).catch(() => undefined);
+      if (sockets) await fs.rm(sockets, { recursive: true, force: true }).catch(() => undefined);
       throw err;
     }
   }
@@ -115,7 +143,22 @@ export class DockerProvider implements SandboxProvider {
     return disk.image;
   }
 
-  private containerOptions(spec: SandboxSpec, image: string, volume: string | undefined): Docker.ContainerCreateOptions {
+  /**
+   * The run's socket directory on this side, bind-mounted into the container. The runner's user
+   * must create its socket there; the handshake, not the mode, keeps other processes out. A
+   * gateway in a container needs the state directory at the same path as on the host.
+   */
+  private async socketDirFor(runId: string): Promise<string> {
+    const dir = socketDir(this.config.stateDir, runId);
+    await fs.mkdir(path.dirname(dir), { recursive: true, mode: 0o711 });
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+    const { uid, gid } = this.user;
+    if (process.getuid?.() === 0) await fs.chown(dir, uid, gid);
+    else await fs.chmod(dir, 0o777);
+    return dir;
+  }
+
+  private containerOptions(spec: SandboxSpec, image: string, volume: string | undefined, sockets?: string): Docker.ContainerCreateOptions {
     const { limits } = spec;
     const memory = limits.memoryMb * 1024 * 1024;
     const { uid, gid } = this.user;
@@ -159,13 +202,14 @@ export class DockerProvider implements SandboxProvider {
             : { Type: 'bind', Source: spec.hostWorkspace!, Target: WORKSPACE },
           // Egress is a Unix socket to the gateway's proxy; the network stays `none`.
           ...(spec.egress ? [{ Type: 'bind' as const, Source: spec.egress.socketDir, Target: EGRESS_MOUNT, ReadOnly: true }] : []),
+          ...(sockets ? [{ Type: 'bind' as const, Source: sockets, Target: SOCKET_DIR }] : []),
         ],
       },
     };
   }
 
-  /** Attaches to the container's stdio and, once it has started, watches for its end. */
-  private async connect(id: string, runId: string, started: Promise<void>): Promise<Sandbox> {
+  /** Attaches to the container's stdio through the engine. */
+  private async attachStdio(id: string, runId: string): Promise<{ stream: Duplex; stdin: Writable; stdout: PassThrough }> {
     const container = this.docker.getContainer(id);
     const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
     const stdout = new PassThrough();
@@ -180,21 +224,32 @@ export class DockerProvider implements SandboxProvider {
     stream.on('close', () => stdout.end());
     stream.on('error', (err) => stdout.destroy(err));
     stderr.on('data', (d: Buffer) => logger.debug({ runId, runner: d.toString().trimEnd() }));
+    const entry = this.live.get(id);
+    if (entry) entry.stream = stream;
+    return { stream, stdin, stdout };
+  }
+
+  /** The sandbox for a container; once it has started, watches for its end. */
+  private sandbox(id: string, runId: string, secret: Buffer, started: Promise<void>, attached?: { stream: Duplex; stdin: Writable; stdout: PassThrough }): Sandbox {
+    const container = this.docker.getContainer(id);
     const abort = new AbortController();
-    const entry: Live = { runId, stream, oom: false, abort };
+    const entry: Live = { runId, stream: attached?.stream, oom: false, abort };
     this.live.set(id, entry);
     const exited = started.then(() => this.waitExit(container, entry));
-    return {
+    let stdio = attached ? Promise.resolve(attached) : undefined;
+    const sandbox = {
       id,
       runId,
       workspacePath: WORKSPACE,
-      stdin,
-      stdout,
+      secret,
+      // Only where the socket cannot be used does the engine carry the runner's stdio.
+      stdio: () => (stdio ??= this.attachStdio(id, runId)),
       exited,
-      putArchive: (rel, tar) => this.putArchive(container, rel, tar),
-      getArchive: (rel) => this.getArchive(container, rel),
+      putArchive: (rel: string, tar: Readable) => this.putArchive(container, rel, tar),
+      getArchive: (rel: string) => this.getArchive(container, rel),
       usage: () => this.usage(container.id),
     };
+    return sandbox;
   }
 
   private async waitExit(container: Docker.Container, entry: Live): Promise<SandboxExit> {
@@ -207,7 +262,7 @@ export class DockerProvider implements SandboxProvider {
       if (status(err) === 404) return { reason: 'the container was removed', oomKilled: entry.oom, exitCode: null };
       return { reason: `lost track of the container: ${(err as Error).message}`, oomKilled: entry.oom, exitCode: null };
     } finally {
-      entry.stream.destroy();
+      entry.stream?.destroy();
     }
     const info = await container.inspect().catch(() => undefined);
     const oomKilled = entry.oom || !!info?.State?.OOMKilled;
@@ -297,7 +352,11 @@ export class DockerProvider implements SandboxProvider {
     const info = await this.docker.getContainer(id).inspect();
     if (!info.State.Running) throw new Error(`container ${id} is not running`);
     const runId = info.Config.Labels?.[LABELS.runId] ?? '';
-    return this.connect(id, runId, Promise.resolve());
+    const sandbox = this.sandbox(id, runId, await runSecret(this.config.stateDir, runId), Promise.resolve());
+    // A restarted gateway reaches the runner through its socket again, without the engine.
+    const hostSocket = path.join(socketDir(this.config.stateDir, runId), SOCKET_NAME);
+    if (this.config.fastPath && existsSync(hostSocket)) return { ...sandbox, socket: { path: hostSocket } };
+    return { ...sandbox, noSocketReason: this.config.fastPath ? `no socket at ${hostSocket}` : 'fastPath is off' };
   }
 
   async stop(id: string): Promise<void> {
@@ -311,6 +370,8 @@ export class DockerProvider implements SandboxProvider {
     const volume = info?.Mounts?.find((m) => m.Type === 'volume' && m.Destination === WORKSPACE && m.Name?.startsWith(VOLUME_PREFIX))?.Name;
     if (volume) await this.removeVolume(volume);
     this.diskImages.delete(id);
+    const runId = info?.Config?.Labels?.[LABELS.runId];
+    if (runId) await fs.rm(socketDir(this.config.stateDir, runId), { recursive: true, force: true }).catch(() => undefined);
     this.release(id);
   }
 
@@ -383,7 +444,7 @@ export class DockerProvider implements SandboxProvider {
     if (!entry) return;
     this.live.delete(id);
     entry.abort.abort();
-    entry.stream.destroy();
+    entry.stream?.destroy();
   }
 
   /** Detaches from every container; the runs themselves are stopped by the run manager. */

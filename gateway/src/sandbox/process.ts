@@ -3,6 +3,7 @@ import { promises as fs, existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { logger } from '../log';
+import { bootRunner, runSecret, socketDir } from './boot';
 import type { Sandbox, SandboxExit, SandboxInfo, SandboxProvider, SandboxSpec, SandboxUsage } from './provider';
 import { extractConfined, packConfined } from './safeTar';
 
@@ -15,6 +16,9 @@ export function runnerEntry(): string {
 
 interface Child {
   proc: ChildProcess;
+  secret: Buffer;
+  socket?: { path: string };
+  noSocketReason?: string;
   spec: SandboxSpec;
   workspace: string;
   ownsWorkspace: boolean;
@@ -29,7 +33,7 @@ export class ProcessProvider implements SandboxProvider {
   readonly name = 'process';
   private readonly children = new Map<string, Child>();
 
-  constructor(private readonly stateDir: string) {}
+  constructor(private readonly stateDir: string, private readonly fastPath = true) {}
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
     const ownsWorkspace = !spec.hostWorkspace;
@@ -48,7 +52,20 @@ export class ProcessProvider implements SandboxProvider {
       proc.once('error', (err) => resolve({ reason: `runner failed to start: ${err.message}`, oomKilled: false, exitCode: null }));
     });
     proc.stderr!.on('data', (d: Buffer) => logger.debug({ runId: spec.runId, runner: d.toString().trimEnd() }));
-    this.children.set(id, { proc, spec, workspace, ownsWorkspace, exited });
+    const secret = await runSecret(this.stateDir, spec.runId);
+    const child: Child = { proc, spec, workspace, ownsWorkspace, exited, secret };
+    this.children.set(id, child);
+    const sockets = socketDir(this.stateDir, spec.runId);
+    if (this.fastPath) await fs.mkdir(sockets, { recursive: true, mode: 0o700 });
+    const want = this.fastPath ? path.join(sockets, 'runner.sock') : undefined;
+    try {
+      const hello = await bootRunner(proc.stdin!, proc.stdout!, secret, want ? { unix: want } : {}, 30_000);
+      if (hello.listening.unix) child.socket = { path: hello.listening.unix };
+      else child.noSocketReason = want ? hello.errors.join('; ') || 'the runner did not listen' : 'fastPath is off';
+    } catch (err) {
+      await this.remove(id).catch(() => undefined);
+      throw new Error(`the runner did not start: ${(err as Error).message}`);
+    }
     return this.sandbox(id);
   }
 
@@ -59,8 +76,10 @@ export class ProcessProvider implements SandboxProvider {
       id,
       runId: c.spec.runId,
       workspacePath: c.workspace,
-      stdin: c.proc.stdin!,
-      stdout: c.proc.stdout!,
+      secret: c.secret,
+      socket: c.socket,
+      noSocketReason: c.noSocketReason,
+      stdio: async () => ({ stdin: c.proc.stdin!, stdout: c.proc.stdout! }),
       exited: c.exited,
       putArchive: (rel, tar) => extractConfined(c.workspace, rel, tar),
       getArchive: async (rel) => {
@@ -93,6 +112,7 @@ export class ProcessProvider implements SandboxProvider {
     await this.stop(id);
     this.children.delete(id);
     if (c.ownsWorkspace) await fs.rm(c.workspace, { recursive: true, force: true });
+    await fs.rm(socketDir(this.stateDir, c.spec.runId), { recursive: true, force: true });
   }
 
   async list(labels: Record<string, string>): Promise<SandboxInfo[]> {

@@ -33,14 +33,20 @@ export interface SandboxExit {
   exitCode: number | null;
 }
 
-/** One live sandbox: the runner's stdio and the workspace's files. */
+/** One live sandbox: the ways to its runner and the workspace's files. */
 export interface Sandbox {
   readonly id: string;
   readonly runId: string;
   /** The workspace path as the runner sees it. */
   readonly workspacePath: string;
-  readonly stdin: Writable;
-  readonly stdout: Readable;
+  /** The run's secret: every socket connection to the runner proves it holds it. */
+  readonly secret: Buffer;
+  /** Where the gateway reaches the runner's socket, when it has one. */
+  readonly socket?: { path: string } | { host: string; port: number };
+  /** Why there is no socket, for the log. */
+  readonly noSocketReason?: string;
+  /** The runner's stdio (attached on first use where the provider must attach). */
+  stdio(): Promise<{ stdin: Writable; stdout: Readable }>;
   /** Resolves once, when the sandbox's runner is gone. */
   readonly exited: Promise<SandboxExit>;
   /** Unpacks a tar stream into the workspace at a workspace-relative directory. */

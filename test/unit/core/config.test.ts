@@ -36,6 +36,7 @@ test("the schema's defaults are the built-in config", () => {
     allowProcessProvider: false,
     workspaceRoots: [],
     stateDir: path.join(os.tmpdir(), 'tether'),
+    fastPath: true,
     limits: { default: { memoryMb: 2048, cpuMillis: 2000, pids: 512, diskMb: 2048 }, max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096, diskMb: 20480 } },
     maxMessageBytes: 16 * 1024 * 1024,
     maxPutFilesBytes: 1024 * 1024 * 1024,

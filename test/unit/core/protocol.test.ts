@@ -25,7 +25,7 @@ test('the method names on the wire stay as they are: a restarted gateway re-atta
 function connected() {
   const down = new PassThrough();
   const up = new PassThrough();
-  const sandbox = { id: 's', runId: 'r', workspacePath: '/w', stdin: down, stdout: up, exited: new Promise(() => undefined) } as unknown as Sandbox;
+  const sandbox = { id: 's', runId: 'r', workspacePath: '/w', secret: Buffer.alloc(32), stdio: async () => ({ stdin: down, stdout: up }), exited: new Promise(() => undefined) } as unknown as Sandbox;
   const client = new RunnerClient(sandbox);
   const runner = createMessageConnection(new StreamMessageReader(down), new StreamMessageWriter(up));
   const run = new RunContext({ runId: 'r', conversationId: 'c', workspace: tempWorkspace(), features: NO_FEATURES, settings: {} });

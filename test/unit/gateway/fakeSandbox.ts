@@ -45,6 +45,12 @@ export class FakeSandbox implements Sandbox {
   }
 
   readonly workspacePath = '/workspace';
+  readonly secret = Buffer.alloc(32);
+  readonly noSocketReason = 'a fake sandbox has stdio only';
+
+  async stdio(): Promise<{ stdin: PassThrough; stdout: PassThrough }> {
+    return { stdin: this.stdin, stdout: this.stdout };
+  }
 
   private connect(): void {
     this.runner = createMessageConnection(new StreamMessageReader(this.stdin), new StreamMessageWriter(this.stdout));

@@ -1,0 +1,38 @@
+import { logger } from '../../log';
+import type { Sandbox } from '../../sandbox/provider';
+import { connectSocket, connectStdio, type Channel } from './channel';
+
+/**
+ * Opens connections to one run's runner: through its socket when the sandbox has one (no
+ * engine in the path), else through its stdio. Why the socket could not be used is logged
+ * once per run; stdio, once taken, is the run's transport from then on.
+ */
+export class RunnerLink {
+  private fellBack = false;
+
+  constructor(readonly sandbox: Sandbox) {}
+
+  async open(): Promise<Channel> {
+    const { socket, secret } = this.sandbox;
+    if (socket && !this.fellBack) {
+      try {
+        return await connectSocket(socket, secret);
+      } catch (err) {
+        this.fallBack(`connecting to the runner's socket failed: ${(err as Error).message}`);
+      }
+    } else if (!this.fellBack) {
+      this.fallBack(this.sandbox.noSocketReason ?? 'the sandbox has no socket');
+    }
+    return connectStdio(this.sandbox);
+  }
+
+  /** Whether a dropped connection can be opened again (a stdio stream cannot). */
+  get reconnectable(): boolean {
+    return !this.fellBack;
+  }
+
+  private fallBack(reason: string): void {
+    this.fellBack = true;
+    logger.warn({ runId: this.sandbox.runId, reason }, 'runner transport: using stdio');
+  }
+}

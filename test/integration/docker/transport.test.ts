@@ -1,0 +1,227 @@
+/**
+ * The runner's connections through real Docker: the socket fast path, a second gateway on the
+ * same run, refused connections, the secret out of the run's reach, re-attach through the
+ * socket, and the stdio fallback.
+ */
+import assert from 'node:assert/strict';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { after, before, test } from 'node:test';
+import { resultText } from '../../../clients/typescript/src';
+import type { ToolResult } from '../../../protocol/src/tools';
+import { RunState } from '../../../gen/tether/v1/gateway_pb';
+import { RunnerClient, type CallHooks } from '../../../gateway/src/runs/RunnerClient';
+import { runSecret, socketDir } from '../../../gateway/src/sandbox/boot';
+import type { Sandbox } from '../../../gateway/src/sandbox/provider';
+import { startTestGateway, type TestGateway } from '../../helpers/gateway';
+import { containerOf, dockerConfig, execIn, removeInstance } from './support';
+
+let t: TestGateway;
+const instance = `transport-${process.pid}`;
+const features = { questions: { enabled: true, targetSpace: 'test' }, eval: true };
+
+before(async () => {
+  t = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance });
+});
+after(async () => {
+  await t?.close();
+  await removeInstance(instance);
+});
+
+/** The text of a result from either side: gRPC's (through the client) or the runner protocol's. */
+const text = (r: Parameters<typeof resultText>[0]) => resultText(r);
+const rpcText = (r: ToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+
+async function newRun(files: Record<string, string> = {}) {
+  const run = await t.alice.createRun({ conversationId: 'transport', features });
+  assert.equal(run.state, RunState.READY, run.error);
+  if (Object.keys(files).length) await t.alice.putFileMap(run.runId, files);
+  return run.runId;
+}
+
+const runnerOf = (runId: string) => t.gateway.runs.ready('alice', runId).runner;
+
+/** A second gateway's end of the run: the real RunnerClient, reaching the runner by its socket only. */
+async function secondGateway(runId: string, stateDir = t.config.stateDir): Promise<RunnerClient> {
+  const sandbox: Sandbox = {
+    id: `second-${runId}`,
+    runId,
+    workspacePath: '/workspace',
+    secret: await runSecret(stateDir, runId),
+    socket: { path: path.join(socketDir(stateDir, runId), 'runner.sock') },
+    stdio: () => Promise.reject(new Error('a second gateway has no stdio')),
+    exited: new Promise(() => undefined),
+    putArchive: () => Promise.reject(new Error('unused')),
+    getArchive: () => Promise.reject(new Error('unused')),
+  };
+  return new RunnerClient(sandbox);
+}
+
+const hooks = (name: string): CallHooks => ({
+  progress: () => undefined,
+  ask: async () => ({ kind: 'answered', selected: [], freeText: `answer from ${name}` }),
+  bridge: async (tool) => ({ content: [{ type: 'text', text: `bridged by ${name}: ${tool}` }], isError: false }),
+});
+
+test('the gateway reaches a Docker run through its socket, not the engine', async () => {
+  const runId = await newRun({ 'a.txt': 'hello\n' });
+  assert.equal(runnerOf(runId).transport, 'unix');
+  const out = await t.alice.callTool(runId, 'read', { path: 'a.txt' });
+  assert.match(text(out.result), /hello/);
+  await t.alice.deleteRun(runId);
+});
+
+test('two gateways on one run: calls, questions and bridged calls each reach their own caller', async () => {
+  const runId = await newRun({ 'a.txt': 'shared file\n' });
+  const second = await secondGateway(runId);
+  const init = await second.initialize({ runId, conversationId: 'transport', workspace: '/workspace', features: { lsp: false, ast: false, debug: false, eval: true, questions: { enabled: true, targetSpace: 'test' }, vibe: false }, settings: {} }, 10000);
+  const tools = init.tools.map((x) => x.name).sort();
+  assert.deepEqual(tools, t.gateway.runs.ready('alice', runId).tools.map((x) => x.name).sort(), 'the same tools, without initializing again');
+  assert.ok(tools.includes('ask_user') && tools.includes('eval'), tools.join(','));
+  assert.equal(second.transport, 'unix');
+  const surface = { maxTier: 'write' } as never;
+  const never = new AbortController().signal;
+  const rounds = 5;
+  const [viaGrpc, viaSecond] = await Promise.all([
+    Promise.all(
+      Array.from({ length: rounds }, async (_, i) => {
+        const asked = await t.alice.callTool(runId, 'ask_user', { question: `first gateway ${i}?` }, { onQuestion: () => ({ freeText: `answer from grpc ${i}` }) });
+        const bridged = await t.alice.callTool(runId, 'eval', { code: 'print(tool("read", {"path": "a.txt"}))', description: 'bridge through the first gateway' });
+        return { asked: text(asked.result), bridged: text(bridged.result) };
+      }),
+    ),
+    Promise.all(
+      Array.from({ length: rounds }, async (_, i) => {
+        const asked = await second.callTool('ask_user', { question: `second gateway ${i}?` }, surface, hooks(`second ${i}`), never);
+        const bridged = await second.callTool('eval', { code: 'print(tool("read", {"path": "a.txt"}))', description: 'bridge through the second gateway' }, surface, hooks(`second ${i}`), never);
+        return { asked: rpcText(asked), bridged: rpcText(bridged) };
+      }),
+    ),
+  ]);
+  viaGrpc.forEach((r, i) => {
+    assert.match(r.asked, new RegExp(`answer from grpc ${i}\\b`));
+    assert.match(r.bridged, /shared file/);
+    assert.doesNotMatch(r.bridged, /bridged by/);
+  });
+  viaSecond.forEach((r, i) => {
+    assert.match(r.asked, new RegExp(`answer from second ${i}\\b`));
+    assert.match(r.bridged, new RegExp(`bridged by second ${i}: read`));
+  });
+  second.dispose();
+  await t.alice.deleteRun(runId);
+});
+
+/** Opens a raw connection to the run's socket, sends `lines`, and resolves with what came back before the close. */
+function rawConnection(runId: string, send: string): Promise<{ closed: boolean; got: string }> {
+  return new Promise((resolve) => {
+    const s = net.connect(path.join(socketDir(t.config.stateDir, runId), 'runner.sock'));
+    let got = '';
+    s.on('data', (d) => (got += d.toString()));
+    s.on('connect', () => s.write(send));
+    s.on('error', () => undefined);
+    s.on('close', () => resolve({ closed: true, got }));
+    setTimeout(() => (s.destroy(), resolve({ closed: false, got })), 8000);
+  });
+}
+
+test('a connection without the secret, with a wrong one, or sending garbage is closed; the run goes on', async () => {
+  const runId = await newRun({ 'a.txt': 'still served\n' });
+  const jsonRpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { callId: 'x', tool: 'read', arguments: { path: 'a.txt' } } });
+  const attempts = {
+    'no secret (JSON-RPC at once)': `Content-Length: ${jsonRpc.length}\r\n\r\n${jsonRpc}`,
+    'wrong secret': `tether-runner/1 ${'ab'.repeat(16)}\n${'00'.repeat(32)}\n`,
+    garbage: 'x'.repeat(100_000),
+  };
+  const results = await Promise.all(Object.values(attempts).map((send) => rawConnection(runId, send)));
+  Object.keys(attempts).forEach((name, i) => {
+    assert.equal(results[i].closed, true, `${name}: closed`);
+    assert.doesNotMatch(results[i].got, /still served|"result"/, `${name}: got nothing of the run`);
+  });
+  // A wrong secret: the runner proves itself first, so the prover's line is there but the session is not.
+  assert.doesNotMatch(results[1].got, /\nok\n/);
+  const out = await t.alice.callTool(runId, 'read', { path: 'a.txt' });
+  assert.match(text(out.result), /still served/);
+  await t.alice.deleteRun(runId);
+});
+
+test('code in the run cannot read the secret: not in the environment, files, /proc of the runner', async () => {
+  const runId = await newRun();
+  const secret = (await runSecret(t.config.stateDir, runId)).toString('hex');
+  const probe = [
+    'import os, glob',
+    // Written backwards: the probe's own source must not hold the secret it looks for.
+    `secret = "${[...secret].reverse().join('')}"[::-1]`,
+    'found, denied = [], []',
+    'for p in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/run/tether/*"):',
+    '    try:',
+    '        with open(p, "rb") as f: data = f.read(1 << 20)',
+    '        if secret.encode() in data or bytes.fromhex(secret) in data: found.append(p)',
+    '    except Exception as e: denied.append(p)',
+    // The runner itself (not the init that started it, which holds no secret).
+    'runner = [d for d in glob.glob("/proc/[0-9]*") if open(d + "/cmdline", "rb").read().split(b"\\0")[1:2] == [b"/opt/tether/dist/runner/src/main.js"]]',
+    'mem = []',
+    'for d in runner:',
+    '    try:',
+    '        f = open(d + "/mem", "rb")',
+    '    except Exception as e:',
+    '        mem.append("denied"); continue',
+    '    hit = False',
+    '    for line in open(d + "/maps"):',
+    '        a, b = (int(x, 16) for x in line.split()[0].split("-"))',
+    '        if "r" not in line.split()[1] or b - a > 1 << 28: continue',
+    '        try:',
+    '            f.seek(a); chunk = f.read(b - a)',
+    '        except Exception: continue',
+    '        if secret.encode() in chunk or bytes.fromhex(secret) in chunk: hit = True',
+    '    mem.append("found" if hit else "read, not found")',
+    'print("FOUND", found, "MEM", mem, "ENVSECRET", any(secret in v for v in os.environ.values()))',
+  ].join('\n');
+  const out = await t.alice.callTool(runId, 'eval', { code: probe, description: 'look for the run secret' });
+  const said = text(out.result);
+  assert.match(said, /FOUND \[\]/, said);
+  assert.match(said, /ENVSECRET False/, said);
+  assert.match(said, /MEM \['denied'\]/, said);
+  // The same from a process the engine starts in the container as the run's user.
+  const scan = 'import glob, sys\ns = sys.argv[1][::-1].encode()\nfor p in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):\n  try:\n    if s in open(p, "rb").read(): print(p)\n  except OSError: pass\nprint("done")';
+  const exec = await execIn(await containerOf(runId), ['python3', '-c', scan, [...secret].reverse().join('')]);
+  assert.equal(exec.stdout.trim(), 'done', exec.stdout + exec.stderr);
+  await t.alice.deleteRun(runId);
+});
+
+test('a restarted gateway re-attaches through the socket', async () => {
+  const restartInstance = `${instance}-restart`;
+  const first = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: restartInstance });
+  let second: TestGateway | undefined;
+  try {
+    const run = await first.alice.createRun({ conversationId: 'restart' });
+    assert.equal(run.state, RunState.READY, run.error);
+    await first.alice.putFileMap(run.runId, { 'kept.txt': 'through a restart\n' });
+    first.alice.close();
+    first.bob.close();
+    await first.gateway.close({ keepRuns: true });
+    second = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: restartInstance, stateDir: first.config.stateDir });
+    assert.equal(second.gateway.runs.ready('alice', run.runId).runner.transport, 'unix');
+    const out = await second.alice.callTool(run.runId, 'read', { path: 'kept.txt' });
+    assert.match(text(out.result), /through a restart/);
+    await second.alice.deleteRun(run.runId);
+  } finally {
+    await second?.close();
+    await removeInstance(restartInstance);
+  }
+});
+
+test('with the fast path off the run works over stdio', async () => {
+  const offInstance = `${instance}-stdio`;
+  const off = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: offInstance, fastPath: false });
+  try {
+    const run = await off.alice.createRun({ conversationId: 'stdio' });
+    assert.equal(run.state, RunState.READY, run.error);
+    assert.equal(off.gateway.runs.ready('alice', run.runId).runner.transport, 'stdio');
+    await off.alice.putFileMap(run.runId, { 'b.txt': 'over stdio\n' });
+    assert.match(text((await off.alice.callTool(run.runId, 'read', { path: 'b.txt' })).result), /over stdio/);
+    await off.alice.deleteRun(run.runId);
+  } finally {
+    await off.close();
+    await removeInstance(offInstance);
+  }
+});

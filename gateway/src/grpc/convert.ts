@@ -7,6 +7,7 @@ import {
   LimitsSchema,
   QuestionsFeatureSchema,
   RunSchema,
+  RunStart,
   RunState,
   RunUsageSchema,
   type CreateRunRequest,
@@ -62,6 +63,7 @@ export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
     }),
     approvals: create(ApprovalsSchema, { write: approvalTo(r.spec.approvals.write), exec: approvalTo(r.spec.approvals.exec) }),
     limits: create(LimitsSchema, { ...r.spec.limits, diskMb: r.spec.limits.diskMb ?? 0 }),
+    start: r.start === 'pool' ? RunStart.POOL : RunStart.COLD,
     usage: usage && create(RunUsageSchema, { diskBytes: BigInt(usage.diskBytes), memoryBytes: BigInt(usage.memoryBytes), cpuTimeMs: BigInt(usage.cpuMillis) }),
   });
 }

@@ -43,6 +43,7 @@ test("the schema's defaults are the built-in config", () => {
     questions: { timeoutSeconds: 600 },
     docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000', disk: 'loop' },
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },
+    pool: { size: 2, maxTotal: 8, maxMemoryMb: 8192, concurrency: 1 },
     runner: {},
   });
   const a = defaultConfig();

@@ -30,13 +30,9 @@ export class ClaimStore {
     await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const final = this.file(sandboxId);
     const tmp = `${final}.${process.pid}.tmp`;
-    const fh = await fs.open(tmp, 'w', 0o600);
-    try {
-      await fh.writeFile(JSON.stringify(record));
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    // No fsync: the rename makes the record whole against a gateway crash, and a host crash
+    // takes the claimed container with it, so a lost record has nothing left to describe.
+    await fs.writeFile(tmp, JSON.stringify(record), { mode: 0o600 });
     await fs.rename(tmp, final);
   }
 

@@ -19,6 +19,8 @@ const ID = /^[A-Za-z0-9_.-]{1,128}$/;
  * its run, so a restart finds either no claim (an idle pooled sandbox) or a complete one.
  */
 export class ClaimStore {
+  private made?: Promise<unknown>;
+
   constructor(readonly dir: string) {}
 
   private file(sandboxId: string): string {
@@ -27,7 +29,12 @@ export class ClaimStore {
   }
 
   async write(sandboxId: string, record: ClaimRecord): Promise<void> {
-    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
+    // Once per gateway: a claim is on CreateRun's path.
+    this.made ??= fs.mkdir(this.dir, { recursive: true, mode: 0o700 }).catch((err) => {
+      this.made = undefined;
+      throw err;
+    });
+    await this.made;
     const final = this.file(sandboxId);
     const tmp = `${final}.${process.pid}.tmp`;
     // No fsync: the rename makes the record whole against a gateway crash, and a host crash

@@ -62,6 +62,8 @@ function fromEnvironment(env: NodeJS.ProcessEnv, current: Json): Json {
     let value: unknown = raw;
     if (schema.type === 'boolean') value = raw === '1' || raw === 'true';
     else if (schema.type === 'array') value = raw.split(':').filter(Boolean);
+    // Not a number: left a string, so validation names the variable's key and what it must be.
+    else if (schema.type === 'integer' || schema.type === 'number') value = Number.isFinite(Number(raw)) ? Number(raw) : raw;
     // Tokens from the environment add to those of the file.
     else if (schema.type === 'object') value = { ...(isObject(current[path[0]]) ? (current[path[0]] as Json) : {}), ...parseTokenList(raw) };
     let at = out;

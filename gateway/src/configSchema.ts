@@ -188,6 +188,24 @@ export const configSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
+    pool: Type.Object(
+      {
+        size: Type.Integer({
+          minimum: 0,
+          default: 2,
+          env: 'TETHER_POOL_SIZE',
+          description: 'idle sandboxes kept started for runs with the default limits (a CreateRun with those limits claims one instead of starting cold); 0 turns the pool off',
+        }),
+        maxTotal: Type.Integer({ minimum: 0, default: 8, description: 'idle and starting pooled sandboxes at most, over all classes' }),
+        maxMemoryMb: Type.Integer({
+          minimum: 0,
+          default: 8192,
+          description: "the gateway's budget for pooled sandboxes: their memory limits summed (a pooled sandbox has no tenant; once claimed it counts against its tenant's quota instead)",
+        }),
+        concurrency: Type.Integer({ minimum: 1, default: 1, description: 'pooled sandboxes started at once (each start waits its turn in the admission queue like a create)' }),
+      },
+      { additionalProperties: false },
+    ),
     runner: Type.Unsafe<Record<string, unknown>>({
       type: 'object',
       default: {},

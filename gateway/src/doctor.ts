@@ -1,6 +1,7 @@
 import Docker from 'dockerode';
 import type { GatewayConfig } from './config';
 import { resolveImage } from './sandbox/image';
+import { LABELS } from './sandbox/provider';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -77,7 +78,23 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
   } catch {
     checks.push({ name: 'image', status: 'fail', detail: `runner image ${image} does not exist in this engine`, fix: SETUP });
   }
+  checks.push(await poolCheck(config, docker));
   return checks;
+}
+
+/** The warm pool as configured, and the pooled sandboxes of this instance the engine holds now. */
+async function poolCheck(config: GatewayConfig, docker: Docker): Promise<Check> {
+  const { size, maxTotal, maxMemoryMb } = config.pool;
+  if (size <= 0 || maxTotal <= 0) return { name: 'pool', status: 'ok', detail: 'off (pool.size 0): every run starts cold' };
+  const filters = JSON.stringify({ label: [`${LABELS.managed}=true`, `${LABELS.instance}=${config.instance}`, LABELS.pool] });
+  const found = await docker.listContainers({ all: true, filters }).catch(() => undefined);
+  const running = found?.filter((c) => c.State === 'running').length;
+  const now = found ? `; ${running} pooled sandbox(es) of instance ${config.instance} running now (idle or claimed)` : '';
+  const memoryMb = Math.min(config.limits.default.memoryMb, config.limits.max.memoryMb);
+  const fits = Math.min(size, maxTotal, Math.floor(maxMemoryMb / Math.max(1, memoryMb)));
+  const detail = `${size} warm sandbox(es) for the default limits (at most ${maxTotal}, within ${maxMemoryMb} MiB of memory limits)${now}`;
+  if (fits < size) return { name: 'pool', status: 'warn', detail, fix: `pool.maxTotal or pool.maxMemoryMb keeps the pool at ${fits}; raise them or lower pool.size` };
+  return { name: 'pool', status: 'ok', detail };
 }
 
 export function formatReport(checks: Check[]): string {

@@ -44,6 +44,8 @@ export async function startTestGateway(over: Overrides = {}, provider?: SandboxP
     tenancy: { ...base.tenancy, ...(over.tenancy as object) },
     questions: { ...base.questions, ...(over.questions as object) },
     docker: { ...base.docker, image: process.env.TETHER_IMAGE ?? base.docker.image, ...(over.docker as object) },
+    // No warm pool unless a test asks for one: runs start cold, and a run's container carries its id.
+    pool: { ...base.pool, size: 0, ...(over.pool as object) },
   } as GatewayConfig;
   const gateway = await startGateway(config, provider);
   const clients: TetherClient[] = [];

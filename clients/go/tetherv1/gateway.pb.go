@@ -132,6 +132,57 @@ func (RunState) EnumDescriptor() ([]byte, []int) {
 	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{1}
 }
 
+type RunStart int32
+
+const (
+	RunStart_RUN_START_UNSPECIFIED RunStart = 0
+	// Started for this run.
+	RunStart_RUN_START_COLD RunStart = 1
+	// Claimed from the gateway's warm pool of started, idle sandboxes.
+	RunStart_RUN_START_POOL RunStart = 2
+)
+
+// Enum value maps for RunStart.
+var (
+	RunStart_name = map[int32]string{
+		0: "RUN_START_UNSPECIFIED",
+		1: "RUN_START_COLD",
+		2: "RUN_START_POOL",
+	}
+	RunStart_value = map[string]int32{
+		"RUN_START_UNSPECIFIED": 0,
+		"RUN_START_COLD":        1,
+		"RUN_START_POOL":        2,
+	}
+)
+
+func (x RunStart) Enum() *RunStart {
+	p := new(RunStart)
+	*p = x
+	return p
+}
+
+func (x RunStart) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunStart) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_gateway_proto_enumTypes[2].Descriptor()
+}
+
+func (RunStart) Type() protoreflect.EnumType {
+	return &file_tether_v1_gateway_proto_enumTypes[2]
+}
+
+func (x RunStart) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunStart.Descriptor instead.
+func (RunStart) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{2}
+}
+
 type AgentKind int32
 
 const (
@@ -165,11 +216,11 @@ func (x AgentKind) String() string {
 }
 
 func (AgentKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[2].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[3].Descriptor()
 }
 
 func (AgentKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[2]
+	return &file_tether_v1_gateway_proto_enumTypes[3]
 }
 
 func (x AgentKind) Number() protoreflect.EnumNumber {
@@ -178,7 +229,7 @@ func (x AgentKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentKind.Descriptor instead.
 func (AgentKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{2}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{3}
 }
 
 type SurfaceMode int32
@@ -214,11 +265,11 @@ func (x SurfaceMode) String() string {
 }
 
 func (SurfaceMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[3].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[4].Descriptor()
 }
 
 func (SurfaceMode) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[3]
+	return &file_tether_v1_gateway_proto_enumTypes[4]
 }
 
 func (x SurfaceMode) Number() protoreflect.EnumNumber {
@@ -227,7 +278,7 @@ func (x SurfaceMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SurfaceMode.Descriptor instead.
 func (SurfaceMode) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{3}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{4}
 }
 
 type Tier int32
@@ -266,11 +317,11 @@ func (x Tier) String() string {
 }
 
 func (Tier) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[4].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[5].Descriptor()
 }
 
 func (Tier) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[4]
+	return &file_tether_v1_gateway_proto_enumTypes[5]
 }
 
 func (x Tier) Number() protoreflect.EnumNumber {
@@ -279,7 +330,7 @@ func (x Tier) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Tier.Descriptor instead.
 func (Tier) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{4}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 type QuestionKind int32
@@ -315,11 +366,11 @@ func (x QuestionKind) String() string {
 }
 
 func (QuestionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[5].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[6].Descriptor()
 }
 
 func (QuestionKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[5]
+	return &file_tether_v1_gateway_proto_enumTypes[6]
 }
 
 func (x QuestionKind) Number() protoreflect.EnumNumber {
@@ -328,7 +379,7 @@ func (x QuestionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use QuestionKind.Descriptor instead.
 func (QuestionKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 type WorkerEventKind int32
@@ -367,11 +418,11 @@ func (x WorkerEventKind) String() string {
 }
 
 func (WorkerEventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[6].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[7].Descriptor()
 }
 
 func (WorkerEventKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[6]
+	return &file_tether_v1_gateway_proto_enumTypes[7]
 }
 
 func (x WorkerEventKind) Number() protoreflect.EnumNumber {
@@ -380,7 +431,7 @@ func (x WorkerEventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerEventKind.Descriptor instead.
 func (WorkerEventKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 type WorkerStatus int32
@@ -422,11 +473,11 @@ func (x WorkerStatus) String() string {
 }
 
 func (WorkerStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[7].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[8].Descriptor()
 }
 
 func (WorkerStatus) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[7]
+	return &file_tether_v1_gateway_proto_enumTypes[8]
 }
 
 func (x WorkerStatus) Number() protoreflect.EnumNumber {
@@ -435,7 +486,7 @@ func (x WorkerStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerStatus.Descriptor instead.
 func (WorkerStatus) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 type Approvals struct {
@@ -873,7 +924,9 @@ type Run struct {
 	// The template the run started from; empty for the base runner image.
 	Template string `protobuf:"bytes,12,opt,name=template,proto3" json:"template,omitempty"`
 	// The hosts the run may reach; absent when the run has no egress.
-	Egress        *Egress `protobuf:"bytes,13,opt,name=egress,proto3" json:"egress,omitempty"`
+	Egress *Egress `protobuf:"bytes,13,opt,name=egress,proto3" json:"egress,omitempty"`
+	// Where the run's sandbox came from.
+	Start         RunStart `protobuf:"varint,14,opt,name=start,proto3,enum=tether.v1.RunStart" json:"start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -997,6 +1050,13 @@ func (x *Run) GetEgress() *Egress {
 		return x.Egress
 	}
 	return nil
+}
+
+func (x *Run) GetStart() RunStart {
+	if x != nil {
+		return x.Start
+	}
+	return RunStart_RUN_START_UNSPECIFIED
 }
 
 // A run's consumption as its sandbox provider measures it, for billing and warnings.
@@ -3156,7 +3216,7 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
 	"\x06Egress\x12\x14\n" +
-	"\x05allow\x18\x01 \x03(\tR\x05allow\"\xca\x04\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\"\xf5\x04\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12)\n" +
@@ -3172,7 +3232,8 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	" \x01(\v2\x11.tether.v1.LimitsR\x06limits\x12)\n" +
 	"\x05usage\x18\v \x01(\v2\x13.tether.v1.RunUsageR\x05usage\x12\x1a\n" +
 	"\btemplate\x18\f \x01(\tR\btemplate\x12)\n" +
-	"\x06egress\x18\r \x01(\v2\x11.tether.v1.EgressR\x06egress\x1a9\n" +
+	"\x06egress\x18\r \x01(\v2\x11.tether.v1.EgressR\x06egress\x12)\n" +
+	"\x05start\x18\x0e \x01(\x0e2\x13.tether.v1.RunStartR\x05start\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
@@ -3317,7 +3378,11 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x12RUN_STATE_STARTING\x10\x01\x12\x13\n" +
 	"\x0fRUN_STATE_READY\x10\x02\x12\x14\n" +
 	"\x10RUN_STATE_FAILED\x10\x03\x12\x15\n" +
-	"\x11RUN_STATE_STOPPED\x10\x04*_\n" +
+	"\x11RUN_STATE_STOPPED\x10\x04*M\n" +
+	"\bRunStart\x12\x19\n" +
+	"\x15RUN_START_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eRUN_START_COLD\x10\x01\x12\x12\n" +
+	"\x0eRUN_START_POOL\x10\x02*_\n" +
 	"\tAgentKind\x12\x1a\n" +
 	"\x16AGENT_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fAGENT_KIND_MAIN\x10\x01\x12!\n" +
@@ -3373,129 +3438,131 @@ func file_tether_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_tether_v1_gateway_proto_rawDescData
 }
 
-var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
 var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_tether_v1_gateway_proto_goTypes = []any{
 	(Approval)(0),                 // 0: tether.v1.Approval
 	(RunState)(0),                 // 1: tether.v1.RunState
-	(AgentKind)(0),                // 2: tether.v1.AgentKind
-	(SurfaceMode)(0),              // 3: tether.v1.SurfaceMode
-	(Tier)(0),                     // 4: tether.v1.Tier
-	(QuestionKind)(0),             // 5: tether.v1.QuestionKind
-	(WorkerEventKind)(0),          // 6: tether.v1.WorkerEventKind
-	(WorkerStatus)(0),             // 7: tether.v1.WorkerStatus
-	(*Approvals)(nil),             // 8: tether.v1.Approvals
-	(*QuestionsFeature)(nil),      // 9: tether.v1.QuestionsFeature
-	(*Features)(nil),              // 10: tether.v1.Features
-	(*Limits)(nil),                // 11: tether.v1.Limits
-	(*CreateRunRequest)(nil),      // 12: tether.v1.CreateRunRequest
-	(*Egress)(nil),                // 13: tether.v1.Egress
-	(*Run)(nil),                   // 14: tether.v1.Run
-	(*RunUsage)(nil),              // 15: tether.v1.RunUsage
-	(*GetRunRequest)(nil),         // 16: tether.v1.GetRunRequest
-	(*ListRunsRequest)(nil),       // 17: tether.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 18: tether.v1.ListRunsResponse
-	(*DeleteRunRequest)(nil),      // 19: tether.v1.DeleteRunRequest
-	(*DeleteRunResponse)(nil),     // 20: tether.v1.DeleteRunResponse
-	(*PutFilesRequest)(nil),       // 21: tether.v1.PutFilesRequest
-	(*PutFilesHeader)(nil),        // 22: tether.v1.PutFilesHeader
-	(*PutFilesResponse)(nil),      // 23: tether.v1.PutFilesResponse
-	(*GetFilesRequest)(nil),       // 24: tether.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),      // 25: tether.v1.GetFilesResponse
-	(*Surface)(nil),               // 26: tether.v1.Surface
-	(*ListToolsRequest)(nil),      // 27: tether.v1.ListToolsRequest
-	(*Tool)(nil),                  // 28: tether.v1.Tool
-	(*ListToolsResponse)(nil),     // 29: tether.v1.ListToolsResponse
-	(*CallToolStart)(nil),         // 30: tether.v1.CallToolStart
-	(*Answer)(nil),                // 31: tether.v1.Answer
-	(*BridgeResult)(nil),          // 32: tether.v1.BridgeResult
-	(*Cancel)(nil),                // 33: tether.v1.Cancel
-	(*CallToolInput)(nil),         // 34: tether.v1.CallToolInput
-	(*Progress)(nil),              // 35: tether.v1.Progress
-	(*QuestionOption)(nil),        // 36: tether.v1.QuestionOption
-	(*Question)(nil),              // 37: tether.v1.Question
-	(*BridgeCall)(nil),            // 38: tether.v1.BridgeCall
-	(*ImageContent)(nil),          // 39: tether.v1.ImageContent
-	(*TableRow)(nil),              // 40: tether.v1.TableRow
-	(*TableContent)(nil),          // 41: tether.v1.TableContent
-	(*Content)(nil),               // 42: tether.v1.Content
-	(*ToolResult)(nil),            // 43: tether.v1.ToolResult
-	(*CallToolOutput)(nil),        // 44: tether.v1.CallToolOutput
-	(*WatchWorkersRequest)(nil),   // 45: tether.v1.WatchWorkersRequest
-	(*WorkerEvent)(nil),           // 46: tether.v1.WorkerEvent
-	(*ReportWorkerRequest)(nil),   // 47: tether.v1.ReportWorkerRequest
-	(*ReportWorkerResponse)(nil),  // 48: tether.v1.ReportWorkerResponse
-	nil,                           // 49: tether.v1.CreateRunRequest.LabelsEntry
-	nil,                           // 50: tether.v1.Run.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
+	(RunStart)(0),                 // 2: tether.v1.RunStart
+	(AgentKind)(0),                // 3: tether.v1.AgentKind
+	(SurfaceMode)(0),              // 4: tether.v1.SurfaceMode
+	(Tier)(0),                     // 5: tether.v1.Tier
+	(QuestionKind)(0),             // 6: tether.v1.QuestionKind
+	(WorkerEventKind)(0),          // 7: tether.v1.WorkerEventKind
+	(WorkerStatus)(0),             // 8: tether.v1.WorkerStatus
+	(*Approvals)(nil),             // 9: tether.v1.Approvals
+	(*QuestionsFeature)(nil),      // 10: tether.v1.QuestionsFeature
+	(*Features)(nil),              // 11: tether.v1.Features
+	(*Limits)(nil),                // 12: tether.v1.Limits
+	(*CreateRunRequest)(nil),      // 13: tether.v1.CreateRunRequest
+	(*Egress)(nil),                // 14: tether.v1.Egress
+	(*Run)(nil),                   // 15: tether.v1.Run
+	(*RunUsage)(nil),              // 16: tether.v1.RunUsage
+	(*GetRunRequest)(nil),         // 17: tether.v1.GetRunRequest
+	(*ListRunsRequest)(nil),       // 18: tether.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 19: tether.v1.ListRunsResponse
+	(*DeleteRunRequest)(nil),      // 20: tether.v1.DeleteRunRequest
+	(*DeleteRunResponse)(nil),     // 21: tether.v1.DeleteRunResponse
+	(*PutFilesRequest)(nil),       // 22: tether.v1.PutFilesRequest
+	(*PutFilesHeader)(nil),        // 23: tether.v1.PutFilesHeader
+	(*PutFilesResponse)(nil),      // 24: tether.v1.PutFilesResponse
+	(*GetFilesRequest)(nil),       // 25: tether.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),      // 26: tether.v1.GetFilesResponse
+	(*Surface)(nil),               // 27: tether.v1.Surface
+	(*ListToolsRequest)(nil),      // 28: tether.v1.ListToolsRequest
+	(*Tool)(nil),                  // 29: tether.v1.Tool
+	(*ListToolsResponse)(nil),     // 30: tether.v1.ListToolsResponse
+	(*CallToolStart)(nil),         // 31: tether.v1.CallToolStart
+	(*Answer)(nil),                // 32: tether.v1.Answer
+	(*BridgeResult)(nil),          // 33: tether.v1.BridgeResult
+	(*Cancel)(nil),                // 34: tether.v1.Cancel
+	(*CallToolInput)(nil),         // 35: tether.v1.CallToolInput
+	(*Progress)(nil),              // 36: tether.v1.Progress
+	(*QuestionOption)(nil),        // 37: tether.v1.QuestionOption
+	(*Question)(nil),              // 38: tether.v1.Question
+	(*BridgeCall)(nil),            // 39: tether.v1.BridgeCall
+	(*ImageContent)(nil),          // 40: tether.v1.ImageContent
+	(*TableRow)(nil),              // 41: tether.v1.TableRow
+	(*TableContent)(nil),          // 42: tether.v1.TableContent
+	(*Content)(nil),               // 43: tether.v1.Content
+	(*ToolResult)(nil),            // 44: tether.v1.ToolResult
+	(*CallToolOutput)(nil),        // 45: tether.v1.CallToolOutput
+	(*WatchWorkersRequest)(nil),   // 46: tether.v1.WatchWorkersRequest
+	(*WorkerEvent)(nil),           // 47: tether.v1.WorkerEvent
+	(*ReportWorkerRequest)(nil),   // 48: tether.v1.ReportWorkerRequest
+	(*ReportWorkerResponse)(nil),  // 49: tether.v1.ReportWorkerResponse
+	nil,                           // 50: tether.v1.CreateRunRequest.LabelsEntry
+	nil,                           // 51: tether.v1.Run.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
 }
 var file_tether_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: tether.v1.Approvals.write:type_name -> tether.v1.Approval
 	0,  // 1: tether.v1.Approvals.exec:type_name -> tether.v1.Approval
-	9,  // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
-	10, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
-	8,  // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
-	49, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
-	11, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
-	13, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
+	10, // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
+	11, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
+	9,  // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
+	50, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
+	12, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
+	14, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
 	1,  // 8: tether.v1.Run.state:type_name -> tether.v1.RunState
-	51, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	10, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
-	50, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
-	8,  // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
-	11, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
-	15, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
-	13, // 15: tether.v1.Run.egress:type_name -> tether.v1.Egress
-	14, // 16: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
-	22, // 17: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
-	3,  // 18: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
-	2,  // 19: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
-	26, // 20: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
-	4,  // 21: tether.v1.Tool.tier:type_name -> tether.v1.Tier
-	28, // 22: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
-	26, // 23: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
-	43, // 24: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
-	30, // 25: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
-	31, // 26: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
-	32, // 27: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
-	33, // 28: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
-	5,  // 29: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
-	36, // 30: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
-	40, // 31: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
-	39, // 32: tether.v1.Content.image:type_name -> tether.v1.ImageContent
-	41, // 33: tether.v1.Content.table:type_name -> tether.v1.TableContent
-	42, // 34: tether.v1.ToolResult.content:type_name -> tether.v1.Content
-	35, // 35: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
-	37, // 36: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
-	38, // 37: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
-	43, // 38: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
-	6,  // 39: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
-	7,  // 40: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
-	12, // 41: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
-	16, // 42: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
-	17, // 43: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
-	19, // 44: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
-	21, // 45: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
-	24, // 46: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
-	27, // 47: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
-	34, // 48: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
-	45, // 49: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
-	47, // 50: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
-	14, // 51: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
-	14, // 52: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
-	18, // 53: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
-	20, // 54: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
-	23, // 55: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
-	25, // 56: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
-	29, // 57: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
-	44, // 58: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
-	46, // 59: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
-	48, // 60: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
-	51, // [51:61] is the sub-list for method output_type
-	41, // [41:51] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	52, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	11, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
+	51, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
+	9,  // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
+	12, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
+	16, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
+	14, // 15: tether.v1.Run.egress:type_name -> tether.v1.Egress
+	2,  // 16: tether.v1.Run.start:type_name -> tether.v1.RunStart
+	15, // 17: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
+	23, // 18: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
+	4,  // 19: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
+	3,  // 20: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
+	27, // 21: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
+	5,  // 22: tether.v1.Tool.tier:type_name -> tether.v1.Tier
+	29, // 23: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
+	27, // 24: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
+	44, // 25: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
+	31, // 26: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
+	32, // 27: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
+	33, // 28: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
+	34, // 29: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
+	6,  // 30: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
+	37, // 31: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
+	41, // 32: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
+	40, // 33: tether.v1.Content.image:type_name -> tether.v1.ImageContent
+	42, // 34: tether.v1.Content.table:type_name -> tether.v1.TableContent
+	43, // 35: tether.v1.ToolResult.content:type_name -> tether.v1.Content
+	36, // 36: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
+	38, // 37: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
+	39, // 38: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
+	44, // 39: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
+	7,  // 40: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
+	8,  // 41: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
+	13, // 42: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
+	17, // 43: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
+	18, // 44: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
+	20, // 45: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
+	22, // 46: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
+	25, // 47: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
+	28, // 48: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
+	35, // 49: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
+	46, // 50: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
+	48, // 51: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
+	15, // 52: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
+	15, // 53: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
+	19, // 54: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
+	21, // 55: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
+	24, // 56: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
+	26, // 57: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
+	30, // 58: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
+	45, // 59: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
+	47, // 60: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
+	49, // 61: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
+	52, // [52:62] is the sub-list for method output_type
+	42, // [42:52] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_gateway_proto_init() }
@@ -3530,7 +3597,7 @@ func file_tether_v1_gateway_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_gateway_proto_rawDesc), len(file_tether_v1_gateway_proto_rawDesc)),
-			NumEnums:      8,
+			NumEnums:      9,
 			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,

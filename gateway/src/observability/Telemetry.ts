@@ -57,7 +57,7 @@ export class Telemetry {
   runCreated(run: RunRecord, ms: number, hostWorkspace: boolean): void {
     const ok = run.state === 'READY';
     this.metrics?.runsCreated.inc({ tenant: run.tenant });
-    this.metrics?.createRunSeconds.observe({ start: 'cold', outcome: ok ? 'ready' : 'failed' }, ms / 1000);
+    this.metrics?.createRunSeconds.observe({ start: run.start, outcome: ok ? 'ready' : 'failed' }, ms / 1000);
     const { features, limits, labels } = run.spec;
     this.audit?.write({
       event: 'run.created',

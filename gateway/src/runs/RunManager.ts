@@ -7,19 +7,32 @@ import { invalid, notFound, GatewayError } from '../errors';
 import { status } from '@grpc/grpc-js';
 import { logger } from '../log';
 import { LABELS, type Sandbox, type SandboxProvider, type SandboxUsage } from '../sandbox/provider';
+import { ClaimStore } from '../pool/ClaimStore';
+import { WarmPool } from '../pool/WarmPool';
 import { Tenancy } from '../tenancy/Tenancy';
 import type { Reserved } from '../tenancy/quota';
 import { Telemetry } from '../observability/Telemetry';
 import { RunnerClient } from './RunnerClient';
 import { EgressService } from '../egress/service';
 import { TemplateCatalog } from '../templates/catalog';
-import { RunRecord, type ReadyRun, type RunSpec, type RunState } from './RunRecord';
+import { RunRecord, type ReadyRun, type RunSpec, type RunStart, type RunState } from './RunRecord';
 
-export type { ApprovalPolicy, ReadyRun, RunPhase, RunSpec, RunState } from './RunRecord';
+export type { ApprovalPolicy, ReadyRun, RunPhase, RunSpec, RunStart, RunState } from './RunRecord';
 export { RunRecord } from './RunRecord';
 
 const VERSION = '0.1.0';
 const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
+/** The admission queue's name for pool refills: no tenant can be called this. */
+const POOL_LINE = '\0pool';
+
+/** One CreateRun's outcome, for metrics: how long it took and where its sandbox came from. */
+export interface RunStarted {
+  runId: string;
+  tenant: string;
+  start: RunStart;
+  ms: number;
+  ok: boolean;
+}
 
 /** Creates, finds, watches and removes runs; scoped by tenant at every entry point. */
 export class RunManager {
@@ -28,6 +41,10 @@ export class RunManager {
   readonly tenancy: Tenancy;
   private readonly templates: TemplateCatalog;
   readonly egress: EgressService;
+  /** Started sandboxes waiting for runs; undefined until startPool (and when it is off). */
+  pool?: WarmPool;
+  private readonly claims: ClaimStore;
+  private readonly startedListeners: ((e: RunStarted) => void)[] = [];
 
   constructor(
     private readonly config: GatewayConfig,
@@ -38,6 +55,34 @@ export class RunManager {
     this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
     this.egress = new EgressService(config);
     telemetry.watchRuns({ states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const), usage: () => this.usageByTenant() });
+    this.claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
+  }
+
+  /** The limits a CreateRun that asks for none gets: the pool's default class. */
+  defaultLimits(): RunSpec['limits'] {
+    const { default: d, max: m } = this.config.limits;
+    return { memoryMb: Math.min(d.memoryMb, m.memoryMb), cpuMillis: Math.min(d.cpuMillis, m.cpuMillis), pids: Math.min(d.pids, m.pids), diskMb: Math.min(d.diskMb, m.diskMb) };
+  }
+
+  /** Starts keeping warm sandboxes for runs with the default limits (after recover). */
+  startPool(): void {
+    const { size, maxTotal, maxMemoryMb, concurrency } = this.config.pool;
+    if (size <= 0 || maxTotal <= 0 || this.pool) return;
+    this.pool = new WarmPool({
+      provider: this.provider,
+      instance: this.config.instance,
+      targets: [{ limits: this.defaultLimits(), size }],
+      maxTotal,
+      maxMemoryMb,
+      concurrency,
+      admit: (start) => this.tenancy.admission.submit(POOL_LINE, Number.MAX_SAFE_INTEGER, start),
+    });
+    this.pool.start();
+  }
+
+  /** Called after every CreateRun that got past the admission checks, with its latency and origin. */
+  onRunStarted(listener: (e: RunStarted) => void): void {
+    this.startedListeners.push(listener);
   }
 
   /** Checks a CreateRun request against the server's rules before anything starts. */
@@ -96,13 +141,36 @@ export class RunManager {
     // From here to runs.set nothing awaits: the quota check sees every run, queued ones too,
     // and a refusal leaves nothing behind.
     this.tenancy.checkQuota(tenant, this.reservedBy(tenant), spec.limits);
-    const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date());
-    const began = performance.now();
-    const started = this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
+    const t0 = performance.now();
+    // A warm sandbox needs no engine work, so a claim skips the admission queue. Pooled
+    // sandboxes run the base image with no egress: a template or egress starts cold.
+    const pooled = hostWorkspace || image || spec.egress ? undefined : this.pool?.claim(spec.limits);
+    const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date(), pooled ? 'pool' : 'cold');
+    const started = pooled ? this.startClaimed(run, pooled) : this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
     this.runs.set(run.runId, run);
     await started;
-    this.telemetry.runCreated(run, performance.now() - began, hostWorkspace !== undefined);
+    const ms = performance.now() - t0;
+    this.telemetry.runCreated(run, ms, hostWorkspace !== undefined);
+    const e: RunStarted = { runId: run.runId, tenant, start: run.start, ms, ok: run.state === 'READY' };
+    for (const l of this.startedListeners) l(e);
     return run;
+  }
+
+  /**
+   * Binds a pooled sandbox to its run: the claim record first (the container's labels cannot
+   * change), then `initialize`, where the runner learns its run.
+   */
+  private async startClaimed(run: RunRecord, sandbox: Sandbox): Promise<void> {
+    try {
+      await this.claims.write(sandbox.id, { runId: run.runId, tenant: run.tenant, spec: run.spec, createdAt: run.createdAt.toISOString() });
+      if ((run.state as RunState) === 'STOPPED') throw new Error('deleted while starting');
+      await this.connect(run, sandbox);
+    } catch (err) {
+      this.markFailed(run, `could not start the run: ${(err as Error).message}`);
+      await this.provider.remove(sandbox.id).catch(() => undefined);
+      await this.claims.remove(sandbox.id).catch(() => undefined);
+      run.sandboxRemoved();
+    }
   }
 
   private async start(run: RunRecord, hostWorkspace: string | undefined, image: string | undefined): Promise<void> {
@@ -259,8 +327,11 @@ export class RunManager {
       left.runner?.dispose();
     }
     if (run.sandbox) {
-      if (remove) await this.provider.remove(run.sandbox.id).catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
-      else await this.provider.stop(run.sandbox.id).catch(() => undefined);
+      if (remove) {
+        await this.provider.remove(run.sandbox.id).catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
+        // A pooled sandbox serves one run: its claim goes with it, it never returns to the pool.
+        if (run.start === 'pool') await this.claims.remove(run.sandbox.id).catch(() => undefined);
+      } else await this.provider.stop(run.sandbox.id).catch(() => undefined);
     }
     await this.egress.close(run.runId);
     logger.info({ runId: run.runId, why: why || 'deleted' }, 'run stopped');
@@ -273,20 +344,25 @@ export class RunManager {
     let recovered = 0;
     let removed = 0;
     for (const info of found) {
-      const runId = info.labels[LABELS.runId];
-      const tenant = info.labels[LABELS.tenant];
+      const pooled = info.labels[LABELS.pool] !== undefined;
+      // A pooled sandbox's run is in its claim record; without one it was idle, and a fresh
+      // pool is cheaper to trust than one whose state the last gateway took with it.
+      const claim = pooled ? await this.claims.read(info.id) : undefined;
+      const runId = pooled ? claim?.runId : info.labels[LABELS.runId];
+      const tenant = pooled ? claim?.tenant : info.labels[LABELS.tenant];
       let saved: { spec: RunSpec; createdAt: string } | undefined;
       try {
-        saved = JSON.parse(Buffer.from(info.labels[LABELS.spec] ?? '', 'base64').toString('utf8'));
+        saved = claim ?? JSON.parse(Buffer.from(info.labels[LABELS.spec] ?? '', 'base64').toString('utf8'));
       } catch {
         saved = undefined;
       }
       if (!info.running || !runId || !tenant || !saved || this.runs.has(runId)) {
         await this.provider.remove(info.id).catch(() => undefined);
+        if (pooled) await this.claims.remove(info.id).catch(() => undefined);
         removed++;
         continue;
       }
-      const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt));
+      const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt), pooled ? 'pool' : 'cold');
       this.runs.set(runId, run);
       try {
         if (saved.spec.egress) await this.egress.open(runId, tenant, saved.spec.egress);
@@ -298,9 +374,13 @@ export class RunManager {
         run.runner?.dispose();
         await this.provider.remove(info.id).catch(() => undefined);
         await this.egress.close(runId);
+        if (pooled) await this.claims.remove(info.id).catch(() => undefined);
         removed++;
       }
     }
+    // Claims whose sandbox is gone (removed while the gateway was down).
+    const ids = new Set(found.map((f) => f.id));
+    for (const id of await this.claims.list()) if (!ids.has(id)) await this.claims.remove(id).catch(() => undefined);
     removed += (await this.provider.sweep?.(selector).catch((err: Error) => {
       logger.warn({ err: err.message }, 'could not sweep leftovers');
       return 0;
@@ -330,6 +410,8 @@ export class RunManager {
   /** Graceful shutdown: stops every run (or leaves them running for the next gateway). */
   async close(keep: boolean): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
+    // Idle pooled sandboxes are removed either way: a next gateway would not reuse them.
+    await this.pool?.close();
     if (keep) {
       for (const run of this.runs.values()) run.runner?.dispose();
     } else {

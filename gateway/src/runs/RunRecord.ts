@@ -34,6 +34,9 @@ export type RunPhase =
 
 export type RunState = RunPhase['state'];
 
+/** Where a run's sandbox came from: claimed from the warm pool, or started for it. */
+export type RunStart = 'pool' | 'cold';
+
 /** A run that can take a tool call now: what a call needs, without optional fields. */
 export interface ReadyRun {
   readonly runId: string;
@@ -59,6 +62,7 @@ export class RunRecord {
     readonly tenant: string,
     readonly spec: RunSpec,
     readonly createdAt: Date,
+    readonly start: RunStart = 'cold',
   ) {}
 
   get state(): RunState {

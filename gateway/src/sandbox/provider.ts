@@ -11,6 +11,8 @@ export const LABELS = {
   version: 'dev.tether.version',
   conversation: 'dev.tether.conversation',
   spec: 'dev.tether.spec',
+  /** On a pooled sandbox: its class. Its run, once claimed, is in the gateway's claim records. */
+  pool: 'dev.tether.pool',
 } as const;
 
 export interface SandboxSpec {

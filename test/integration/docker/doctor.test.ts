@@ -21,6 +21,17 @@ test('doctor: a reachable engine, its default runtime and the built image are al
   assert.match(c.image.detail, /user 1000:1000/);
 });
 
+test('doctor: the warm pool as configured, and a warning when its limits keep it below its size', async () => {
+  const c = byName(await diagnose(config({ image: runnerImage() })));
+  assert.equal(c.pool.status, 'ok');
+  assert.match(c.pool.detail, /2 warm sandbox\(es\) for the default limits/);
+  const small = byName(await diagnose({ ...config({ image: runnerImage() }), pool: { size: 4, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 } }));
+  assert.equal(small.pool.status, 'warn');
+  assert.match(small.pool.fix ?? '', /keeps the pool at 2/);
+  const off = byName(await diagnose({ ...config({ image: runnerImage() }), pool: { size: 0, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 } }));
+  assert.match(off.pool.detail, /^off/);
+});
+
 test('doctor: a missing image and an unregistered runtime fail, each with what to do', async () => {
   const c = byName(await diagnose(config({ image: 'tether-runner:does-not-exist', runtime: 'no-such-runtime' })));
   assert.equal(c.image.status, 'fail');

@@ -202,7 +202,7 @@ test('a gateway killed outright (SIGKILL): the next one re-attaches, and the run
   const port = 20000 + (process.pid % 20000);
   const serve = () => {
     const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
-      env: { ...process.env, TETHER_TOKENS: 'crash-token=acme', TETHER_INSTANCE: crashInstance, TETHER_LISTEN: `127.0.0.1:${port}`, TETHER_IMAGE: dockerConfig().image, TETHER_PROVIDER: 'docker' },
+      env: { ...process.env, TETHER_TOKENS: 'crash-token=acme', TETHER_INSTANCE: crashInstance, TETHER_LISTEN: `127.0.0.1:${port}`, TETHER_IMAGE: dockerConfig().image, TETHER_PROVIDER: 'docker', TETHER_POOL_SIZE: '0' },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     const ready = new Promise<void>((resolve, reject) => {

@@ -49,6 +49,7 @@ test("the schema's defaults are the built-in config", () => {
     metrics: { listen: '' },
     tracing: { otlpEndpoint: '', serviceName: 'tether-gateway' },
     audit: { path: '' },
+    pool: { size: 2, maxTotal: 8, maxMemoryMb: 8192, concurrency: 1 },
     runner: {},
   });
   const a = defaultConfig();
@@ -61,6 +62,8 @@ test('unknown keys in a config file are refused at start, naming the key', () =>
   assert.throws(() => loadConfig({ file: configFile({ tokens: { t: 'a' }, docker: { imag: 'x' } }), env: {} }), /\/docker\/imag is not a known key/);
   assert.throws(() => loadConfig({ file: configFile({ runs: { maxPerTenant: 0 } }), env: {} }), /\/runs\/maxPerTenant must be >= 1/);
   assert.throws(() => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_PROVIDER: 'podman' } }), /\/provider must be one of docker, process/);
+  assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_POOL_SIZE: '5' } }).pool.size, 5);
+  assert.throws(() => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_POOL_SIZE: 'five' } }), /\/pool\/size must be integer/);
 });
 
 test('a file sets some keys, the environment then others, each by its type', () => {

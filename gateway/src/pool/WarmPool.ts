@@ -1,0 +1,234 @@
+import { randomUUID } from 'node:crypto';
+import type { ResourceLimits } from '../config';
+import { logger } from '../log';
+import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider';
+
+/** One kind of pooled sandbox: a run can take it only when it asks for exactly these limits. */
+export interface PoolTarget {
+  limits: ResourceLimits;
+  /** How many idle sandboxes of this class the pool keeps. */
+  size: number;
+}
+
+export interface WarmPoolOptions {
+  provider: SandboxProvider;
+  instance: string;
+  targets: PoolTarget[];
+  /** Idle and starting sandboxes, over all classes. */
+  maxTotal: number;
+  /** The memory limits of idle and starting sandboxes, summed, may not pass this (MiB). */
+  maxMemoryMb: number;
+  /** Sandboxes being started for the pool at once. */
+  concurrency: number;
+  /** Runs one start through the gateway's admission, so refills wait their turn behind creates. */
+  admit: <T>(start: () => Promise<T>) => Promise<T>;
+  /** Wait after a failed start before trying again, so a broken image does not spin. */
+  retryMs?: number;
+}
+
+export interface PoolClassStats {
+  key: string;
+  limits: ResourceLimits;
+  target: number;
+  idle: number;
+  starting: number;
+}
+
+export interface PoolStats {
+  classes: PoolClassStats[];
+  /** Idle plus starting, over all classes. */
+  total: number;
+  maxTotal: number;
+  /** Memory limits of idle and starting sandboxes, summed (MiB). */
+  memoryMb: number;
+  maxMemoryMb: number;
+  claims: number;
+  misses: number;
+  failures: number;
+}
+
+interface PoolClass {
+  key: string;
+  limits: ResourceLimits;
+  target: number;
+  idle: Sandbox[];
+  starting: number;
+}
+
+/** The class a run with these limits belongs to. */
+export function classKey(limits: ResourceLimits): string {
+  return `m${limits.memoryMb}-c${limits.cpuMillis}-p${limits.pids}-d${limits.diskMb ?? 0}`;
+}
+
+/**
+ * Sandboxes started ahead of demand, runner up and idle: spawned and attached but not yet
+ * initialized, with no tenant and an empty workspace. A claim hands one out at most once;
+ * the run it becomes removes it at its end, and the pool starts a fresh one in its place.
+ * Above the provider interface: any provider whose sandboxes can be created before their
+ * run is known can be pooled this way.
+ */
+export class WarmPool {
+  private readonly classes = new Map<string, PoolClass>();
+  private inflight = 0;
+  private closed = false;
+  private retry?: NodeJS.Timeout;
+  private claims = 0;
+  private misses = 0;
+  private failures = 0;
+  private readonly changeListeners: (() => void)[] = [];
+
+  constructor(private readonly opts: WarmPoolOptions) {
+    for (const t of opts.targets) {
+      if (t.size <= 0) continue;
+      const key = classKey(t.limits);
+      const c = this.classes.get(key);
+      if (c) c.target += t.size;
+      else this.classes.set(key, { key, limits: t.limits, target: t.size, idle: [], starting: 0 });
+    }
+  }
+
+  /** Starts filling the pool in the background. */
+  start(): void {
+    this.fill();
+  }
+
+  /** An idle sandbox for a run with these limits, taken out of the pool; undefined on a miss. */
+  claim(limits: ResourceLimits): Sandbox | undefined {
+    const c = this.classes.get(classKey(limits));
+    const sandbox = c?.idle.shift();
+    if (!sandbox) {
+      this.misses++;
+      return undefined;
+    }
+    this.claims++;
+    this.changed();
+    this.fill();
+    return sandbox;
+  }
+
+  stats(): PoolStats {
+    const classes = [...this.classes.values()].map((c) => ({
+      key: c.key,
+      limits: c.limits,
+      target: c.target,
+      idle: c.idle.length,
+      starting: c.starting,
+    }));
+    return {
+      classes,
+      total: this.total,
+      maxTotal: this.opts.maxTotal,
+      memoryMb: this.memoryMb,
+      maxMemoryMb: this.opts.maxMemoryMb,
+      claims: this.claims,
+      misses: this.misses,
+      failures: this.failures,
+    };
+  }
+
+  /** Called whenever the pool's content changes (a sandbox ready, claimed or lost). */
+  onChange(listener: () => void): void {
+    this.changeListeners.push(listener);
+  }
+
+  private changed(): void {
+    for (const l of this.changeListeners) l();
+  }
+
+  private get total(): number {
+    let n = 0;
+    for (const c of this.classes.values()) n += c.idle.length + c.starting;
+    return n;
+  }
+
+  private get memoryMb(): number {
+    let mb = 0;
+    for (const c of this.classes.values()) mb += (c.idle.length + c.starting) * c.limits.memoryMb;
+    return mb;
+  }
+
+  /** Starts what is missing, within the total, the memory budget and the concurrency. */
+  private fill(): void {
+    if (this.closed || this.retry) return;
+    let progress = true;
+    while (progress && this.inflight < this.opts.concurrency) {
+      progress = false;
+      for (const c of this.classes.values()) {
+        if (this.inflight >= this.opts.concurrency) break;
+        if (c.idle.length + c.starting >= c.target) continue;
+        if (this.total + 1 > this.opts.maxTotal) return;
+        if (this.memoryMb + c.limits.memoryMb > this.opts.maxMemoryMb) continue;
+        void this.startOne(c);
+        progress = true;
+      }
+    }
+  }
+
+  private async startOne(c: PoolClass): Promise<void> {
+    this.inflight++;
+    c.starting++;
+    const id = `pool-${randomUUID()}`;
+    let ok = false;
+    try {
+      const sandbox = await this.opts.admit(() => {
+        if (this.closed) throw new Error('the pool is closed');
+        return this.opts.provider.create({
+          runId: id,
+          tenant: '',
+          limits: c.limits,
+          labels: {
+            [LABELS.managed]: 'true',
+            [LABELS.instance]: this.opts.instance,
+            // Lets the provider's sweep tell this sandbox's workspace from an orphan's.
+            [LABELS.runId]: id,
+            [LABELS.pool]: c.key,
+          },
+        });
+      });
+      if (this.closed) {
+        await this.opts.provider.remove(sandbox.id).catch(() => undefined);
+        return;
+      }
+      c.idle.push(sandbox);
+      ok = true;
+      // A pooled sandbox that dies while idle leaves the pool and is replaced.
+      void sandbox.exited.then((exit) => {
+        const i = c.idle.indexOf(sandbox);
+        if (i < 0) return;
+        c.idle.splice(i, 1);
+        logger.warn({ sandbox: sandbox.id, reason: exit.reason }, 'pooled sandbox ended while idle; replacing it');
+        void this.opts.provider.remove(sandbox.id).catch(() => undefined);
+        this.changed();
+        this.fill();
+      });
+    } catch (err) {
+      this.failures++;
+      if (!this.closed) logger.warn({ err: (err as Error).message }, 'could not start a pooled sandbox');
+    } finally {
+      c.starting--;
+      this.inflight--;
+      this.changed();
+    }
+    if (ok) this.fill();
+    else if (!this.closed && !this.retry) {
+      this.retry = setTimeout(() => {
+        this.retry = undefined;
+        this.fill();
+      }, this.opts.retryMs ?? 2000);
+      this.retry.unref();
+    }
+  }
+
+  /** Stops refilling; leaves the sandboxes it holds as they are. */
+  stop(): void {
+    this.closed = true;
+    if (this.retry) clearTimeout(this.retry);
+  }
+
+  /** Stops refilling and removes every idle sandbox (claimed ones belong to their runs). */
+  async close(): Promise<void> {
+    this.stop();
+    const idle = [...this.classes.values()].flatMap((c) => c.idle.splice(0));
+    await Promise.all(idle.map((s) => this.opts.provider.remove(s.id).catch(() => undefined)));
+  }
+}

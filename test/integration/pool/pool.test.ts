@@ -1,0 +1,222 @@
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { status } from '@grpc/grpc-js';
+import { RunStart, RunState } from '../../../gen/tether/v1/gateway_pb';
+import { TetherClient, resultText } from '../../../clients/typescript/src';
+import { startTestGateway, type TestGateway } from '../../helpers/gateway';
+import { LABELS } from '../../../gateway/src/sandbox/provider';
+import { docker, dockerConfig, removeInstance, until } from '../docker/support';
+
+// The warm pool against the real engine: pooled containers, their loop-backed workspaces,
+// claims that survive a gateway's restart.
+const instances: string[] = [];
+after(async () => {
+  for (const i of instances) await removeInstance(i);
+});
+
+const LIMITS = { memoryMb: 256, cpuMillis: 500, pids: 128, diskMb: 64 };
+
+async function instanceContainers(instance: string) {
+  return docker.listContainers({ all: true, filters: JSON.stringify({ label: [`${LABELS.instance}=${instance}`] }) });
+}
+async function instanceVolumes(instance: string) {
+  return (
+    (await docker.listVolumes({ filters: JSON.stringify({ label: [`${LABELS.instance}=${instance}`] }) })).Volumes ?? []
+  );
+}
+/** Loop devices backed by a file under `dir`. */
+function loopsUnder(dir: string): string[] {
+  return execFileSync('losetup', ['-a', '-O', 'NAME,BACK-FILE', '-n'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((l) => l.includes(dir));
+}
+
+async function pooledGateway(
+  over: { tenancy?: object; pool?: object; instance?: string; stateDir?: string } = {},
+): Promise<TestGateway> {
+  const instance = over.instance ?? `pool-${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
+  if (!instances.includes(instance)) instances.push(instance);
+  const t = await startTestGateway({
+    provider: 'docker',
+    docker: dockerConfig(),
+    instance,
+    limits: { default: LIMITS },
+    pool: { size: 2, maxTotal: 2, maxMemoryMb: 4096, concurrency: 2, ...over.pool },
+    ...(over.stateDir ? { stateDir: over.stateDir } : {}),
+    ...(over.tenancy ? { tenancy: over.tenancy } : {}),
+  });
+  return t;
+}
+
+const idle = (t: TestGateway) => t.gateway.runs.pool?.stats().classes[0]?.idle ?? 0;
+
+async function read(client: TetherClient, runId: string, p: string) {
+  const out = await client.callTool(runId, 'read', { path: p });
+  return { ok: !out.result.isError, text: resultText(out.result) };
+}
+
+test('a pooled sandbox serves one run: the next run gets another container and an empty workspace', async () => {
+  const t = await pooledGateway();
+  try {
+    await until('a full pool', async () => idle(t) === 2, 60_000);
+    const a = await t.alice.createRun({ conversationId: 'first' });
+    assert.equal(a.state, RunState.READY, a.error);
+    assert.equal(a.start, RunStart.POOL);
+    const aBox = t.gateway.runs.get('alice', a.runId).sandbox!.id;
+    await t.alice.putFileMap(a.runId, { 'secret.txt': 'alice was here\n' });
+    assert.match((await read(t.alice, a.runId, 'secret.txt')).text, /alice was here/);
+    await t.alice.deleteRun(a.runId);
+    await assert.rejects(
+      docker.getContainer(aBox).inspect(),
+      (e: { statusCode?: number }) => e.statusCode === 404,
+      'removed, not returned to the pool',
+    );
+
+    await until('a full pool', async () => idle(t) === 2, 60_000);
+    const b = await t.bob.createRun({ conversationId: 'second' });
+    assert.equal(b.start, RunStart.POOL);
+    const bBox = t.gateway.runs.get('bob', b.runId).sandbox!.id;
+    assert.notEqual(bBox, aBox);
+    assert.equal((await read(t.bob, b.runId, 'secret.txt')).ok, false, 'nothing of the earlier run');
+    assert.deepEqual(Object.keys(await t.bob.getFileMap(b.runId, '')), [], 'the workspace starts empty');
+    // A run asking for other limits starts cold.
+    const c = await t.bob.createRun({ conversationId: 'other', limits: { memoryMb: 320 } });
+    assert.equal(c.start, RunStart.COLD);
+    assert.equal((await t.bob.getRun(b.runId)).start, RunStart.POOL);
+  } finally {
+    await t.close();
+  }
+  assert.deepEqual(await instanceContainers(t.config.instance), []);
+  assert.deepEqual(await instanceVolumes(t.config.instance), []);
+});
+
+test('the pool at its maximum and a tenant near its memory quota: CreateRun is refused, nothing half-made', async () => {
+  const t = await pooledGateway({ tenancy: { default: { memoryMb: 300 } } });
+  try {
+    await until('a full pool', async () => idle(t) === 2, 60_000);
+    const a = await t.alice.createRun({ conversationId: 'fits' });
+    assert.equal(a.start, RunStart.POOL);
+    await until('a full pool', async () => idle(t) === 2, 60_000);
+    const before = (await instanceContainers(t.config.instance)).map((c) => c.Id).sort();
+    await assert.rejects(
+      t.alice.createRun({ conversationId: 'over' }),
+      (e: { code: number; details: string }) => e.code === status.RESOURCE_EXHAUSTED && /memoryMb/.test(e.details),
+    );
+    assert.equal(idle(t), 2, 'the pool gave nothing away');
+    assert.deepEqual((await instanceContainers(t.config.instance)).map((c) => c.Id).sort(), before);
+    assert.equal((await t.alice.listRuns()).length, 1);
+  } finally {
+    await t.close();
+  }
+});
+
+test('graceful restart keeping runs: the claimed run is found again and answers; idle ones are removed', async () => {
+  const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
+  const instance = `pool-g-${process.pid}`;
+  const first = await pooledGateway({ instance, stateDir });
+  await until('a full pool', async () => idle(first) === 2, 60_000);
+  const run = await first.alice.createRun({ conversationId: 'kept', labels: { team: 'x' } });
+  assert.equal(run.start, RunStart.POOL);
+  const box = first.gateway.runs.get('alice', run.runId).sandbox!.id;
+  await first.alice.putFileMap(run.runId, { 'kept.txt': 'through a restart\n' });
+  await first.gateway.close({ keepRuns: true });
+  first.alice.close();
+  first.bob.close();
+  assert.deepEqual(
+    (await instanceContainers(instance)).map((c) => c.Id),
+    [box],
+    'only the claimed sandbox is left',
+  );
+
+  const second = await pooledGateway({ instance, stateDir, pool: { size: 0 } });
+  try {
+    const again = await second.alice.getRun(run.runId);
+    assert.equal(again.state, RunState.READY);
+    assert.equal(again.start, RunStart.POOL);
+    assert.deepEqual(again.labels, { team: 'x' });
+    assert.match((await read(second.alice, run.runId, 'kept.txt')).text, /through a restart/);
+    await assert.rejects(second.bob.getRun(run.runId), (e: { code: number }) => e.code === status.NOT_FOUND);
+    await second.alice.deleteRun(run.runId);
+    assert.deepEqual(readdirSync(path.join(stateDir, 'pool', instance, 'claims')), []);
+  } finally {
+    await second.close();
+  }
+  assert.deepEqual(await instanceContainers(instance), []);
+  assert.deepEqual(await instanceVolumes(instance), []);
+  assert.deepEqual(loopsUnder(stateDir), []);
+});
+
+test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle ones replaced, nothing leaks', async () => {
+  const instance = `pool-k-${process.pid}`;
+  instances.push(instance);
+  const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
+  const port = 20000 + ((process.pid + 7) % 20000);
+  const serve = () => {
+    const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
+      env: {
+        ...process.env,
+        TETHER_TOKENS: 'pool-token=acme',
+        TETHER_INSTANCE: instance,
+        TETHER_LISTEN: `127.0.0.1:${port}`,
+        TETHER_IMAGE: dockerConfig().image,
+        TETHER_PROVIDER: 'docker',
+        TETHER_STATE_DIR: stateDir,
+        TETHER_POOL_SIZE: '2',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const ready = new Promise<void>((resolve, reject) => {
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => ((err += d.toString()), /listening on/.test(err) && resolve()));
+      child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${err}`)));
+    });
+    return { child, ready };
+  };
+  const pooled = async () =>
+    (await instanceContainers(instance)).filter((c) => c.Labels[LABELS.pool] !== undefined && c.State === 'running');
+  const client = new TetherClient(`127.0.0.1:${port}`, 'pool-token');
+  let second: ReturnType<typeof serve> | undefined;
+  try {
+    const first = serve();
+    await first.ready;
+    await until('a full pool', async () => (await pooled()).length === 2, 90_000);
+    const run = await client.createRun({ conversationId: 'crash' });
+    assert.equal(run.state, RunState.READY, run.error);
+    assert.equal(run.start, RunStart.POOL);
+    await client.putFileMap(run.runId, { 'kept.txt': 'through a crash\n' });
+    await until('a refilled pool', async () => (await pooled()).length === 3, 90_000);
+    const before = (await pooled()).map((c) => c.Id);
+    first.child.kill('SIGKILL');
+    await once(first.child, 'exit');
+
+    second = serve();
+    await second.ready;
+    const again = await client.getRun(run.runId);
+    assert.equal(again.state, RunState.READY, again.error);
+    assert.equal(again.start, RunStart.POOL);
+    assert.match((await read(client, run.runId, 'kept.txt')).text, /through a crash/);
+    const next = await client.createRun({ conversationId: 'after' });
+    assert.equal(next.state, RunState.READY, next.error);
+    const after = (await pooled()).map((c) => c.Id);
+    assert.equal(
+      after.filter((id) => before.includes(id)).length,
+      1,
+      'of the old pooled sandboxes only the claimed one is left',
+    );
+    await client.deleteRun(run.runId);
+    await client.deleteRun(next.runId);
+  } finally {
+    client.close();
+    second?.child.kill('SIGINT');
+    if (second) await once(second.child, 'exit');
+  }
+  assert.deepEqual(await instanceContainers(instance), [], 'a graceful stop removes idle pooled sandboxes');
+  assert.deepEqual(await instanceVolumes(instance), []);
+  assert.deepEqual(loopsUnder(stateDir), []);
+  assert.deepEqual(readdirSync(path.join(stateDir, 'pool', instance, 'claims')), []);
+});

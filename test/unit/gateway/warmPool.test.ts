@@ -1,0 +1,203 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, promises as fs } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { status } from '@grpc/grpc-js';
+import { GatewayError } from '../../../gateway/src/errors';
+import { RunManager, type RunStarted } from '../../../gateway/src/runs/RunManager';
+import { classKey, WarmPool } from '../../../gateway/src/pool/WarmPool';
+import { InitializeRequest, ShutdownRequest, type InitializeParams } from '../../../protocol/src/run';
+import { FakeProvider, runSpec, testConfig, TOOLS, until } from './fakeSandbox';
+
+const LIMITS = { memoryMb: 256, cpuMillis: 500, pids: 64, diskMb: 64 };
+
+function poolConfig(
+  pool: Partial<ReturnType<typeof testConfig>['pool']> = {},
+  stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-')),
+) {
+  const base = testConfig();
+  return {
+    ...base,
+    stateDir,
+    limits: { default: LIMITS, max: { ...LIMITS, memoryMb: 1024 } },
+    pool: { ...base.pool, size: 2, maxTotal: 4, maxMemoryMb: 4096, concurrency: 2, ...pool },
+  };
+}
+
+/** Every initialize the fake runners received, by sandbox id. */
+function recordingProvider() {
+  const inits = new Map<string, InitializeParams[]>();
+  const provider = new FakeProvider((conn, sb) => {
+    conn.onRequest(InitializeRequest.type, (p) => {
+      inits.set(sb.id, [...(inits.get(sb.id) ?? []), p]);
+      return { version: 'fake', tools: TOOLS };
+    });
+    conn.onRequest(ShutdownRequest.type, () => ({}));
+  });
+  return { provider, inits };
+}
+
+const idle = (m: RunManager) => m.pool?.stats().classes[0]?.idle ?? 0;
+
+test('the pool fills to its size with labelled, uninitialized sandboxes', async () => {
+  const { provider, inits } = recordingProvider();
+  const m = new RunManager(poolConfig(), provider);
+  m.startPool();
+  await until(() => idle(m) === 2);
+  assert.equal(provider.sandboxes.size, 2);
+  for (const sb of provider.sandboxes.values()) {
+    assert.equal(sb.labels['dev.tether.pool'], classKey(LIMITS));
+    assert.equal(sb.labels['dev.tether.tenant'], undefined);
+  }
+  assert.equal(inits.size, 0, 'a pooled runner learns its run only when claimed');
+  await m.close(false);
+  assert.equal(provider.sandboxes.size, 0, 'idle pooled sandboxes are removed on close');
+});
+
+test('CreateRun claims a warm sandbox, each at most once, and the pool refills', async () => {
+  const { provider, inits } = recordingProvider();
+  const m = new RunManager(poolConfig(), provider);
+  const started: RunStarted[] = [];
+  m.onRunStarted((e) => started.push(e));
+  m.startPool();
+  await until(() => idle(m) === 2);
+  const a = await m.create('alice', runSpec());
+  const b = await m.create('bob', runSpec());
+  const c = await m.create('carol', runSpec({ limits: { memoryMb: 512 } }));
+  assert.deepEqual([a.start, b.start, c.start], ['pool', 'pool', 'cold']);
+  assert.deepEqual(
+    started.map((e) => [e.start, e.ok]),
+    [
+      ['pool', true],
+      ['pool', true],
+      ['cold', true],
+    ],
+  );
+  const ids = [a, b, c].map((r) => r.sandbox!.id);
+  assert.equal(new Set(ids).size, 3);
+  assert.equal(inits.get(a.sandbox!.id)![0].runId, a.runId);
+  assert.equal(inits.get(a.sandbox!.id)!.length, 1);
+  await until(() => idle(m) === 2);
+  await m.delete('alice', a.runId);
+  assert.ok(provider.removed.includes(a.sandbox!.id), 'a pooled sandbox is removed after its run');
+  const d = await m.create('alice', runSpec());
+  assert.equal(d.start, 'pool');
+  assert.ok(!ids.includes(d.sandbox!.id), 'never the sandbox of an earlier run');
+  assert.equal(m.pool!.stats().claims, 3);
+  await m.close(false);
+});
+
+test('the pool keeps within its total and its memory budget', async () => {
+  const provider = new FakeProvider();
+  const m = new RunManager(poolConfig({ size: 10, maxTotal: 3, maxMemoryMb: 4096 }), provider);
+  m.startPool();
+  await until(() => idle(m) === 3);
+  await new Promise((r) => setTimeout(r, 30));
+  assert.equal(provider.sandboxes.size, 3);
+  await m.close(false);
+
+  const p2 = new FakeProvider();
+  const m2 = new RunManager(poolConfig({ size: 10, maxTotal: 10, maxMemoryMb: 600 }), p2);
+  m2.startPool();
+  await until(() => idle(m2) === 2);
+  await new Promise((r) => setTimeout(r, 30));
+  assert.equal(p2.sandboxes.size, 2, '2 × 256 MiB fit in 600 MiB, a third does not');
+  assert.equal(m2.pool!.stats().memoryMb, 512);
+  await m2.close(false);
+});
+
+test('a pooled sandbox that dies while idle is replaced', async () => {
+  const provider = new FakeProvider();
+  const m = new RunManager(poolConfig({ size: 1 }), provider);
+  m.startPool();
+  await until(() => idle(m) === 1);
+  const first = [...provider.sandboxes.values()][0];
+  first.exit({ reason: 'killed' });
+  await until(() => idle(m) === 1 && !provider.sandboxes.has(first.id));
+  const run = await m.create('alice', runSpec());
+  assert.notEqual(run.sandbox!.id, first.id);
+  assert.equal(run.start, 'pool');
+  await m.close(false);
+});
+
+test('over its memory quota with the pool full: refused before anything is claimed', async () => {
+  const provider = new FakeProvider();
+  const config = poolConfig({ size: 2, maxTotal: 2 });
+  config.tenancy = { ...config.tenancy, default: { memoryMb: 300 } };
+  const m = new RunManager(config, provider);
+  m.startPool();
+  await until(() => idle(m) === 2);
+  const a = await m.create('alice', runSpec());
+  assert.equal(a.start, 'pool');
+  await until(() => idle(m) === 2);
+  await assert.rejects(
+    m.create('alice', runSpec()),
+    (err) => err instanceof GatewayError && err.code === status.RESOURCE_EXHAUSTED && /memoryMb/.test(err.message),
+  );
+  assert.equal(idle(m), 2, 'the pool is untouched');
+  assert.equal(m.list('alice').length, 1, 'no half-made run');
+  assert.equal(provider.sandboxes.size, 3);
+  await m.close(false);
+});
+
+test('restart: a claimed sandbox is found again as its run; idle ones and stale claims are removed', async () => {
+  const { provider, inits } = recordingProvider();
+  const config = poolConfig({ size: 2 });
+  const first = new RunManager(config, provider);
+  first.startPool();
+  await until(() => idle(first) === 2);
+  const run = await first.create('alice', runSpec({ conversationId: 'c9', labels: { team: 'x' } }));
+  await until(() => idle(first) === 2);
+  // The gateway dies: nothing is cleaned up (no close).
+  first.pool!.stop();
+  for (const r of first.list('alice')) r.runner?.dispose();
+  const claimsDir = path.join(config.stateDir, 'pool', config.instance, 'claims');
+  await fs.writeFile(
+    path.join(claimsDir, 'sb-gone.json'),
+    JSON.stringify({ runId: 'run-x', tenant: 't', spec: {}, createdAt: '' }),
+  );
+  await fs.writeFile(path.join(claimsDir, 'sb-half.json.123.tmp'), '{');
+
+  const second = new RunManager(config, provider);
+  assert.deepEqual(await second.recover(), { recovered: 1, removed: 2 });
+  const again = second.get('alice', run.runId);
+  assert.equal(again.state, 'READY');
+  assert.equal(again.start, 'pool');
+  assert.equal(again.spec.conversationId, 'c9');
+  assert.deepEqual(again.spec.labels, { team: 'x' });
+  assert.deepEqual(
+    inits.get(run.sandbox!.id)!.map((p) => p.runId),
+    [run.runId, run.runId],
+  );
+  assert.equal(provider.sandboxes.size, 1);
+  assert.deepEqual(await fs.readdir(claimsDir), [`${run.sandbox!.id}.json`]);
+  await second.delete('alice', run.runId);
+  assert.deepEqual(await fs.readdir(claimsDir), []);
+  await second.close(false);
+});
+
+test('WarmPool retries after a failed start without spinning', async () => {
+  let calls = 0;
+  const provider = new FakeProvider();
+  const create = provider.create.bind(provider);
+  provider.create = async (spec) => {
+    if (++calls <= 2) throw new Error('engine hiccup');
+    return create(spec);
+  };
+  const pool = new WarmPool({
+    provider,
+    instance: 'u',
+    targets: [{ limits: LIMITS, size: 1 }],
+    maxTotal: 4,
+    maxMemoryMb: 4096,
+    concurrency: 1,
+    admit: (s) => s(),
+    retryMs: 20,
+  });
+  pool.start();
+  await until(() => pool.stats().classes[0].idle === 1, 1000);
+  assert.equal(calls, 3);
+  assert.equal(pool.stats().failures, 2);
+  await pool.close();
+});

@@ -76,8 +76,9 @@ test('CreateRun claims a warm sandbox, each at most once, and the pool refills',
   );
   const ids = [a, b, c].map((r) => r.sandbox!.id);
   assert.equal(new Set(ids).size, 3);
-  assert.equal(inits.get(a.sandbox!.id)![0].runId, a.runId);
-  assert.equal(inits.get(a.sandbox!.id)!.length, 1);
+  // The connection may say initialize more than once (it does again on every connect); it is
+  // always the same run.
+  assert.deepEqual(new Set(inits.get(a.sandbox!.id)!.map((p) => p.runId)), new Set([a.runId]));
   await until(() => idle(m) === 2);
   await m.delete('alice', a.runId);
   assert.ok(provider.removed.includes(a.sandbox!.id), 'a pooled sandbox is removed after its run');
@@ -166,10 +167,8 @@ test('restart: a claimed sandbox is found again as its run; idle ones and stale 
   assert.equal(again.start, 'pool');
   assert.equal(again.spec.conversationId, 'c9');
   assert.deepEqual(again.spec.labels, { team: 'x' });
-  assert.deepEqual(
-    inits.get(run.sandbox!.id)!.map((p) => p.runId),
-    [run.runId, run.runId],
-  );
+  assert.deepEqual(new Set(inits.get(run.sandbox!.id)!.map((p) => p.runId)), new Set([run.runId]));
+  assert.ok(inits.get(run.sandbox!.id)!.length >= 2, 'initialized again by the second gateway');
   assert.equal(provider.sandboxes.size, 1);
   assert.deepEqual(await fs.readdir(claimsDir), [`${run.sandbox!.id}.json`]);
   await second.delete('alice', run.runId);

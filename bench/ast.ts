@@ -37,11 +37,18 @@ interface Corpus {
 
 function copyTree(from: string, to: string, findArgs: string[]): void {
   mkdirSync(to, { recursive: true });
-  execFileSync('bash', ['-c', `cd "$0" && find . ${findArgs.join(' ')} -print0 | tar --null -T - -cf - | tar -C "$1" -xf -`, from, to]);
+  execFileSync('bash', [
+    '-c',
+    `cd "$0" && find . ${findArgs.join(' ')} -print0 | tar --null -T - -cf - | tar -C "$1" -xf -`,
+    from,
+    to,
+  ]);
 }
 
 function corpora(): Corpus[] {
-  const stdlib = execFileSync('python3', ['-c', 'import sysconfig;print(sysconfig.get_paths()["stdlib"])'], { encoding: 'utf8' }).trim();
+  const stdlib = execFileSync('python3', ['-c', 'import sysconfig;print(sysconfig.get_paths()["stdlib"])'], {
+    encoding: 'utf8',
+  }).trim();
   const py = path.join(ROOT, 'python-stdlib');
   if (!existsSync(py)) copyTree(stdlib, py, ['-name', "'*.py'", '-not', '-path', "'./site-packages/*'"]);
   const ts = path.join(ROOT, 'typescript');
@@ -50,8 +57,18 @@ function corpora(): Corpus[] {
     renameSync(path.join(ts, 'tmp'), path.join(ts, 'pkgs'));
   }
   return [
-    { name: 'python-stdlib', language: 'python', dir: py, patterns: ['isinstance($A, $B)', '$A == $A', 'raise $E($$$A) from $C'] },
-    { name: 'typescript', language: 'typescript', dir: ts, patterns: ['interface $I { $$$B }', 'export declare function $F($$$P): $R;', 'console.log($$$A)'] },
+    {
+      name: 'python-stdlib',
+      language: 'python',
+      dir: py,
+      patterns: ['isinstance($A, $B)', '$A == $A', 'raise $E($$$A) from $C'],
+    },
+    {
+      name: 'typescript',
+      language: 'typescript',
+      dir: ts,
+      patterns: ['interface $I { $$$B }', 'export declare function $F($$$P): $R;', 'console.log($$$A)'],
+    },
   ];
 }
 
@@ -75,11 +92,15 @@ function countFiles(dir: string, ext: string): { files: number; bytes: number } 
 /** One `ast-grep run`, timed, with its peak RSS from /usr/bin/time. */
 function astGrep(c: Corpus, pattern: string): { ms: number; peakMB: number; matches: number } {
   const t = process.hrtime.bigint();
-  const r = spawnSync('/usr/bin/time', ['-f', '%M', AST_GREP, 'run', '--pattern', pattern, '--lang', c.language, '--json=compact', '.'], {
-    cwd: c.dir,
-    encoding: 'utf8',
-    maxBuffer: 1 << 30,
-  });
+  const r = spawnSync(
+    '/usr/bin/time',
+    ['-f', '%M', AST_GREP, 'run', '--pattern', pattern, '--lang', c.language, '--json=compact', '.'],
+    {
+      cwd: c.dir,
+      encoding: 'utf8',
+      maxBuffer: 1 << 30,
+    },
+  );
   const ms = Number(process.hrtime.bigint() - t) / 1e6;
   const peakKB = Number(r.stderr.trim().split('\n').pop());
   return { ms, peakMB: Math.round(peakKB / 1024), matches: (JSON.parse(r.stdout || '[]') as unknown[]).length };
@@ -95,8 +116,27 @@ interface OursResult {
 }
 
 /** Our side, in a fresh process per measurement so the first query is really first. */
-function ours(c: Corpus, pattern: string, workers: number, cacheMB: number, delayMs: number, index: boolean, repeats: number): OursResult {
-  const args = [__filename, '--child', c.dir, c.language, pattern, String(workers), String(cacheMB), String(delayMs), index ? '1' : '0', String(repeats)];
+function ours(
+  c: Corpus,
+  pattern: string,
+  workers: number,
+  cacheMB: number,
+  delayMs: number,
+  index: boolean,
+  repeats: number,
+): OursResult {
+  const args = [
+    __filename,
+    '--child',
+    c.dir,
+    c.language,
+    pattern,
+    String(workers),
+    String(cacheMB),
+    String(delayMs),
+    index ? '1' : '0',
+    String(repeats),
+  ];
   const out = execFileSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
   return JSON.parse(out.trim().split('\n').pop()!);
 }
@@ -107,14 +147,29 @@ async function astRun(dir: string, workers: number, cacheMB: number, index: bool
   const { registerAst } = await import('../runner/src/tools/ast');
   const { runnerContext, NO_FEATURES } = await import('../test/helpers/runner');
   // Only the ast family, as a runner with feature `ast` has it.
-  const run = new RunContext({ runId: 'bench', conversationId: 'bench', workspace: dir, features: { ...NO_FEATURES, ast: true }, settings: { ast: { workers, cacheMB } } });
+  const run = new RunContext({
+    runId: 'bench',
+    conversationId: 'bench',
+    workspace: dir,
+    features: { ...NO_FEATURES, ast: true },
+    settings: { ast: { workers, cacheMB } },
+  });
   const registry = new ToolRegistry();
   const family = registerAst(registry, run, { indexOnArrival: index })!;
   const call = (tool: string, args: unknown) => registry.call(tool, args, runnerContext());
   return { run, family, call };
 }
 
-async function child(dir: string, language: string, pattern: string, workers: number, cacheMB: number, delayMs: number, index: boolean, repeats: number): Promise<void> {
+async function child(
+  dir: string,
+  language: string,
+  pattern: string,
+  workers: number,
+  cacheMB: number,
+  delayMs: number,
+  index: boolean,
+  repeats: number,
+): Promise<void> {
   const { run, family, call } = await astRun(dir, workers, cacheMB, index);
   const query = async () => {
     const t = process.hrtime.bigint();
@@ -130,7 +185,13 @@ async function child(dir: string, language: string, pattern: string, workers: nu
   const repeated: number[] = [];
   for (let i = 0; i < repeats; i++) repeated.push((await query()).ms);
   const peakMB = Math.round(process.resourceUsage().maxRSS / 1024);
-  const result: OursResult = { firstMs: Math.round(first.ms), indexedAtQuery, repeatedMs: repeats ? summary(repeated) : undefined, peakMB, matches: first.total };
+  const result: OursResult = {
+    firstMs: Math.round(first.ms),
+    indexedAtQuery,
+    repeatedMs: repeats ? summary(repeated) : undefined,
+    peakMB,
+    matches: first.total,
+  };
   console.log(JSON.stringify(result));
   process.exit(0);
 }
@@ -139,7 +200,10 @@ async function child(dir: string, language: string, pattern: string, workers: nu
 function pyrightServer(): string {
   const prefix = path.join(ROOT, 'pyright');
   const js = path.join(prefix, 'node_modules/pyright/langserver.index.js');
-  if (!existsSync(js)) execFileSync('npm', ['install', '--no-save', '--no-fund', '--no-audit', '--prefix', prefix, PYRIGHT], { stdio: 'ignore' });
+  if (!existsSync(js))
+    execFileSync('npm', ['install', '--no-save', '--no-fund', '--no-audit', '--prefix', prefix, PYRIGHT], {
+      stdio: 'ignore',
+    });
   return js;
 }
 
@@ -166,7 +230,12 @@ function pyrightFirstDiagnostics(server: string, dir: string, file: string): Pro
         buf = buf.subarray(head + 4 + len);
         if (msg.id === 1 && msg.result) {
           send({ method: 'initialized', params: {} });
-          send({ method: 'textDocument/didOpen', params: { textDocument: { uri, languageId: 'python', version: 1, text: readFileSync(path.join(dir, file), 'utf8') } } });
+          send({
+            method: 'textDocument/didOpen',
+            params: {
+              textDocument: { uri, languageId: 'python', version: 1, text: readFileSync(path.join(dir, file), 'utf8') },
+            },
+          });
         } else if (msg.method === 'workspace/configuration') {
           send({ id: msg.id, result: (msg.params.items as unknown[]).map(() => null) });
         } else if (msg.id !== undefined && msg.method) {
@@ -178,12 +247,27 @@ function pyrightFirstDiagnostics(server: string, dir: string, file: string): Pro
         }
       }
     });
-    send({ id: 1, method: 'initialize', params: { processId: process.pid, rootUri: `file://${dir}`, capabilities: {}, workspaceFolders: [{ uri: `file://${dir}`, name: 'bench' }] } });
+    send({
+      id: 1,
+      method: 'initialize',
+      params: {
+        processId: process.pid,
+        rootUri: `file://${dir}`,
+        capabilities: {},
+        workspaceFolders: [{ uri: `file://${dir}`, name: 'bench' }],
+      },
+    });
   });
 }
 
 /** In a fresh process: pyright starts as the files arrive, with or without our background indexing. */
-async function pyrightChild(dir: string, file: string, workers: number, cacheMB: number, index: boolean): Promise<void> {
+async function pyrightChild(
+  dir: string,
+  file: string,
+  workers: number,
+  cacheMB: number,
+  index: boolean,
+): Promise<void> {
   const server = pyrightServer();
   const { run, family } = await astRun(dir, workers, cacheMB, index);
   await run.command({ family: 'workspace', command: 'filesArrived', payload: { path: '.' } });
@@ -215,7 +299,12 @@ async function main(): Promise<void> {
       const cold = ours(c, pattern, workers, cacheMB, 0, false, 0);
       rows.push({
         pattern,
-        astGrep: { firstMs: Math.round(theirsFirst.ms), secondMs: Math.round(theirsAgain.ms), peakMB: Math.max(theirsFirst.peakMB, theirsAgain.peakMB), matches: theirsFirst.matches },
+        astGrep: {
+          firstMs: Math.round(theirsFirst.ms),
+          secondMs: Math.round(theirsAgain.ms),
+          peakMB: Math.max(theirsFirst.peakMB, theirsAgain.peakMB),
+          matches: theirsFirst.matches,
+        },
         tether: { firstAt0: at0, firstAt5: at5, firstNoIndex: cold },
         firstAt0Speedup: +(theirsFirst.ms / at0.firstMs).toFixed(2),
         firstAt5Speedup: +(theirsFirst.ms / at5.firstMs).toFixed(2),
@@ -230,9 +319,15 @@ async function main(): Promise<void> {
       // pyright starting as the files arrive, alternately without and with our indexing.
       const runs: { index: boolean; ms: number; indexedMeanwhile: number }[] = [];
       for (const index of [false, true, false, true]) {
-        const out = execFileSync(process.execPath, [__filename, '--pyright', c.dir, 'json/decoder.py', String(workers), String(cacheMB), index ? '1' : '0'], { encoding: 'utf8' });
+        const out = execFileSync(
+          process.execPath,
+          [__filename, '--pyright', c.dir, 'json/decoder.py', String(workers), String(cacheMB), index ? '1' : '0'],
+          { encoding: 'utf8' },
+        );
         runs.push({ index, ...JSON.parse(out.trim().split('\n').pop()!) });
-        console.error(`pyright first diagnostics ${index ? 'with' : 'without'} indexing: ${runs[runs.length - 1].ms} ms`);
+        console.error(
+          `pyright first diagnostics ${index ? 'with' : 'without'} indexing: ${runs[runs.length - 1].ms} ms`,
+        );
       }
       results[`${c.name}-pyright`] = { server: PYRIGHT, file: 'json/decoder.py', runs };
     }
@@ -247,7 +342,16 @@ const fail = (err: unknown) => {
 };
 const argv = process.argv;
 if (argv[2] === '--child') {
-  child(argv[3], argv[4], argv[5], Number(argv[6]), Number(argv[7]), Number(argv[8]), argv[9] === '1', Number(argv[10])).catch(fail);
+  child(
+    argv[3],
+    argv[4],
+    argv[5],
+    Number(argv[6]),
+    Number(argv[7]),
+    Number(argv[8]),
+    argv[9] === '1',
+    Number(argv[10]),
+  ).catch(fail);
 } else if (argv[2] === '--pyright') {
   pyrightChild(argv[3], argv[4], Number(argv[5]), Number(argv[6]), argv[7] === '1').catch(fail);
 } else {

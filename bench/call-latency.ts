@@ -25,10 +25,15 @@ async function echoBaseline(n: number): Promise<number[]> {
     },
   };
   const server = new grpc.Server();
-  server.addService(def, { echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request) });
-  const port = await new Promise<number>((res, rej) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  server.addService(def, {
+    echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
+  });
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  );
   const Client = grpc.makeGenericClientConstructor(def, 'Echo');
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
+  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as grpc.Client &
+    Record<string, any>;
   const payload = Buffer.from(JSON.stringify({ path: 'bench.txt' }));
   const once = () => new Promise<void>((res, rej) => client.echo(payload, (e: Error | null) => (e ? rej(e) : res())));
   for (let i = 0; i < 200; i++) await once();
@@ -41,7 +46,11 @@ async function echoBaseline(n: number): Promise<number[]> {
 
 async function toolCalls(n: number, fastPath: boolean): Promise<number[]> {
   const base = await import('../gateway/src/config').then((m) => m.defaultConfig().docker);
-  const t = await startTestGateway({ provider: PROVIDER, fastPath, docker: { ...base, image: process.env.TETHER_IMAGE || base.image, runtime: RUNTIME } });
+  const t = await startTestGateway({
+    provider: PROVIDER,
+    fastPath,
+    docker: { ...base, image: process.env.TETHER_IMAGE || base.image, runtime: RUNTIME },
+  });
   try {
     const run = await t.alice.createRun({ conversationId: 'bench' });
     await t.alice.putFileMap(run.runId, { 'bench.txt': 'hello\n' });

@@ -12,7 +12,15 @@ const CALLS = Number(process.argv[2] ?? 500);
 const PROVIDER = (process.argv[3] ?? 'process') as 'process' | 'docker';
 
 async function main() {
-  const t = await startTestGateway({ provider: PROVIDER, runner: { vibe: { maxLiveWorkers: 4, tiers: { fast: { backend: 'command', command: ['true'] }, good: { backend: 'client' } } } } });
+  const t = await startTestGateway({
+    provider: PROVIDER,
+    runner: {
+      vibe: {
+        maxLiveWorkers: 4,
+        tiers: { fast: { backend: 'command', command: ['true'] }, good: { backend: 'client' } },
+      },
+    },
+  });
   try {
     const features = { vibe: true, questions: { enabled: true, targetSpace: 'bench' } };
     const prompt = await t.alice.createRun({ features, approvals: { write: Approval.PROMPT } });
@@ -23,9 +31,25 @@ async function main() {
     };
     const cases: Record<string, () => Promise<unknown>> = {
       'read (baseline)': () => must(t.alice.callTool(prompt.runId, 'read', { path: 'bench.txt' })),
-      'ask_user answered at once': () => must(t.alice.callTool(prompt.runId, 'ask_user', { question: 'Go?', options: [{ label: 'yes' }, { label: 'no' }] }, { onQuestion: () => ({ selected: [1] }) })),
+      'ask_user answered at once': () =>
+        must(
+          t.alice.callTool(
+            prompt.runId,
+            'ask_user',
+            { question: 'Go?', options: [{ label: 'yes' }, { label: 'no' }] },
+            { onQuestion: () => ({ selected: [1] }) },
+          ),
+        ),
       'write, AUTO': () => must(t.alice.callTool(auto.runId, 'write', { path: 'w.txt', content: 'x' })),
-      'write, PROMPT approved at once': () => must(t.alice.callTool(prompt.runId, 'write', { path: 'w.txt', content: 'x' }, { onQuestion: () => ({ approved: true }) })),
+      'write, PROMPT approved at once': () =>
+        must(
+          t.alice.callTool(
+            prompt.runId,
+            'write',
+            { path: 'w.txt', content: 'x' },
+            { onQuestion: () => ({ approved: true }) },
+          ),
+        ),
       'vibe_spawn + vibe_wait of `true`': async () => {
         const s = await t.alice.callTool(auto.runId, 'vibe_spawn', { brief: 'nothing', label: 'bench' });
         const id = JSON.parse(s.result.structuredJson).id;

@@ -66,7 +66,11 @@ async function dockerRunBaseline() {
 /** The memory a container's cgroup holds, page cache excluded (what `docker stats` shows). */
 async function containerMemory(id: string): Promise<number> {
   const s = await docker.getContainer(id).stats({ stream: false });
-  const cache = s.memory_stats.stats?.total_inactive_file ?? s.memory_stats.stats?.inactive_file ?? s.memory_stats.stats?.cache ?? 0;
+  const cache =
+    s.memory_stats.stats?.total_inactive_file ??
+    s.memory_stats.stats?.inactive_file ??
+    s.memory_stats.stats?.cache ??
+    0;
   return s.memory_stats.usage - cache;
 }
 
@@ -115,9 +119,11 @@ async function roundTrips(t: TestGateway) {
   // Throughput: CALLS calls, 50 in flight.
   let next = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: 50 }, async () => {
-    while (next++ < CALLS) await once();
-  }));
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (next++ < CALLS) await once();
+    }),
+  );
   const callsPerSecond = Math.round(CALLS / ((performance.now() - t0) / 1000));
   await t.alice.deleteRun(r.runId);
   return { sequentialMs: summary(seq), concurrent50CallsPerSecond: callsPerSecond };
@@ -155,7 +161,8 @@ async function main() {
       firstCallMs: summary(cold.firstCall),
       baselineDockerRunTrueMs: summary(baseline.trueRun),
       baselineDockerRunNodeMs: summary(baseline.nodeRun),
-      baselineNote: '`docker run --rm --network none --log-driver none` of the same image via the CLI: `--entrypoint true`, and `node -e 0`',
+      baselineNote:
+        '`docker run --rm --network none --log-driver none` of the same image via the CLI: `--entrypoint true`, and `node -e 0`',
     },
     idleMemory: idle,
     roundTrip: {

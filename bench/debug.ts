@@ -30,17 +30,23 @@ const CASES: Case[] = [
   { adapter: 'delve', program: 'go', file: 'go/main.go', line: 19 },
 ];
 
-async function throughTether(d: DebugRun, c: Case): Promise<{ launchMs: number[]; stackMs: number[]; variablesMs: number[] }> {
+async function throughTether(
+  d: DebugRun,
+  c: Case,
+): Promise<{ launchMs: number[]; stackMs: number[]; variablesMs: number[] }> {
   const launchMs: number[] = [];
   const stackMs: number[] = [];
   const variablesMs: number[] = [];
   await d.ok({ op: 'breakpoints', file: c.file, lines: [c.line] });
   for (let i = 0; i < LAUNCHES; i++) {
     let stopped: any;
-    launchMs.push(await timeIt(async () => (stopped = await d.ok({ op: 'launch', program: c.program, wait_seconds: 120 }))));
+    launchMs.push(
+      await timeIt(async () => (stopped = await d.ok({ op: 'launch', program: c.program, wait_seconds: 120 }))),
+    );
     if (stopped.structured.state !== 'stopped') throw new Error(`${c.adapter} did not stop: ${stopped.text}`);
     let frameId = 0;
-    for (let s = 0; s < SAMPLES; s++) stackMs.push(await timeIt(async () => (frameId = (await d.ok({ op: 'stack' })).structured.frames[0].id)));
+    for (let s = 0; s < SAMPLES; s++)
+      stackMs.push(await timeIt(async () => (frameId = (await d.ok({ op: 'stack' })).structured.frames[0].id)));
     const ref = (await d.ok({ op: 'scopes', frame_id: frameId })).structured.scopes[0].reference;
     for (let s = 0; s < SAMPLES; s++) variablesMs.push(await timeIt(() => d.ok({ op: 'variables', reference: ref })));
     await d.ok({ op: 'terminate' });
@@ -49,11 +55,25 @@ async function throughTether(d: DebugRun, c: Case): Promise<{ launchMs: number[]
   return { launchMs, stackMs, variablesMs };
 }
 
-async function direct(t: TestGateway, d: DebugRun, c: Case): Promise<{ launchMs: number[]; stackMs: number[]; variablesMs: number[] }> {
+async function direct(
+  t: TestGateway,
+  d: DebugRun,
+  c: Case,
+): Promise<{ launchMs: number[]; stackMs: number[]; variablesMs: number[] }> {
   const docker = t.config.provider === 'docker';
   const root = docker ? '/workspace' : path.join(t.config.stateDir, 'workspaces', d.runId);
   const dist = docker ? '/opt/tether/dist' : path.resolve(__dirname, '..');
-  const argv = ['node', 'bench-direct.js', dist, c.adapter, path.join(root, c.program), path.join(root, c.file), String(c.line), String(LAUNCHES), String(SAMPLES)];
+  const argv = [
+    'node',
+    'bench-direct.js',
+    dist,
+    c.adapter,
+    path.join(root, c.program),
+    path.join(root, c.file),
+    String(c.line),
+    String(LAUNCHES),
+    String(SAMPLES),
+  ];
   return JSON.parse(await d.exec(argv));
 }
 
@@ -82,7 +102,9 @@ const stat = (xs: number[]) => summary(xs);
         variables: { tether: stat(viaTether.variablesMs), direct: stat(bare.variablesMs) },
       };
       results[c.adapter] = row;
-      console.error(`${c.adapter}: launch p50 ${row.launchToFirstStop.tether.p50} vs ${row.launchToFirstStop.direct.p50} ms; stack p50 ${row.stack.tether.p50} vs ${row.stack.direct.p50}; variables p50 ${row.variables.tether.p50} vs ${row.variables.direct.p50}`);
+      console.error(
+        `${c.adapter}: launch p50 ${row.launchToFirstStop.tether.p50} vs ${row.launchToFirstStop.direct.p50} ms; stack p50 ${row.stack.tether.p50} vs ${row.stack.direct.p50}; variables p50 ${row.variables.tether.p50} vs ${row.variables.direct.p50}`,
+      );
     }
     await t.alice.deleteRun(d.runId).catch(() => undefined);
   } finally {

@@ -23,15 +23,34 @@ async function session(): Promise<{ launchMs: number; stackMs: number[]; variabl
   const t0 = process.hrtime.bigint();
   const found = await spec.findBinary(cwd, cwd);
   if (!found.ok) throw new Error(found.missing);
-  const conn = await startAdapter(found.command, cwd, async () => undefined, () => undefined);
+  const conn = await startAdapter(
+    found.command,
+    cwd,
+    async () => undefined,
+    () => undefined,
+  );
   const c = conn.client;
-  const stopped = new Promise<DebugProtocol.StoppedEvent>((resolve) => c.onEvent((e) => e.event === 'stopped' && resolve(e as DebugProtocol.StoppedEvent)));
+  const stopped = new Promise<DebugProtocol.StoppedEvent>((resolve) =>
+    c.onEvent((e) => e.event === 'stopped' && resolve(e as DebugProtocol.StoppedEvent)),
+  );
   const initialized = new Promise<void>((resolve) => c.onEvent((e) => e.event === 'initialized' && resolve()));
-  const init = await c.request('initialize', { adapterID: spec.id, pathFormat: 'path', linesStartAt1: true, columnsStartAt1: true }, 30_000);
+  const init = await c.request(
+    'initialize',
+    { adapterID: spec.id, pathFormat: 'path', linesStartAt1: true, columnsStartAt1: true },
+    30_000,
+  );
   const scratchDir = cwd;
-  const launched = c.request('launch', spec.launchArguments({ program, args: [], cwd, scratchDir, command: found.command }), 120_000);
+  const launched = c.request(
+    'launch',
+    spec.launchArguments({ program, args: [], cwd, scratchDir, command: found.command }),
+    120_000,
+  );
   await initialized;
-  await c.request('setBreakpoints', { source: { path: path.resolve(file) }, breakpoints: [{ line: Number(lineText) }] }, 30_000);
+  await c.request(
+    'setBreakpoints',
+    { source: { path: path.resolve(file) }, breakpoints: [{ line: Number(lineText) }] },
+    30_000,
+  );
   if (init.body?.supportsConfigurationDoneRequest) await c.request('configurationDone', {}, 30_000);
   await launched;
   const stop = await stopped;

@@ -20,7 +20,8 @@ const PROVIDER = (process.argv[3] ?? process.env.TETHER_TEST_PROVIDER ?? 'proces
 const RENDER_SAMPLES = Math.max(10, Math.floor(SAMPLES / 10));
 const HOST_PYTHON = '/usr/bin/python3';
 
-const SETUP = 'import numpy as np, pandas as pd, matplotlib.pyplot as plt\ndf = pd.DataFrame(np.random.rand(100_000, 5), columns=list("abcde"))';
+const SETUP =
+  'import numpy as np, pandas as pd, matplotlib.pyplot as plt\ndf = pd.DataFrame(np.random.rand(100_000, 5), columns=list("abcde"))';
 const FIGURE = 'plt.plot(np.arange(1000), np.sin(np.arange(1000) / 50)); plt.title("sine")';
 
 async function cell(t: TestGateway, runId: string, code: string, language = 'python'): Promise<number> {
@@ -41,7 +42,10 @@ async function samples(n: number, fn: () => Promise<number>, warmup = 3): Promis
 }
 
 async function main(): Promise<void> {
-  const t = await startTestGateway({ provider: PROVIDER, runner: { eval: PROVIDER === 'docker' ? {} : { python: HOST_PYTHON } } });
+  const t = await startTestGateway({
+    provider: PROVIDER,
+    runner: { eval: PROVIDER === 'docker' ? {} : { python: HOST_PYTHON } },
+  });
   try {
     const run = await t.alice.createRun({ features: { eval: true } });
     if (run.error) throw new Error(run.error);
@@ -56,16 +60,26 @@ async function main(): Promise<void> {
 
     let jupyterOut: string;
     try {
-      jupyterOut = execFileSync(HOST_PYTHON, [path.resolve(__dirname, '../../bench/eval_jupyter.py'), String(SAMPLES)], {
-        encoding: 'utf8',
-        // The kernel spec runs "python3": Debian's, which has ipykernel, must come first on PATH.
-        env: { ...process.env, PATH: `/usr/bin:/bin:${process.env.PATH}`, PYDEVD_DISABLE_FILE_VALIDATION: '1' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-        maxBuffer: 16 * 1024 * 1024,
-      });
+      jupyterOut = execFileSync(
+        HOST_PYTHON,
+        [path.resolve(__dirname, '../../bench/eval_jupyter.py'), String(SAMPLES)],
+        {
+          encoding: 'utf8',
+          // The kernel spec runs "python3": Debian's, which has ipykernel, must come first on PATH.
+          env: { ...process.env, PATH: `/usr/bin:/bin:${process.env.PATH}`, PYDEVD_DISABLE_FILE_VALIDATION: '1' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          maxBuffer: 16 * 1024 * 1024,
+        },
+      );
     } catch (err) {
-      const stderr = String((err as { stderr?: string }).stderr ?? '').trim().split('\n').slice(-3).join('\n');
-      throw new Error(`the Jupyter baseline failed (needs apt-get install python3-ipykernel python3-jupyter-client python3-pandas python3-matplotlib):\n${stderr}`);
+      const stderr = String((err as { stderr?: string }).stderr ?? '')
+        .trim()
+        .split('\n')
+        .slice(-3)
+        .join('\n');
+      throw new Error(
+        `the Jupyter baseline failed (needs apt-get install python3-ipykernel python3-jupyter-client python3-pandas python3-matplotlib):\n${stderr}`,
+      );
     }
     const jupyter = JSON.parse(jupyterOut) as Record<'trivial' | 'dataframe100k' | 'figure', number[]>;
 
@@ -73,7 +87,11 @@ async function main(): Promise<void> {
       provider: PROVIDER,
       note: 'milliseconds from the client sending the cell to the complete result. tether: gRPC → gateway → runner → kernel; jupyter: jupyter_client → ZMQ → ipykernel, on the host.',
       kernelStartMs: { python: Math.round(firstPython), javascript: Math.round(firstJs) },
-      trivialCell: { tether: summary(trivial), tetherJavascript: summary(trivialJs), jupyter: summary(jupyter.trivial) },
+      trivialCell: {
+        tether: summary(trivial),
+        tetherJavascript: summary(trivialJs),
+        jupyter: summary(jupyter.trivial),
+      },
       dataframe100kRows: { tether: summary(dataframe), jupyter: summary(jupyter.dataframe100k) },
       figurePng: { tether: summary(figure), jupyter: summary(jupyter.figure) },
     });

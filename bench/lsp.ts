@@ -88,7 +88,13 @@ async function measure(t: TestGateway, c: Case): Promise<Record<string, unknown>
   await t.alice.putFileMap(run.runId, { 'floor.txt': 'x\n' });
   // Rounds interleave the floor, the tool and the bare server, so a load spike on this shared
   // machine hits all three alike instead of one block of samples.
-  const s = { floor: [] as number[], definition: [] as number[], definitionDirect: [] as number[], references: [] as number[], referencesDirect: [] as number[] };
+  const s = {
+    floor: [] as number[],
+    definition: [] as number[],
+    definitionDirect: [] as number[],
+    references: [] as number[],
+    referencesDirect: [] as number[],
+  };
   for (let round = -5; round < SAMPLES; round++) {
     const floor = await timeIt(() => call(t, run.runId, 'read', { path: 'floor.txt' }));
     const def = await timeIt(() => call(t, run.runId, 'lsp', { action: 'definition', ...c.definition }));
@@ -119,15 +125,27 @@ async function measure(t: TestGateway, c: Case): Promise<Record<string, unknown>
     };
   }
   let i = 0;
-  const withWrap = summary(await samples(Math.ceil(SAMPLES / 2), () => call(t, run.runId, 'write', { path: c.write.path, content: c.write.content(i++) })));
+  const withWrap = summary(
+    await samples(Math.ceil(SAMPLES / 2), () =>
+      call(t, run.runId, 'write', { path: c.write.path, content: c.write.content(i++) }),
+    ),
+  );
   await t.alice.deleteRun(run.runId);
 
   const plain = await t.alice.createRun({ features: { lsp: false }, approvals: { write: Approval.AUTO } });
   await t.alice.putFileMap(plain.runId, files);
-  const withoutWrap = summary(await samples(Math.ceil(SAMPLES / 2), () => call(t, plain.runId, 'write', { path: c.write.path, content: c.write.content(i++) })));
+  const withoutWrap = summary(
+    await samples(Math.ceil(SAMPLES / 2), () =>
+      call(t, plain.runId, 'write', { path: c.write.path, content: c.write.content(i++) }),
+    ),
+  );
   await t.alice.deleteRun(plain.runId);
   return {
-    coldStart: { runCreatedWithFilesMs: Math.round(ready), firstDefinitionMs: Math.round(firstAnswer), totalMs: Math.round(ready + firstAnswer) },
+    coldStart: {
+      runCreatedWithFilesMs: Math.round(ready),
+      firstDefinitionMs: Math.round(firstAnswer),
+      totalMs: Math.round(ready + firstAnswer),
+    },
     overhead,
     writeDiagnostics: { withWrap, withoutWrap, p50AddedMs: Math.round((withWrap.p50 - withoutWrap.p50) * 1000) / 1000 },
   };
@@ -135,7 +153,11 @@ async function measure(t: TestGateway, c: Case): Promise<Record<string, unknown>
 
 async function main() {
   const t = await startTestGateway({ provider: PROVIDER });
-  const results: Record<string, unknown> = { provider: PROVIDER, samples: SAMPLES, loadAverageBefore: os.loadavg().map((x) => Math.round(x * 100) / 100) };
+  const results: Record<string, unknown> = {
+    provider: PROVIDER,
+    samples: SAMPLES,
+    loadAverageBefore: os.loadavg().map((x) => Math.round(x * 100) / 100),
+  };
   try {
     for (const c of CASES) {
       console.error(`measuring ${c.language}…`);

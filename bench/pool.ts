@@ -48,7 +48,14 @@ async function createAndCall(t: TestGateway, i: number, limits?: typeof LIMITS) 
   const out = await client.callTool(r.runId, 'write', { path: 'first.txt', content: 'first\n' });
   const t2 = performance.now();
   if (out.result.isError) throw new Error(resultText(out.result));
-  return { runId: r.runId, client, start: r.start === RunStart.POOL ? 'pool' : 'cold', create: t1 - t0, total: t2 - t0, firstCall: t2 - t1 };
+  return {
+    runId: r.runId,
+    client,
+    start: r.start === RunStart.POOL ? 'pool' : 'cold',
+    create: t1 - t0,
+    total: t2 - t0,
+    firstCall: t2 - t1,
+  };
 }
 
 async function sequential(t: TestGateway, size: number, limits?: typeof LIMITS) {
@@ -70,7 +77,8 @@ async function dockerRunBaseline() {
   const samples: number[] = [];
   const args = ['run', '--rm', '--network', 'none', '--log-driver', 'none', '--label', 'dev.tether.bench=true'];
   if (RUNTIME) args.push('--runtime', RUNTIME);
-  for (let i = 0; i < RUNS; i++) samples.push(await timeIt(() => run('docker', [...args, '--entrypoint', 'node', image!, '-e', '0'])));
+  for (let i = 0; i < RUNS; i++)
+    samples.push(await timeIt(() => run('docker', [...args, '--entrypoint', 'node', image!, '-e', '0'])));
   return summary(samples);
 }
 
@@ -79,7 +87,11 @@ async function pooledMemory(instance: string) {
   const values: number[] = [];
   for (const c of await docker.listContainers({ filters })) {
     const s = await docker.getContainer(c.Id).stats({ stream: false });
-    const cache = s.memory_stats.stats?.total_inactive_file ?? s.memory_stats.stats?.inactive_file ?? s.memory_stats.stats?.cache ?? 0;
+    const cache =
+      s.memory_stats.stats?.total_inactive_file ??
+      s.memory_stats.stats?.inactive_file ??
+      s.memory_stats.stats?.cache ??
+      0;
     values.push(mib(s.memory_stats.usage - cache));
   }
   return { n: values.length, mib: values };

@@ -25,18 +25,27 @@ const image = process.env.TETHER_IMAGE || readImagesEnv().TETHER_IMAGE;
 if (!image) throw new Error('no runner image: run scripts/setup.sh');
 
 const gateway = (disk: 'loop' | 'none', tenancy?: object) =>
-  startTestGateway({ provider: 'docker', docker: { ...defaultConfig().docker, image, disk }, ...(tenancy ? { tenancy } : {}) } as never);
+  startTestGateway({
+    provider: 'docker',
+    docker: { ...defaultConfig().docker, image, disk },
+    ...(tenancy ? { tenancy } : {}),
+  } as never);
 
 async function createCost(loop: TestGateway, plain: TestGateway) {
   const ms = { loop: [] as number[], plain: [] as number[] };
   for (let i = 0; i < CREATES; i++) {
-    for (const [name, t] of [['loop', loop], ['plain', plain]] as const) {
+    for (const [name, t] of [
+      ['loop', loop],
+      ['plain', plain],
+    ] as const) {
       let runId = '';
-      ms[name].push(await timeIt(async () => {
-        const r = await t.alice.createRun({ conversationId: `c${i}` });
-        if (r.error) throw new Error(r.error);
-        runId = r.runId;
-      }));
+      ms[name].push(
+        await timeIt(async () => {
+          const r = await t.alice.createRun({ conversationId: `c${i}` });
+          if (r.error) throw new Error(r.error);
+          runId = r.runId;
+        }),
+      );
       await t.alice.deleteRun(runId);
     }
   }
@@ -65,7 +74,12 @@ async function writeThroughput(loop: TestGateway, plain: TestGateway) {
   await loop.alice.deleteRun(a.runId);
   await plain.alice.deleteRun(b.runId);
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
-  return { loopMiBps: rates.loop, plainMiBps: rates.plain, loopMedian: median(rates.loop), plainMedian: median(rates.plain) };
+  return {
+    loopMiBps: rates.loop,
+    plainMiBps: rates.plain,
+    loopMedian: median(rates.loop),
+    plainMedian: median(rates.plain),
+  };
 }
 
 /** B's sequential reads while A floods from 32 loops, with A's CallTool rate as given. */
@@ -85,7 +99,11 @@ async function floodPhase(aRate: { perSecond: number; burst: number } | undefine
     const alone: number[] = [];
     for (let i = 0; i < B_CALLS; i++) alone.push(await timeIt(bCall));
     // The flood runs in its own process: its client's CPU is not the gateway's.
-    const child = spawn(process.execPath, [path.join(__dirname, 'flood.js'), t.gateway.address, 'token-alice', a.runId, '32', '600'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(
+      process.execPath,
+      [path.join(__dirname, 'flood.js'), t.gateway.address, 'token-alice', a.runId, '32', '600'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d));
     await new Promise((r) => setTimeout(r, 1000));
@@ -148,9 +166,18 @@ async function main() {
   const flood = await floodIsolation();
   writeResult('tenancy', {
     image,
-    createRun: { description: `CreateRun (ready to call), ${CREATES} each, alternating: a 2 GiB loop-backed ext4 workspace vs a plain volume`, ...create },
-    diskSteps: { description: 'LoopDisks alone, 2 GiB: sparse file + mkfs.ext4 + debugfs + losetup; release = losetup -d + rm', ...steps },
-    writeThroughput: { description: `dd ${DD_MIB} MiB bs=1M conv=fsync into /workspace, 3 times each, loop ext4 (discard) vs a plain volume (overlay2 host ext4)`, ...write },
+    createRun: {
+      description: `CreateRun (ready to call), ${CREATES} each, alternating: a 2 GiB loop-backed ext4 workspace vs a plain volume`,
+      ...create,
+    },
+    diskSteps: {
+      description: 'LoopDisks alone, 2 GiB: sparse file + mkfs.ext4 + debugfs + losetup; release = losetup -d + rm',
+      ...steps,
+    },
+    writeThroughput: {
+      description: `dd ${DD_MIB} MiB bs=1M conv=fsync into /workspace, 3 times each, loop ext4 (discard) vs a plain volume (overlay2 host ext4)`,
+      ...write,
+    },
     rateLimitIsolation: flood,
   });
 }

@@ -27,7 +27,11 @@ export class TokenAuthenticator {
     const values = metadata.get('authorization');
     const header = typeof values[0] === 'string' ? values[0] : '';
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!m) throw new GatewayError(status.UNAUTHENTICATED, 'missing bearer token: send "authorization: Bearer <token>" metadata');
+    if (!m)
+      throw new GatewayError(
+        status.UNAUTHENTICATED,
+        'missing bearer token: send "authorization: Bearer <token>" metadata',
+      );
     const tenant = this.tenantFor(m[1]);
     if (!tenant) throw new GatewayError(status.UNAUTHENTICATED, 'invalid token');
     return tenant;

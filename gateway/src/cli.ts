@@ -24,7 +24,9 @@ function client(opts: { address: string; token: string }): TetherClient {
 }
 
 const withConn = (c: Command) =>
-  c.addOption(new Option('--address <host:port>', 'gateway address').default(addr())).addOption(new Option('--token <token>', 'bearer token (or TETHER_TOKEN)').default(tok()));
+  c
+    .addOption(new Option('--address <host:port>', 'gateway address').default(addr()))
+    .addOption(new Option('--token <token>', 'bearer token (or TETHER_TOKEN)').default(tok()));
 
 function fail(err: unknown): never {
   const e = err as { details?: string; message?: string; code?: number };
@@ -44,7 +46,10 @@ program
   .option('--listen <host:port>', 'address to listen on')
   .option('--provider <name>', 'sandbox provider: docker or process')
   .action(async (o: { config?: string; listen?: string; provider?: 'docker' | 'process' }) => {
-    const config = loadConfig({ file: o.config, overrides: { ...(o.listen ? { listen: o.listen } : {}), ...(o.provider ? { provider: o.provider } : {}) } });
+    const config = loadConfig({
+      file: o.config,
+      overrides: { ...(o.listen ? { listen: o.listen } : {}), ...(o.provider ? { provider: o.provider } : {}) },
+    });
     const gw = await startGateway(config);
     console.error(`tether listening on ${gw.address} (provider ${config.provider})`);
     let stopping = false;
@@ -72,7 +77,12 @@ program
     } catch (err) {
       const msg = (err as Error).message;
       if (!msg.startsWith('no tokens configured')) fail(err);
-      notes.push({ name: 'tokens', status: 'warn', detail: 'none configured: `tether serve` refuses to start without them', fix: 'set TETHER_TOKENS=token=tenant or "tokens" in the config file' });
+      notes.push({
+        name: 'tokens',
+        status: 'warn',
+        detail: 'none configured: `tether serve` refuses to start without them',
+        fix: 'set TETHER_TOKENS=token=tenant or "tokens" in the config file',
+      });
       config = loadConfig({ file: o.config, overrides: { tokens: { doctor: 'doctor' } } });
     }
     const checks = await diagnose(config, { notes });
@@ -90,10 +100,13 @@ program
     let url = o.url;
     if (!url) {
       const { listen } = loadConfig({ file: o.config, overrides: { tokens: { metrics: 'metrics' } } }).metrics;
-      if (!listen) fail(new Error('metrics are off: set metrics.listen (TETHER_METRICS_LISTEN) on the gateway, or pass --url'));
+      if (!listen)
+        fail(new Error('metrics are off: set metrics.listen (TETHER_METRICS_LISTEN) on the gateway, or pass --url'));
       url = `http://${listen.replace(/^0\.0\.0\.0:/, '127.0.0.1:')}/metrics`;
     }
-    const res = await fetch(url).catch((err: Error) => fail(new Error(`cannot read ${url}: ${(err.cause as Error | undefined)?.message ?? err.message}`)));
+    const res = await fetch(url).catch((err: Error) =>
+      fail(new Error(`cannot read ${url}: ${(err.cause as Error | undefined)?.message ?? err.message}`)),
+    );
     if (!res.ok) fail(new Error(`${url} answered ${res.status}`));
     const text = await res.text();
     console.log(o.raw ? text : summarizeMetrics(text));
@@ -110,14 +123,37 @@ withConn(run.command('create'))
   .option('--egress [hosts]', "grant egress: a comma list of host:port, or nothing for the tenant's whole allow-list")
   .action(async (o) => {
     const c = client(o);
-    const f = new Set(String(o.features).split(',').map((s: string) => s.trim()));
+    const f = new Set(
+      String(o.features)
+        .split(',')
+        .map((s: string) => s.trim()),
+    );
     try {
       const r = await c.createRun({
         conversationId: o.conversation,
         workspace: o.workspace ?? '',
-        features: { lsp: f.has('lsp'), ast: f.has('ast'), debug: f.has('debug'), eval: f.has('eval'), vibe: f.has('vibe'), questions: { enabled: f.has('questions'), targetSpace: o.targetSpace } },
+        features: {
+          lsp: f.has('lsp'),
+          ast: f.has('ast'),
+          debug: f.has('debug'),
+          eval: f.has('eval'),
+          vibe: f.has('vibe'),
+          questions: { enabled: f.has('questions'), targetSpace: o.targetSpace },
+        },
         template: o.template ?? '',
-        ...(o.egress !== undefined ? { egress: { allow: o.egress === true ? [] : String(o.egress).split(',').map((s: string) => s.trim()).filter(Boolean) } } : {}),
+        ...(o.egress !== undefined
+          ? {
+              egress: {
+                allow:
+                  o.egress === true
+                    ? []
+                    : String(o.egress)
+                        .split(',')
+                        .map((s: string) => s.trim())
+                        .filter(Boolean),
+              },
+            }
+          : {}),
       });
       console.log(r.state === RunState.READY ? r.runId : `${r.runId} ${RunState[r.state]}: ${r.error}`);
       if (r.state !== RunState.READY) process.exitCode = 1;
@@ -132,7 +168,8 @@ withConn(run.command('list'))
   .action(async (o) => {
     const c = client(o);
     try {
-      for (const r of await c.listRuns()) console.log(`${r.runId}\t${RunState[r.state]}\t${r.conversationId}${r.error ? `\t${r.error}` : ''}`);
+      for (const r of await c.listRuns())
+        console.log(`${r.runId}\t${RunState[r.state]}\t${r.conversationId}${r.error ? `\t${r.error}` : ''}`);
     } catch (err) {
       fail(err);
     } finally {
@@ -162,7 +199,9 @@ withConn(program.command('tools <runId>'))
     const c = client(o);
     try {
       for (const t of await c.listTools(runId, surfaceOf(o))) {
-        console.log(`${t.name.padEnd(14)} ${Tier[t.tier].toLowerCase().padEnd(6)} ${t.parallelSafe ? 'parallel' : 'serial  '} ${t.description.split('\n')[0]}`);
+        console.log(
+          `${t.name.padEnd(14)} ${Tier[t.tier].toLowerCase().padEnd(6)} ${t.parallelSafe ? 'parallel' : 'serial  '} ${t.description.split('\n')[0]}`,
+        );
         if (o.json) console.log(`  ${t.inputSchemaJson}`);
       }
     } catch (err) {
@@ -179,7 +218,10 @@ withConn(program.command('call <runId> <tool> [json]'))
   .action(async (runId: string, tool: string, json: string | undefined, o) => {
     const c = client(o);
     try {
-      const out = await c.callTool(runId, tool, json ?? '{}', { surface: surfaceOf(o), onProgress: (t) => process.stderr.write(t) });
+      const out = await c.callTool(runId, tool, json ?? '{}', {
+        surface: surfaceOf(o),
+        onProgress: (t) => process.stderr.write(t),
+      });
       console.log(render(out.result));
       if (out.result.structuredJson && process.env.TETHER_SHOW_STRUCTURED) console.log(out.result.structuredJson);
       if (out.result.isError) process.exitCode = 1;
@@ -202,8 +244,15 @@ function render(r: ToolResult): string {
           return `[image ${c.item.value.mime}, ${c.item.value.data.length} bytes]`;
         case 'table': {
           const rows = [c.item.value.columns, ...c.item.value.rows.map((row) => row.cells)];
-          const widths = c.item.value.columns.map((_, i) => Math.min(40, Math.max(...rows.map((row) => (row[i] ?? '').length))));
-          const lines = rows.map((row) => row.map((cell, i) => (cell ?? '').slice(0, 40).padEnd(widths[i])).join('  ').trimEnd());
+          const widths = c.item.value.columns.map((_, i) =>
+            Math.min(40, Math.max(...rows.map((row) => (row[i] ?? '').length))),
+          );
+          const lines = rows.map((row) =>
+            row
+              .map((cell, i) => (cell ?? '').slice(0, 40).padEnd(widths[i]))
+              .join('  ')
+              .trimEnd(),
+          );
           if (c.item.value.omittedRows) lines.push(`… ${c.item.value.omittedRows} more rows`);
           return lines.join('\n');
         }

@@ -5,7 +5,9 @@ import { CONFIG_ANNOTATIONS, configLeaves, configSchema, partialSchema, type Gat
 
 export type { GatewayConfig, ProviderName, ResourceLimits } from './configSchema';
 
-type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+type DeepPartial<T> = {
+  [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K];
+};
 type Json = Record<string, unknown>;
 
 const ajv = new Ajv({ allErrors: true });
@@ -16,7 +18,8 @@ const checkFile = ajv.compile(partialSchema(configSchema));
 /** The built-in config: the schema's defaults (no tokens, so not yet servable). */
 export function defaultConfig(): GatewayConfig {
   const defaults = defaultsOf(configSchema);
-  if (!checkConfig(defaults)) throw new Error(`the built-in defaults do not fit the config schema: ${why(checkConfig.errors)}`);
+  if (!checkConfig(defaults))
+    throw new Error(`the built-in defaults do not fit the config schema: ${why(checkConfig.errors)}`);
   return defaults;
 }
 
@@ -45,7 +48,10 @@ function merge(base: Json, over: Json | undefined): Json {
 /** Parses "tokenA=tenant1,tokenB=tenant2". */
 export function parseTokenList(s: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const pair of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+  for (const pair of s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const eq = pair.lastIndexOf('=');
     if (eq <= 0 || eq === pair.length - 1) throw new Error('TETHER_TOKENS must be a list of token=tenant pairs');
     out[pair.slice(0, eq)] = pair.slice(eq + 1);
@@ -63,9 +69,11 @@ function fromEnvironment(env: NodeJS.ProcessEnv, current: Json): Json {
     if (schema.type === 'boolean') value = raw === '1' || raw === 'true';
     else if (schema.type === 'array') value = raw.split(':').filter(Boolean);
     // Not a number: left a string, so validation names the variable's key and what it must be.
-    else if (schema.type === 'integer' || schema.type === 'number') value = Number.isFinite(Number(raw)) ? Number(raw) : raw;
+    else if (schema.type === 'integer' || schema.type === 'number')
+      value = Number.isFinite(Number(raw)) ? Number(raw) : raw;
     // Tokens from the environment add to those of the file.
-    else if (schema.type === 'object') value = { ...(isObject(current[path[0]]) ? (current[path[0]] as Json) : {}), ...parseTokenList(raw) };
+    else if (schema.type === 'object')
+      value = { ...(isObject(current[path[0]]) ? (current[path[0]] as Json) : {}), ...parseTokenList(raw) };
     let at = out;
     for (const k of path.slice(0, -1)) at = isObject(at[k]) ? (at[k] as Json) : (at[k] = {});
     at[path[path.length - 1]] = value;
@@ -77,7 +85,9 @@ function fromEnvironment(env: NodeJS.ProcessEnv, current: Json): Json {
  * The config: defaults, then a JSON file (TETHER_CONFIG or --config), then environment
  * variables, then explicit overrides (CLI flags). Invalid config fails at start, with the reason.
  */
-export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overrides?: DeepPartial<GatewayConfig> } = {}): GatewayConfig {
+export function loadConfig(
+  opts: { file?: string; env?: NodeJS.ProcessEnv; overrides?: DeepPartial<GatewayConfig> } = {},
+): GatewayConfig {
   const env = opts.env ?? process.env;
   let cfg: Json = defaultConfig();
   const file = opts.file ?? env.TETHER_CONFIG;
@@ -95,9 +105,12 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; overr
   cfg = merge(cfg, opts.overrides);
   if (!checkConfig(cfg)) throw new Error(`invalid config in the effective config: ${why(checkConfig.errors)}`);
   if (cfg.provider === 'process' && !cfg.allowProcessProvider) {
-    throw new Error('the process provider runs tools without isolation; enable it explicitly with allowProcessProvider (TETHER_ALLOW_PROCESS_PROVIDER=1)');
+    throw new Error(
+      'the process provider runs tools without isolation; enable it explicitly with allowProcessProvider (TETHER_ALLOW_PROCESS_PROVIDER=1)',
+    );
   }
-  if (Object.keys(cfg.tokens).length === 0) throw new Error('no tokens configured: set "tokens" in the config file or TETHER_TOKENS=token=tenant');
+  if (Object.keys(cfg.tokens).length === 0)
+    throw new Error('no tokens configured: set "tokens" in the config file or TETHER_TOKENS=token=tenant');
   checkTenancy(cfg.tenancy, cfg.tokens);
   return cfg;
 }
@@ -107,8 +120,10 @@ function why(errors: typeof checkConfig.errors): string {
   return (errors ?? [])
     .map((e) => {
       const where = e.instancePath || '/';
-      if (e.keyword === 'additionalProperties') return `${e.instancePath}/${(e.params as { additionalProperty: string }).additionalProperty} is not a known key`;
-      if (e.keyword === 'enum') return `${where} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
+      if (e.keyword === 'additionalProperties')
+        return `${e.instancePath}/${(e.params as { additionalProperty: string }).additionalProperty} is not a known key`;
+      if (e.keyword === 'enum')
+        return `${where} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
       return `${where} ${e.message}`;
     })
     .join('; ');

@@ -2,7 +2,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { configLeaves, type ConfigLeaf } from './configSchema';
 
 /** README.md carries the generated table between these two lines. */
-export const TABLE_START = '<!-- config-table: generated from gateway/src/configSchema.ts by `npm run docs:config`; do not edit -->';
+export const TABLE_START =
+  '<!-- config-table: generated from gateway/src/configSchema.ts by `npm run docs:config`; do not edit -->';
 export const TABLE_END = '<!-- /config-table -->';
 
 /** The markdown table of every config key: its variable, its default and what it means. */

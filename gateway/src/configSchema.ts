@@ -19,23 +19,36 @@ const limits = (whose: string, memoryMb: number, cpuMillis: number, pids: number
   Type.Object(
     {
       memoryMb: Type.Integer({ minimum: 64, default: memoryMb, description: `${whose} memory, in MiB` }),
-      cpuMillis: Type.Integer({ minimum: 100, default: cpuMillis, description: `${whose} CPU, in thousandths of a core` }),
+      cpuMillis: Type.Integer({
+        minimum: 100,
+        default: cpuMillis,
+        description: `${whose} CPU, in thousandths of a core`,
+      }),
       pids: Type.Integer({ minimum: 16, default: pids, description: `${whose} number of processes` }),
-      diskMb: Type.Integer({ minimum: 16, default: diskMb, description: `${whose} size of the workspace filesystem, in MiB (see docs/tenancy.md)` }),
+      diskMb: Type.Integer({
+        minimum: 16,
+        default: diskMb,
+        description: `${whose} size of the workspace filesystem, in MiB (see docs/tenancy.md)`,
+      }),
     },
     { additionalProperties: false },
   );
 
 export const configSchema = Type.Object(
   {
-    listen: Type.String({ pattern: '^.+:[0-9]+$', default: '127.0.0.1:50051', env: 'TETHER_LISTEN', description: 'host:port to serve on' }),
+    listen: Type.String({
+      pattern: '^.+:[0-9]+$',
+      default: '127.0.0.1:50051',
+      env: 'TETHER_LISTEN',
+      description: 'host:port to serve on',
+    }),
     tokens: Type.Unsafe<Record<string, string>>({
       type: 'object',
       additionalProperties: { type: 'string', minLength: 1 },
       default: {},
       env: 'TETHER_TOKENS',
       docDefault: '— (required)',
-      description: 'bearer token → tenant; the variable takes `tok=tenant,…` and adds to the file\'s tokens',
+      description: "bearer token → tenant; the variable takes `tok=tenant,…` and adds to the file's tokens",
     }),
     provider: Type.Unsafe<(typeof PROVIDERS)[number]>({
       enum: [...PROVIDERS],
@@ -47,7 +60,8 @@ export const configSchema = Type.Object(
       pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$',
       default: 'default',
       env: 'TETHER_INSTANCE',
-      description: "names this gateway's runs; on start a gateway re-attaches to (and cleans up) only its own instance's runs",
+      description:
+        "names this gateway's runs; on start a gateway re-attaches to (and cleans up) only its own instance's runs",
     }),
     allowProcessProvider: Type.Boolean({
       default: false,
@@ -57,19 +71,21 @@ export const configSchema = Type.Object(
     workspaceRoots: Type.Array(Type.String({ minLength: 1 }), {
       default: [],
       env: 'TETHER_WORKSPACE_ROOTS',
-      description: 'host directories a run may use as its workspace, and their subdirectories (the variable is `:`-separated)',
+      description:
+        'host directories a run may use as its workspace, and their subdirectories (the variable is `:`-separated)',
     }),
     stateDir: Type.String({
       minLength: 1,
       default: path.join(os.tmpdir(), 'tether'),
       env: 'TETHER_STATE_DIR',
       docDefault: '`$TMPDIR/tether`',
-      description: 'where the process provider keeps workspaces and the docker provider the runs\' disk images',
+      description: "where the process provider keeps workspaces and the docker provider the runs' disk images",
     }),
     fastPath: Type.Boolean({
       default: true,
       env: 'TETHER_FAST_PATH',
-      description: "reach runners through a Unix socket in `<stateDir>/sockets/` instead of the engine's attach (falls back to stdio where the socket cannot be used)",
+      description:
+        "reach runners through a Unix socket in `<stateDir>/sockets/` instead of the engine's attach (falls back to stdio where the socket cannot be used)",
     }),
     limits: Type.Object(
       {
@@ -78,7 +94,12 @@ export const configSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
-    maxMessageBytes: Type.Integer({ minimum: 1024, default: 16 * 1024 * 1024, docDefault: '16 MiB', description: 'largest gRPC message, in bytes' }),
+    maxMessageBytes: Type.Integer({
+      minimum: 1024,
+      default: 16 * 1024 * 1024,
+      docDefault: '16 MiB',
+      description: 'largest gRPC message, in bytes',
+    }),
     maxPutFilesBytes: Type.Integer({
       minimum: 1024,
       default: 1024 * 1024 * 1024,
@@ -87,39 +108,67 @@ export const configSchema = Type.Object(
     }),
     runs: Type.Object(
       {
-        idleTimeoutSeconds: Type.Number({ minimum: 0, default: 3600, description: 'a run with no calls for this long is stopped' }),
-        maxLifetimeSeconds: Type.Number({ minimum: 0, default: 6 * 3600, description: 'a run is stopped after this long' }),
-        maxPerTenant: Type.Integer({ minimum: 1, default: 50, description: 'live runs per tenant (the default of `tenancy.default.liveRuns`)' }),
+        idleTimeoutSeconds: Type.Number({
+          minimum: 0,
+          default: 3600,
+          description: 'a run with no calls for this long is stopped',
+        }),
+        maxLifetimeSeconds: Type.Number({
+          minimum: 0,
+          default: 6 * 3600,
+          description: 'a run is stopped after this long',
+        }),
+        maxPerTenant: Type.Integer({
+          minimum: 1,
+          default: 50,
+          description: 'live runs per tenant (the default of `tenancy.default.liveRuns`)',
+        }),
         startTimeoutSeconds: Type.Number({ minimum: 1, default: 60, description: 'time for a new runner to answer' }),
       },
       { additionalProperties: false },
     ),
     questions: Type.Object(
-      { timeoutSeconds: Type.Number({ exclusiveMinimum: 0, default: 600, description: 'how long a card waits for the human' }) },
+      {
+        timeoutSeconds: Type.Number({
+          exclusiveMinimum: 0,
+          default: 600,
+          description: 'how long a card waits for the human',
+        }),
+      },
       { additionalProperties: false },
     ),
     docker: Type.Object(
       {
         socketPath: Type.String({ default: '/var/run/docker.sock', env: 'DOCKER_SOCKET', description: 'the engine' }),
-        image: Type.String({ default: '', env: 'TETHER_IMAGE', docDefault: 'written by setup', description: 'the runner image' }),
+        image: Type.String({
+          default: '',
+          env: 'TETHER_IMAGE',
+          docDefault: 'written by setup',
+          description: 'the runner image',
+        }),
         runtime: Type.String({
           default: '',
           env: 'TETHER_RUNTIME',
           docDefault: 'engine default',
-          description: 'OCI runtime, e.g. `runsc` for gVisor (`TETHER_WITH_RUNSC=1 npm start` installs and registers it)',
+          description:
+            'OCI runtime, e.g. `runsc` for gVisor (`TETHER_WITH_RUNSC=1 npm start` installs and registers it)',
         }),
         runtimeArgs: Type.Array(Type.String(), {
           default: [],
-          description: "the runtime's arguments, only checked by `tether doctor` (they belong in the engine's `daemon.json`)",
+          description:
+            "the runtime's arguments, only checked by `tether doctor` (they belong in the engine's `daemon.json`)",
         }),
-        keepOnShutdown: Type.Boolean({ default: false, description: 'leave runs running when the gateway stops (they are re-attached on the next start)' }),
+        keepOnShutdown: Type.Boolean({
+          default: false,
+          description: 'leave runs running when the gateway stops (they are re-attached on the next start)',
+        }),
         user: Type.String({ default: '1000:1000', description: 'the non-root user runs execute as' }),
         disk: Type.Unsafe<'loop' | 'none'>({
           enum: ['loop', 'none'],
           default: 'loop',
           env: 'TETHER_DISK',
           description:
-            "`loop`: each fresh workspace is an ext4 image of `diskMb` on a loop device (needs root, or a gateway container with `-v /dev:/dev` and loop device cgroup rules; docs/tenancy.md); `none`: no disk limit",
+            '`loop`: each fresh workspace is an ext4 image of `diskMb` on a loop device (needs root, or a gateway container with `-v /dev:/dev` and loop device cgroup rules; docs/tenancy.md); `none`: no disk limit',
         }),
       },
       { additionalProperties: false },
@@ -131,7 +180,8 @@ export const configSchema = Type.Object(
           type: 'object',
           additionalProperties: { type: 'array', items: { type: 'string', pattern: '^[a-z0-9][a-z0-9_.-]{0,62}$' } },
           default: {},
-          description: 'tenant → the runner templates (built by `tether template build`) its runs may name; `*` as the tenant applies to every tenant. The base runner image is always allowed',
+          description:
+            'tenant → the runner templates (built by `tether template build`) its runs may name; `*` as the tenant applies to every tenant. The base runner image is always allowed',
         }),
       },
       { additionalProperties: false },
@@ -142,13 +192,15 @@ export const configSchema = Type.Object(
           type: 'object',
           additionalProperties: { type: 'array', items: { type: 'string', minLength: 1 } },
           default: {},
-          description: 'tenant → the hosts its runs may be granted, each `host:port` or `*.suffix:port` (port 443 when left out); `*` as the tenant applies to every tenant. Runs get none unless CreateRun asks',
+          description:
+            'tenant → the hosts its runs may be granted, each `host:port` or `*.suffix:port` (port 443 when left out); `*` as the tenant applies to every tenant. Runs get none unless CreateRun asks',
         }),
         testHosts: Type.Unsafe<Record<string, string>>({
           type: 'object',
           additionalProperties: { type: 'string', pattern: '^127\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}$' },
           default: {},
-          description: 'for tests only: host name → loopback address the egress proxy resolves it to instead of asking DNS (the one way a loopback address is reachable)',
+          description:
+            'for tests only: host name → loopback address the egress proxy resolves it to instead of asking DNS (the one way a loopback address is reachable)',
         }),
       },
       { additionalProperties: false },
@@ -160,7 +212,8 @@ export const configSchema = Type.Object(
           default: '',
           env: 'TETHER_METRICS_LISTEN',
           docDefault: 'off',
-          description: 'host:port of the Prometheus `/metrics` endpoint, e.g. `127.0.0.1:9464`; empty turns it off (it has no authentication: keep it on loopback or a private network)',
+          description:
+            'host:port of the Prometheus `/metrics` endpoint, e.g. `127.0.0.1:9464`; empty turns it off (it has no authentication: keep it on loopback or a private network)',
         }),
       },
       { additionalProperties: false },
@@ -171,9 +224,14 @@ export const configSchema = Type.Object(
           default: '',
           env: 'TETHER_OTLP_ENDPOINT',
           docDefault: 'off',
-          description: 'OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`; empty turns tracing off (the SDK is then never loaded)',
+          description:
+            'OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`; empty turns tracing off (the SDK is then never loaded)',
         }),
-        serviceName: Type.String({ minLength: 1, default: 'tether-gateway', description: 'the `service.name` spans are reported under' }),
+        serviceName: Type.String({
+          minLength: 1,
+          default: 'tether-gateway',
+          description: 'the `service.name` spans are reported under',
+        }),
       },
       { additionalProperties: false },
     ),
@@ -183,7 +241,8 @@ export const configSchema = Type.Object(
           default: '',
           env: 'TETHER_AUDIT_LOG',
           docDefault: 'off',
-          description: 'file the audit log is appended to, one JSON object per line (`-` for stdout); empty turns it off',
+          description:
+            'file the audit log is appended to, one JSON object per line (`-` for stdout); empty turns it off',
         }),
       },
       { additionalProperties: false },
@@ -194,15 +253,26 @@ export const configSchema = Type.Object(
           minimum: 0,
           default: 2,
           env: 'TETHER_POOL_SIZE',
-          description: 'idle sandboxes kept started for runs with the default limits (a CreateRun with those limits claims one instead of starting cold); 0 turns the pool off',
+          description:
+            'idle sandboxes kept started for runs with the default limits (a CreateRun with those limits claims one instead of starting cold); 0 turns the pool off',
         }),
-        maxTotal: Type.Integer({ minimum: 0, default: 8, description: 'idle and starting pooled sandboxes at most, over all classes' }),
+        maxTotal: Type.Integer({
+          minimum: 0,
+          default: 8,
+          description: 'idle and starting pooled sandboxes at most, over all classes',
+        }),
         maxMemoryMb: Type.Integer({
           minimum: 0,
           default: 8192,
-          description: "the gateway's budget for pooled sandboxes: their memory limits summed (a pooled sandbox has no tenant; once claimed it counts against its tenant's quota instead)",
+          description:
+            "the gateway's budget for pooled sandboxes: their memory limits summed (a pooled sandbox has no tenant; once claimed it counts against its tenant's quota instead)",
         }),
-        concurrency: Type.Integer({ minimum: 1, default: 1, description: 'pooled sandboxes started at once (each start waits its turn in the admission queue like a create)' }),
+        concurrency: Type.Integer({
+          minimum: 1,
+          default: 1,
+          description:
+            'pooled sandboxes started at once (each start waits its turn in the admission queue like a create)',
+        }),
       },
       { additionalProperties: false },
     ),
@@ -232,7 +302,9 @@ export interface ConfigLeaf {
 export function configLeaves(schema: TSchema = configSchema, at: string[] = []): ConfigLeaf[] {
   // A key with a default of its own is one setting, whatever its shape.
   if (schema.type === 'object' && schema.properties && !('default' in schema)) {
-    return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([k, s]) => configLeaves(s, [...at, k]));
+    return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([k, s]) =>
+      configLeaves(s, [...at, k]),
+    );
   }
   return [{ key: at.join('.'), path: at, schema }];
 }
@@ -241,6 +313,8 @@ export function configLeaves(schema: TSchema = configSchema, at: string[] = []):
 export function partialSchema(schema: TSchema): TSchema {
   if (schema.type !== 'object' || !schema.properties) return schema;
   const { required: _required, properties, ...rest } = schema;
-  const optional = Object.fromEntries(Object.entries(properties as Record<string, TSchema>).map(([k, s]) => [k, partialSchema(s)]));
+  const optional = Object.fromEntries(
+    Object.entries(properties as Record<string, TSchema>).map(([k, s]) => [k, partialSchema(s)]),
+  );
   return { ...rest, properties: optional };
 }

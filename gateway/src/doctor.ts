@@ -30,7 +30,12 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
   checks.push({ name: 'provider', status: 'ok', detail: 'docker' });
 
   const docker = new Docker({ socketPath: config.docker.socketPath });
-  let info: { DefaultRuntime?: string; Runtimes?: Record<string, unknown>; ServerVersion?: string; CgroupVersion?: string };
+  let info: {
+    DefaultRuntime?: string;
+    Runtimes?: Record<string, unknown>;
+    ServerVersion?: string;
+    CgroupVersion?: string;
+  };
   try {
     await docker.ping();
     info = await docker.info();
@@ -43,7 +48,11 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
     });
     return checks;
   }
-  checks.push({ name: 'engine', status: 'ok', detail: `Docker ${info.ServerVersion ?? '?'} on ${config.docker.socketPath} (cgroup v${info.CgroupVersion ?? '?'})` });
+  checks.push({
+    name: 'engine',
+    status: 'ok',
+    detail: `Docker ${info.ServerVersion ?? '?'} on ${config.docker.socketPath} (cgroup v${info.CgroupVersion ?? '?'})`,
+  });
 
   const runtimes = Object.keys(info.Runtimes ?? {});
   const runtime = config.docker.runtime || info.DefaultRuntime || 'runc';
@@ -55,7 +64,11 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
       fix: `register it in /etc/docker/daemon.json ("runtimes": {"${config.docker.runtime}": {"path": ..., "runtimeArgs": [...]}}) and restart dockerd, or clear docker.runtime`,
     });
   } else {
-    checks.push({ name: 'runtime', status: 'ok', detail: `${runtime}${config.docker.runtime ? '' : ' (the engine default)'}` });
+    checks.push({
+      name: 'runtime',
+      status: 'ok',
+      detail: `${runtime}${config.docker.runtime ? '' : ' (the engine default)'}`,
+    });
   }
   if (config.docker.runtimeArgs.length) {
     checks.push({
@@ -68,7 +81,12 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
 
   const image = resolveImage(config);
   if (!image) {
-    checks.push({ name: 'image', status: 'fail', detail: 'no runner image configured', fix: `${SETUP}; or set TETHER_IMAGE / docker.image` });
+    checks.push({
+      name: 'image',
+      status: 'fail',
+      detail: 'no runner image configured',
+      fix: `${SETUP}; or set TETHER_IMAGE / docker.image`,
+    });
     return checks;
   }
   try {
@@ -76,7 +94,12 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
     const size = (img.Size / 1e9).toFixed(2);
     checks.push({ name: 'image', status: 'ok', detail: `${image} (${size} GB, user ${img.Config.User || 'root'})` });
   } catch {
-    checks.push({ name: 'image', status: 'fail', detail: `runner image ${image} does not exist in this engine`, fix: SETUP });
+    checks.push({
+      name: 'image',
+      status: 'fail',
+      detail: `runner image ${image} does not exist in this engine`,
+      fix: SETUP,
+    });
   }
   checks.push(await poolCheck(config, docker));
   return checks;
@@ -85,22 +108,39 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
 /** The warm pool as configured, and the pooled sandboxes of this instance the engine holds now. */
 async function poolCheck(config: GatewayConfig, docker: Docker): Promise<Check> {
   const { size, maxTotal, maxMemoryMb } = config.pool;
-  if (size <= 0 || maxTotal <= 0) return { name: 'pool', status: 'ok', detail: 'off (pool.size 0): every run starts cold' };
-  const filters = JSON.stringify({ label: [`${LABELS.managed}=true`, `${LABELS.instance}=${config.instance}`, LABELS.pool] });
+  if (size <= 0 || maxTotal <= 0)
+    return { name: 'pool', status: 'ok', detail: 'off (pool.size 0): every run starts cold' };
+  const filters = JSON.stringify({
+    label: [`${LABELS.managed}=true`, `${LABELS.instance}=${config.instance}`, LABELS.pool],
+  });
   const found = await docker.listContainers({ all: true, filters }).catch(() => undefined);
   const running = found?.filter((c) => c.State === 'running').length;
-  const now = found ? `; ${running} pooled sandbox(es) of instance ${config.instance} running now (idle or claimed)` : '';
+  const now = found
+    ? `; ${running} pooled sandbox(es) of instance ${config.instance} running now (idle or claimed)`
+    : '';
   const memoryMb = Math.min(config.limits.default.memoryMb, config.limits.max.memoryMb);
   const fits = Math.min(size, maxTotal, Math.floor(maxMemoryMb / Math.max(1, memoryMb)));
   const detail = `${size} warm sandbox(es) for the default limits (at most ${maxTotal}, within ${maxMemoryMb} MiB of memory limits)${now}`;
-  if (fits < size) return { name: 'pool', status: 'warn', detail, fix: `pool.maxTotal or pool.maxMemoryMb keeps the pool at ${fits}; raise them or lower pool.size` };
+  if (fits < size)
+    return {
+      name: 'pool',
+      status: 'warn',
+      detail,
+      fix: `pool.maxTotal or pool.maxMemoryMb keeps the pool at ${fits}; raise them or lower pool.size`,
+    };
   return { name: 'pool', status: 'ok', detail };
 }
 
 export function formatReport(checks: Check[]): string {
   const mark: Record<CheckStatus, string> = { ok: 'ok  ', warn: 'warn', fail: 'FAIL' };
-  const lines = checks.map((c) => `${mark[c.status]}  ${c.name.padEnd(13)} ${c.detail}${c.fix ? `\n      ${' '.repeat(13)} → ${c.fix}` : ''}`);
+  const lines = checks.map(
+    (c) => `${mark[c.status]}  ${c.name.padEnd(13)} ${c.detail}${c.fix ? `\n      ${' '.repeat(13)} → ${c.fix}` : ''}`,
+  );
   const failed = checks.filter((c) => c.status === 'fail').length;
-  lines.push(failed ? `\n${failed} problem(s): the gateway cannot create runs until they are fixed.` : '\nready: the gateway can create runs.');
+  lines.push(
+    failed
+      ? `\n${failed} problem(s): the gateway cannot create runs until they are fixed.`
+      : '\nready: the gateway can create runs.',
+  );
   return lines.join('\n');
 }

@@ -6,7 +6,10 @@ export class GatewayError extends Error {
   /** Trailers sent with the status (retry hints, rich error details). */
   metadata?: Metadata;
 
-  constructor(readonly code: status, message: string) {
+  constructor(
+    readonly code: status,
+    message: string,
+  ) {
     super(message);
     this.name = 'GatewayError';
   }

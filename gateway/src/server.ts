@@ -20,7 +20,8 @@ export const PROTO_DIR = path.resolve(__dirname, '../../../proto');
 
 export async function createProvider(config: GatewayConfig): Promise<SandboxProvider> {
   if (config.provider === 'process') {
-    if (!config.allowProcessProvider) throw new Error('the process provider is disabled (allowProcessProvider is false)');
+    if (!config.allowProcessProvider)
+      throw new Error('the process provider is disabled (allowProcessProvider is false)');
     logger.warn('using the process provider: tools run WITHOUT isolation (development only)');
     return new ProcessProvider(config.stateDir, config.fastPath);
   }
@@ -53,7 +54,10 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
     'grpc.max_receive_message_length': config.maxMessageBytes,
     'grpc.max_send_message_length': config.maxMessageBytes,
   });
-  server.addService(grpcDefinition(Gateway), gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry));
+  server.addService(
+    grpcDefinition(Gateway),
+    gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry),
+  );
 
   const health = new HealthImplementation({ '': 'SERVING', [SERVICE_NAME]: 'SERVING' });
   health.addToServer(server);

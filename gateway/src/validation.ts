@@ -37,7 +37,9 @@ export class ArgumentValidator {
 }
 
 /** Parses arguments_json: absent means {}, anything but a JSON object is refused. */
-export function parseArguments(json: string): { ok: true; value: Record<string, unknown> } | { ok: false; error: string } {
+export function parseArguments(
+  json: string,
+): { ok: true; value: Record<string, unknown> } | { ok: false; error: string } {
   if (json.trim() === '') return { ok: true, value: {} };
   let value: unknown;
   try {
@@ -45,6 +47,7 @@ export function parseArguments(json: string): { ok: true; value: Record<string, 
   } catch (err) {
     return { ok: false, error: `arguments_json is not valid JSON: ${(err as Error).message}` };
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { ok: false, error: 'arguments_json must be a JSON object' };
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return { ok: false, error: 'arguments_json must be a JSON object' };
   return { ok: true, value: value as Record<string, unknown> };
 }

@@ -11,7 +11,10 @@ export function readLine(stream: Readable, maxBytes: number, timeoutMs?: number)
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const timer = timeoutMs === undefined ? undefined : setTimeout(() => done(new Error(`no line within ${timeoutMs} ms`)), timeoutMs);
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => done(new Error(`no line within ${timeoutMs} ms`)), timeoutMs);
     const done = (err: Error | undefined, line?: Buffer, rest?: Buffer) => {
       clearTimeout(timer);
       stream.off('data', onData);

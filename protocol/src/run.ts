@@ -69,7 +69,10 @@ export class FamilyCommand<P, R> {
   /** Never set: it carries the payload and reply types. */
   declare readonly _: [P, R] | undefined;
 
-  constructor(readonly family: string, readonly command: string) {}
+  constructor(
+    readonly family: string,
+    readonly command: string,
+  ) {}
 }
 
 /** One kind of run event, carried by RunEventNotification, with its payload type. */

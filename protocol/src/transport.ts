@@ -41,7 +41,13 @@ export function proof(secret: Buffer, role: 'runner' | 'gateway', clientNonce: s
   return createHmac('sha256', secret).update(`${role}\n${clientNonce}\n${runnerNonce}`).digest('hex');
 }
 
-export function proofMatches(secret: Buffer, role: 'runner' | 'gateway', clientNonce: string, runnerNonce: string, given: string): boolean {
+export function proofMatches(
+  secret: Buffer,
+  role: 'runner' | 'gateway',
+  clientNonce: string,
+  runnerNonce: string,
+  given: string,
+): boolean {
   const want = Buffer.from(proof(secret, role, clientNonce, runnerNonce), 'hex');
   const got = Buffer.from(/^[0-9a-f]{64}$/.test(given) ? given : '', 'hex');
   return got.length === want.length && timingSafeEqual(got, want);

@@ -52,7 +52,9 @@ export interface ReportPayload {
   text: string;
 }
 
-export type ReportReply = { ok: true } | { ok: false; code: 'not_found' | 'not_client' | 'settled' | 'invalid'; message: string };
+export type ReportReply =
+  | { ok: true }
+  | { ok: false; code: 'not_found' | 'not_client' | 'settled' | 'invalid'; message: string };
 
 /** gateway → runner: ReportWorker, progress or the result that settles a client worker's round. */
 export namespace ReportCommand {

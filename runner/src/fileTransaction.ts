@@ -22,7 +22,10 @@ async function readOrNull(p: string): Promise<string | null> {
 }
 
 export class ConflictError extends ToolError {
-  constructor(readonly files: string[], describe: (p: string) => string) {
+  constructor(
+    readonly files: string[],
+    describe: (p: string) => string,
+  ) {
     super(
       `nothing was written: ${files.length} file(s) changed since the edit was computed: ${files.map(describe).join(', ')}`,
       { conflicts: files.map(describe) },
@@ -64,7 +67,10 @@ export async function commitChanges(changes: FileChange[], describe: (p: string)
       } catch {
         /* new file */
       }
-      const tmp = path.join(path.dirname(c.path), `.${path.basename(c.path)}.tether-${randomBytes(6).toString('hex')}.tmp`);
+      const tmp = path.join(
+        path.dirname(c.path),
+        `.${path.basename(c.path)}.tether-${randomBytes(6).toString('hex')}.tmp`,
+      );
       await fs.writeFile(tmp, c.next, { mode, flag: 'wx' });
       staged.push({ change: c, tmp, mode });
     }

@@ -5,7 +5,11 @@ import { Sessions } from './connections/sessions';
 import { logger } from './log';
 
 // stdout carries protocol only: anything a library prints goes to stderr instead.
-console.log = console.info = console.debug = console.warn = (...args: unknown[]) => logger.info({ console: args.map(String).join(' ') });
+console.log =
+  console.info =
+  console.debug =
+  console.warn =
+    (...args: unknown[]) => logger.info({ console: args.map(String).join(' ') });
 
 const VERSION = process.env.TETHER_VERSION ?? '0.1.0';
 
@@ -28,7 +32,13 @@ async function main(): Promise<void> {
   process.stdout.write(`${JSON.stringify(hello)}\n`);
   // The runner's own stdio is the first connection and the fallback: only whoever started
   // the runner can write to it. When it closes, the gateway that owns the run is gone.
-  sessions.serve(new StreamMessageReader(process.stdin), new StreamMessageWriter(process.stdout), 'stdio', process.stdin, () => void stop(0));
+  sessions.serve(
+    new StreamMessageReader(process.stdin),
+    new StreamMessageWriter(process.stdout),
+    'stdio',
+    process.stdin,
+    () => void stop(0),
+  );
   logger.info({ pid: process.pid, listening: hello.listening, errors: hello.errors }, 'runner listening');
 }
 

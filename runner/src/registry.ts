@@ -44,7 +44,11 @@ export class ToolRegistry {
       const result = await Promise.race([tool.run(args, ctx), aborted(ctx.signal)]);
       if (ctx.signal.aborted && !result.isError) {
         // Whatever the tool made of the abort, the caller asked to stop: say so first.
-        return { ...result, isError: true, content: [text(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`), ...result.content] };
+        return {
+          ...result,
+          isError: true,
+          content: [text(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`), ...result.content],
+        };
       }
       return result;
     } catch (err) {
@@ -64,7 +68,10 @@ const CANCEL_GRACE_MS = 2000;
 function aborted(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {
     const fire = () => {
-      const timer = setTimeout(() => reject(new ToolError(`cancelled: ${String(signal.reason ?? 'the call was cancelled')}`)), CANCEL_GRACE_MS);
+      const timer = setTimeout(
+        () => reject(new ToolError(`cancelled: ${String(signal.reason ?? 'the call was cancelled')}`)),
+        CANCEL_GRACE_MS,
+      );
       timer.unref();
     };
     if (signal.aborted) fire();

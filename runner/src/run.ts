@@ -1,4 +1,11 @@
-import type { CommandParams, FamilyCommand, InitializeParams, RunEventParams, RunEventType, RunFeatures } from '../../protocol/src/run';
+import type {
+  CommandParams,
+  FamilyCommand,
+  InitializeParams,
+  RunEventParams,
+  RunEventType,
+  RunFeatures,
+} from '../../protocol/src/run';
 import type { ContentItem } from '../../protocol/src/tools';
 import { FilesArrivedCommand } from '../../protocol/src/workspace';
 import type { ToolContext } from './tool';

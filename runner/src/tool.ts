@@ -27,7 +27,10 @@ export interface ToolDefinition<A = any> {
 
 /** A failure the model can act on: becomes an `is_error` result, never a transport error. */
 export class ToolError extends Error {
-  constructor(message: string, readonly structured?: unknown) {
+  constructor(
+    message: string,
+    readonly structured?: unknown,
+  ) {
     super(message);
     this.name = 'ToolError';
   }

@@ -104,6 +104,7 @@ export async function readRegularText(abs: string, shown: string = abs): Promise
   const st = await fs.stat(abs);
   if (st.isDirectory()) throw new ToolError(`${shown} is a directory`);
   if (!st.isFile()) throw new ToolError(`${shown} is not a regular file`);
-  if (st.size > MAX_TEXT_FILE_BYTES) throw new ToolError(`${shown} is ${st.size} bytes, above the ${MAX_TEXT_FILE_BYTES}-byte limit for text tools`);
+  if (st.size > MAX_TEXT_FILE_BYTES)
+    throw new ToolError(`${shown} is ${st.size} bytes, above the ${MAX_TEXT_FILE_BYTES}-byte limit for text tools`);
   return fs.readFile(abs, 'utf8');
 }

@@ -21,7 +21,11 @@ after(async () => {
   await t?.close();
 });
 
-const db = { question: 'Which database should the service use?', context: 'I will assume Postgres if nobody answers.', options: [{ label: 'Postgres', description: 'the default' }, { label: 'SQLite' }] };
+const db = {
+  question: 'Which database should the service use?',
+  context: 'I will assume Postgres if nobody answers.',
+  options: [{ label: 'Postgres', description: 'the default' }, { label: 'SQLite' }],
+};
 
 test('ask_user needs questions wired with a target space', async () => {
   const plain = await t.alice.createRun({});
@@ -38,14 +42,33 @@ test('answered: the card is numbered, shown in the target space, and the choice 
   assert.equal(q.kind, QuestionKind.ASK);
   assert.equal(q.targetSpace, 'conversation-42');
   assert.equal(q.context, db.context);
-  assert.deepEqual(q.options.map((o) => [o.number, o.label, o.description]), [[1, 'Postgres', 'the default'], [2, 'SQLite', '']]);
+  assert.deepEqual(
+    q.options.map((o) => [o.number, o.label, o.description]),
+    [
+      [1, 'Postgres', 'the default'],
+      [2, 'SQLite', ''],
+    ],
+  );
   assert.equal(q.allowFreeText, false);
   assert.match(resultText(r.result), /The user chose 2\. SQLite/);
-  assert.deepEqual(JSON.parse(r.result.structuredJson), { status: 'answered', selected: [{ number: 2, label: 'SQLite' }] });
+  assert.deepEqual(JSON.parse(r.result.structuredJson), {
+    status: 'answered',
+    selected: [{ number: 2, label: 'SQLite' }],
+  });
 
-  const typed = await t.alice.callTool(runId, 'ask_user', { question: 'What should the binary be called?' }, { onQuestion: () => ({ freeText: 'tetherd' }) });
+  const typed = await t.alice.callTool(
+    runId,
+    'ask_user',
+    { question: 'What should the binary be called?' },
+    { onQuestion: () => ({ freeText: 'tetherd' }) },
+  );
   assert.match(resultText(typed.result), /The user answered: tetherd/);
-  const several = await t.alice.callTool(runId, 'ask_user', { ...db, multi_select: true, options: [...db.options, { label: 'MySQL' }] }, { onQuestion: () => ({ selected: [1, 3] }) });
+  const several = await t.alice.callTool(
+    runId,
+    'ask_user',
+    { ...db, multi_select: true, options: [...db.options, { label: 'MySQL' }] },
+    { onQuestion: () => ({ selected: [1, 3] }) },
+  );
   assert.match(resultText(several.result), /1\. Postgres[\s\S]*3\. MySQL/);
 });
 
@@ -53,7 +76,10 @@ test('skipped: a success telling the model to go on under its assumption and not
   const cache = { ...db, question: 'Should the cache be shared between tenants?' };
   const r = await t.alice.callTool(runId, 'ask_user', cache, { onQuestion: () => ({ skipped: true }) });
   assert.ok(!r.result.isError);
-  assert.match(resultText(r.result), /skipped this question\. Go on under the assumption you stated, and do not ask this question again\./);
+  assert.match(
+    resultText(r.result),
+    /skipped this question\. Go on under the assumption you stated, and do not ask this question again\./,
+  );
   // Asked again anyway: the human is not shown the card a second time.
   const again = await t.alice.callTool(runId, 'ask_user', cache, { onQuestion: () => ({ selected: [1] }) });
   assert.ok(!again.result.isError);
@@ -62,9 +88,17 @@ test('skipped: a success telling the model to go on under its assumption and not
 });
 
 test('timed out: an error with the same instruction', async () => {
-  const r = await t.alice.callTool(runId, 'ask_user', { ...db, question: 'Which region should it deploy to?' }, { onQuestion: () => new Promise(() => undefined) });
+  const r = await t.alice.callTool(
+    runId,
+    'ask_user',
+    { ...db, question: 'Which region should it deploy to?' },
+    { onQuestion: () => new Promise(() => undefined) },
+  );
   assert.equal(r.result.isError, true);
-  assert.match(resultText(r.result), /Nobody answered this question in time\. Go on under the assumption you stated, and do not ask this question again\./);
+  assert.match(
+    resultText(r.result),
+    /Nobody answered this question in time\. Go on under the assumption you stated, and do not ask this question again\./,
+  );
 });
 
 test('no human connected: fails at once, no card is shown', async () => {
@@ -80,7 +114,12 @@ test('bad answers are rejected and the card stays open with the reason, until a 
   assert.ok(!r.result.isError, resultText(r.result));
   assert.deepEqual(
     r.questions.map((q) => q.rejectedReason),
-    ['', 'option 3 does not exist; choose 1 to 2', 'only one option may be selected on this card', 'this card does not accept a typed answer; pick an option'],
+    [
+      '',
+      'option 3 does not exist; choose 1 to 2',
+      'only one option may be selected on this card',
+      'this card does not accept a typed answer; pick an option',
+    ],
   );
   assert.equal(new Set(r.questions.map((q) => q.id)).size, 1, 'the same card is shown again');
   assert.match(resultText(r.result), /The user chose 1\. Postgres/);
@@ -90,9 +129,18 @@ test('a client that disconnects while the card is open ends the call; nothing is
   const md = new Metadata();
   md.set('authorization', 'Bearer token-alice');
   const call = t.alice.raw.callTool(md) as ClientDuplexStream<unknown, CallToolOutput>;
-  const question = new Promise<Question>((resolve) => call.on('data', (o: CallToolOutput) => o.msg.case === 'question' && resolve(o.msg.value)));
+  const question = new Promise<Question>((resolve) =>
+    call.on('data', (o: CallToolOutput) => o.msg.case === 'question' && resolve(o.msg.value)),
+  );
   const ended = new Promise<void>((resolve) => call.on('error', () => resolve()));
-  call.write(create(CallToolInputSchema, { msg: { case: 'start', value: { runId, tool: 'ask_user', argumentsJson: JSON.stringify(db), acceptsQuestions: true } } }));
+  call.write(
+    create(CallToolInputSchema, {
+      msg: {
+        case: 'start',
+        value: { runId, tool: 'ask_user', argumentsJson: JSON.stringify(db), acceptsQuestions: true },
+      },
+    }),
+  );
   await question;
   const runner = t.gateway.runs.get('alice', runId).runner!;
   assert.equal(runner.busy, true, 'the call waits on the card');
@@ -119,7 +167,14 @@ test('a client that half-closes its side while the card is open gets the failure
     call.on('end', resolve);
     call.on('error', reject);
   });
-  call.write(create(CallToolInputSchema, { msg: { case: 'start', value: { runId, tool: 'ask_user', argumentsJson: JSON.stringify(db), acceptsQuestions: true } } }));
+  call.write(
+    create(CallToolInputSchema, {
+      msg: {
+        case: 'start',
+        value: { runId, tool: 'ask_user', argumentsJson: JSON.stringify(db), acceptsQuestions: true },
+      },
+    }),
+  );
   await ended;
   const last = outputs[outputs.length - 1];
   assert.equal(last.msg.case, 'result');

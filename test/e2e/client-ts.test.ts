@@ -33,19 +33,34 @@ test('an already aborted signal: nothing is sent, the request rejects with CANCE
   const ac = new AbortController();
   ac.abort('not now');
   const before = (await c.listRuns()).length;
-  await assert.rejects(c.createRun({}, { signal: ac.signal }), (e) => isTetherError(e, Status.CANCELLED) && e.details === 'not now');
+  await assert.rejects(
+    c.createRun({}, { signal: ac.signal }),
+    (e) => isTetherError(e, Status.CANCELLED) && e.details === 'not now',
+  );
   assert.equal((await c.listRuns()).length, before);
   const run = await c.createRun({});
-  await assert.rejects(c.callTool(run.runId, 'read', { path: 'x' }, { signal: ac.signal }), (e) => isTetherError(e, Status.CANCELLED));
+  await assert.rejects(c.callTool(run.runId, 'read', { path: 'x' }, { signal: ac.signal }), (e) =>
+    isTetherError(e, Status.CANCELLED),
+  );
   await c.deleteRun(run.runId);
 });
 
 test('onApproval decides PERMISSION cards; its reason reaches the model', async () => {
   const run = await c.createRun({ approvals: { write: Approval.PROMPT } });
   const seen: QuestionKind[] = [];
-  const yes = await c.callTool(run.runId, 'write', { path: 'ok.txt', content: 'fine\n' }, { onApproval: (q) => (seen.push(q.kind), true) });
+  const yes = await c.callTool(
+    run.runId,
+    'write',
+    { path: 'ok.txt', content: 'fine\n' },
+    { onApproval: (q) => (seen.push(q.kind), true) },
+  );
   assert.equal(yes.isError, false, yes.text);
-  const no = await c.callTool(run.runId, 'write', { path: 'no.txt', content: 'x' }, { onApproval: () => ({ approved: false, reason: 'not in prod' }) });
+  const no = await c.callTool(
+    run.runId,
+    'write',
+    { path: 'no.txt', content: 'x' },
+    { onApproval: () => ({ approved: false, reason: 'not in prod' }) },
+  );
   assert.equal(no.isError, true);
   assert.match(no.text, /not approved.*not in prod/);
   assert.deepEqual(seen, [QuestionKind.PERMISSION]);
@@ -55,27 +70,53 @@ test('onApproval decides PERMISSION cards; its reason reaches the model', async 
 
 test('a question handler that throws ends the call with its error; the run is free again', async () => {
   const run = await c.createRun({ features: { questions: { enabled: true, targetSpace: 'ts' } } });
-  await assert.rejects(c.callTool(run.runId, 'ask_user', { question: 'Deploy?' }, { onQuestion: () => { throw new Error('the card UI crashed'); } }), /the card UI crashed/);
+  await assert.rejects(
+    c.callTool(
+      run.runId,
+      'ask_user',
+      { question: 'Deploy?' },
+      {
+        onQuestion: () => {
+          throw new Error('the card UI crashed');
+        },
+      },
+    ),
+    /the card UI crashed/,
+  );
   const runner = t.gateway.runs.get('alice', run.runId).runner!;
   for (let i = 0; i < 100 && runner.busy; i++) await new Promise((r) => setTimeout(r, 50));
   assert.equal(runner.busy, false);
-  const next = await c.callTool(run.runId, 'ask_user', { question: 'Deploy now?' }, { onQuestion: () => ({ freeText: 'yes' }) });
+  const next = await c.callTool(
+    run.runId,
+    'ask_user',
+    { question: 'Deploy now?' },
+    { onQuestion: () => ({ freeText: 'yes' }) },
+  );
   assert.match(next.text, /The user answered: yes/);
   await c.deleteRun(run.runId);
 });
 
 test('bridged calls: a string reply is the text; a handler that throws is a ToolError in the cell', async () => {
   const run = await c.createRun({ features: { eval: true } });
-  const code = 'print(tool("client_echo", {"say": "hi"}))\ntry:\n    tool("client_broken", {})\nexcept ToolError as e:\n    print("refused:", e)';
-  const out = await c.callTool(run.runId, 'eval', { code, description: 'echo then call a broken tool' }, {
-    onBridgeCall: (b, args) => {
-      if (b.tool === 'client_broken') throw new Error('the service is down');
-      return `echo ${(args as { say: string }).say}`;
+  const code =
+    'print(tool("client_echo", {"say": "hi"}))\ntry:\n    tool("client_broken", {})\nexcept ToolError as e:\n    print("refused:", e)';
+  const out = await c.callTool(
+    run.runId,
+    'eval',
+    { code, description: 'echo then call a broken tool' },
+    {
+      onBridgeCall: (b, args) => {
+        if (b.tool === 'client_broken') throw new Error('the service is down');
+        return `echo ${(args as { say: string }).say}`;
+      },
     },
-  });
+  );
   assert.equal(out.isError, false, out.text);
   assert.match(out.text, /echo hi\nrefused: the service is down/);
-  assert.deepEqual(out.bridgeCalls.map((b) => b.tool), ['client_echo', 'client_broken']);
+  assert.deepEqual(
+    out.bridgeCalls.map((b) => b.tool),
+    ['client_echo', 'client_broken'],
+  );
   await c.deleteRun(run.runId);
 });
 
@@ -88,7 +129,10 @@ test('folders: put a local folder, get it back as a map and into another folder'
   const put = await c.putFolder(run.runId, src, 'app');
   assert.equal(put.filesWritten, 2);
   const map = await c.getFileMap(run.runId, 'app');
-  assert.deepEqual(Object.fromEntries(Object.entries(map).map(([k, v]) => [k, v.toString()])), { 'app/lib/auth.dart': 'class Auth {}\n', 'app/README.md': '# app\n' });
+  assert.deepEqual(Object.fromEntries(Object.entries(map).map(([k, v]) => [k, v.toString()])), {
+    'app/lib/auth.dart': 'class Auth {}\n',
+    'app/README.md': '# app\n',
+  });
   const dest = mkdtempSync(path.join(os.tmpdir(), 'tether-ts-dest-'));
   await c.getFolder(run.runId, dest);
   assert.equal(readFileSync(path.join(dest, 'app', 'lib', 'auth.dart'), 'utf8'), 'class Auth {}\n');

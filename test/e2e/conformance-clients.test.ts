@@ -15,7 +15,11 @@ let t: TestGateway;
 before(async () => {
   t = await startTestGateway({ provider: 'process', questions: { timeoutSeconds: 30 } });
   // Once, before either client: the venv and Go tools are built here on a fresh machine.
-  await run('bash', [path.join(ROOT, 'scripts/clients-setup.sh')], { cwd: ROOT, timeout: 15 * 60_000, maxBuffer: 64 << 20 });
+  await run('bash', [path.join(ROOT, 'scripts/clients-setup.sh')], {
+    cwd: ROOT,
+    timeout: 15 * 60_000,
+    maxBuffer: 64 << 20,
+  });
 });
 after(async () => t?.close());
 
@@ -26,8 +30,15 @@ async function clientTests(lang: 'python' | 'go'): Promise<string> {
     encoding: 'utf8',
     timeout: 10 * 60_000,
     maxBuffer: 64 << 20,
-    env: { ...process.env, TETHER_ADDRESS: t.gateway.address, TETHER_TOKEN_A: 'token-alice', TETHER_TOKEN_B: 'token-bob' },
-  }).catch((err: { stdout: string; stderr: string }) => assert.fail(`${lang} client tests failed:\n${err.stdout}\n${err.stderr}`));
+    env: {
+      ...process.env,
+      TETHER_ADDRESS: t.gateway.address,
+      TETHER_TOKEN_A: 'token-alice',
+      TETHER_TOKEN_B: 'token-bob',
+    },
+  }).catch((err: { stdout: string; stderr: string }) =>
+    assert.fail(`${lang} client tests failed:\n${err.stdout}\n${err.stderr}`),
+  );
   return res.stdout;
 }
 

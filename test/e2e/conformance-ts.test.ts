@@ -24,12 +24,42 @@ describe('conformance: @tether/client', () => {
   // the scenario, naming the step; its runs are deleted all the same.
   test('the runner fails a scenario that the gateway does not bear out', async () => {
     const env = envFromProcess();
-    const wrong = (steps: unknown[]): Scenario => ({ name: 'wrong', steps: [{ op: 'createRun', as: 'run', request: { features: { questions: { enabled: true, targetSpace: 's' } } } }, ...steps] as Scenario['steps'] });
-    await assert.rejects(runScenario(wrong([{ op: 'callTool', run: '$run', tool: 'read', arguments: { path: 'missing.txt' }, expect: { isError: false } }]), env), /^Error: step 2 \(callTool\): isError is true, expected false/);
-    await assert.rejects(runScenario(wrong([{ op: 'getRun', run: 'no-such-run' }]), env), /step 2 \(getRun\): failed with NOT_FOUND/);
-    await assert.rejects(runScenario(wrong([{ op: 'getRun', run: '$run', expect: { status: 'NOT_FOUND' } }]), env), /succeeded, expected NOT_FOUND/);
-    await assert.rejects(runScenario(wrong([{ op: 'callTool', run: '$run', tool: 'ask_user', arguments: { question: 'Ok?' }, answers: [] }]), env), /an unexpected question card 1/);
+    const wrong = (steps: unknown[]): Scenario => ({
+      name: 'wrong',
+      steps: [
+        { op: 'createRun', as: 'run', request: { features: { questions: { enabled: true, targetSpace: 's' } } } },
+        ...steps,
+      ] as Scenario['steps'],
+    });
+    await assert.rejects(
+      runScenario(
+        wrong([
+          { op: 'callTool', run: '$run', tool: 'read', arguments: { path: 'missing.txt' }, expect: { isError: false } },
+        ]),
+        env,
+      ),
+      /^Error: step 2 \(callTool\): isError is true, expected false/,
+    );
+    await assert.rejects(
+      runScenario(wrong([{ op: 'getRun', run: 'no-such-run' }]), env),
+      /step 2 \(getRun\): failed with NOT_FOUND/,
+    );
+    await assert.rejects(
+      runScenario(wrong([{ op: 'getRun', run: '$run', expect: { status: 'NOT_FOUND' } }]), env),
+      /succeeded, expected NOT_FOUND/,
+    );
+    await assert.rejects(
+      runScenario(
+        wrong([{ op: 'callTool', run: '$run', tool: 'ask_user', arguments: { question: 'Ok?' }, answers: [] }]),
+        env,
+      ),
+      /an unexpected question card 1/,
+    );
     await assert.rejects(runScenario(wrong([{ op: 'getRun', run: '$unbound' }]), env), /\$unbound is not bound/);
-    assert.deepEqual((await t.alice.listRuns()).map((r) => r.runId), [], 'every run the scenarios created was deleted');
+    assert.deepEqual(
+      (await t.alice.listRuns()).map((r) => r.runId),
+      [],
+      'every run the scenarios created was deleted',
+    );
   });
 });

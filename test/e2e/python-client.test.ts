@@ -33,8 +33,16 @@ test('a Python client generated from proto/ creates a run, lists tools on two su
   // Asynchronously: the gateway under test runs on this process's event loop.
   const res = await promisify(execFile)(PYTHON, [path.join(ROOT, 'test/python/client_test.py')], {
     encoding: 'utf8',
-    env: { ...process.env, TETHER_PY_GEN: out, TETHER_ADDRESS: t.gateway.address, TETHER_TOKEN: 'token-alice', PYTHONPATH: '' },
+    env: {
+      ...process.env,
+      TETHER_PY_GEN: out,
+      TETHER_ADDRESS: t.gateway.address,
+      TETHER_TOKEN: 'token-alice',
+      PYTHONPATH: '',
+    },
     timeout: 60_000,
-  }).catch((err: { stdout: string; stderr: string }) => assert.fail(`python client failed:\n${err.stdout}\n${err.stderr}`));
+  }).catch((err: { stdout: string; stderr: string }) =>
+    assert.fail(`python client failed:\n${err.stdout}\n${err.stderr}`),
+  );
   assert.match(res.stdout, /python client: all checks passed/);
 });

@@ -15,7 +15,9 @@ after(async () => {
 });
 
 async function gateway(tenancy: Partial<TenancyConfig>) {
-  const t = await startTestGateway({ tenancy: { default: {}, tenants: {}, admission: { concurrency: 4 }, ...tenancy } });
+  const t = await startTestGateway({
+    tenancy: { default: {}, tenants: {}, admission: { concurrency: 4 }, ...tenancy },
+  });
   gateways.push(t);
   return t;
 }
@@ -33,7 +35,11 @@ test('each quota admits runs up to exactly its limit, refuses the next one namin
   const kinds: [string, Partial<TenancyConfig['default']>, RegExp][] = [
     ['liveRuns', { liveRuns: 3 }, /liveRuns quota: limit 3, in use 3, this run asks 1/],
     ['memoryMb', { memoryMb: 768 }, /memoryMb quota: limit 768 MiB, in use 768 MiB, this run asks 256 MiB/],
-    ['cpuMillis', { cpuMillis: 1500 }, /cpuMillis quota: limit 1500 millicores, in use 1500 millicores, this run asks 500 millicores/],
+    [
+      'cpuMillis',
+      { cpuMillis: 1500 },
+      /cpuMillis quota: limit 1500 millicores, in use 1500 millicores, this run asks 500 millicores/,
+    ],
     ['diskMb', { diskMb: 192 }, /diskMb quota: limit 192 MiB, in use 192 MiB, this run asks 64 MiB/],
   ];
   for (const [kind, quota, why] of kinds) {
@@ -64,7 +70,10 @@ test('a per-tenant quota overrides the default for that tenant only', async () =
 
 test('a disk_mb with a host workspace is refused: a host directory is not sized', async () => {
   const t = await gateway({});
-  await assert.rejects(t.alice.createRun({ workspace: '/tmp', limits: { diskMb: 64 } }), (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT && /host workspace/.test(e.details));
+  await assert.rejects(
+    t.alice.createRun({ workspace: '/tmp', limits: { diskMb: 64 } }),
+    (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT && /host workspace/.test(e.details),
+  );
 });
 
 test("a CreateRun flood is rate limited with a retry hint; another tenant's creates are not", async () => {
@@ -72,7 +81,10 @@ test("a CreateRun flood is rate limited with a retry hint; another tenant's crea
   const t = await gateway({ default: { createRun: { perSecond: 0.05, burst: 2 } } });
   await t.alice.createRun({ limits });
   await t.alice.createRun({ limits });
-  const err = await t.alice.createRun({ limits }).then(() => undefined, (e: grpc.ServiceError) => e);
+  const err = await t.alice.createRun({ limits }).then(
+    () => undefined,
+    (e: grpc.ServiceError) => e,
+  );
   assert.ok(err);
   refused(/createRun rate limit \(0\.05\/s, burst 2\); retry in \d+ ms/)(err);
   const hint = Number(err.metadata.get('retry-after-ms')[0]);
@@ -113,7 +125,13 @@ test('tenant A floods CallTool past its rate: A is refused with retry hints, B i
   await flood;
   assert.ok(aRefused >= 100, `A: ${aOk} answered, ${aRefused} refused`);
   assert.ok(aOk >= 20, `A got at least its burst: ${aOk}`);
-  assert.ok(hints.every((h) => h >= 1 && h <= 200), `hints within one token's time at 5/s: ${[...new Set(hints)].join(',')}`);
+  assert.ok(
+    hints.every((h) => h >= 1 && h <= 200),
+    `hints within one token's time at 5/s: ${[...new Set(hints)].join(',')}`,
+  );
   assert.equal(bResults.length, 15);
-  assert.ok(bResults.every((r) => /b/.test(r)), 'every B call answered');
+  assert.ok(
+    bResults.every((r) => /b/.test(r)),
+    'every B call answered',
+  );
 });

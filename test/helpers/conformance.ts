@@ -72,7 +72,8 @@ function substitute(v: Json, vars: Map<string, string>): Json {
     return bound;
   }
   if (Array.isArray(v)) return v.map((x) => substitute(x, vars));
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, vars)]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, vars)]));
   return v;
 }
 
@@ -84,18 +85,31 @@ const str = (step: Obj, key: string, fallback?: string): string => {
 
 function checkQuestion(q: Question, want: Obj, i: number): void {
   const at = `question card ${i + 1}`;
-  if (want.kind !== undefined && enumToJson(QuestionKindSchema, q.kind) !== want.kind) fail(`${at}: kind ${enumToJson(QuestionKindSchema, q.kind)}, expected ${want.kind}`);
-  if (want.questionContains !== undefined && !q.question.includes(String(want.questionContains))) fail(`${at}: ${show(q.question)} does not contain ${show(want.questionContains)}`);
-  if (want.targetSpace !== undefined && q.targetSpace !== want.targetSpace) fail(`${at}: target space ${show(q.targetSpace)}, expected ${show(want.targetSpace)}`);
-  if (want.options !== undefined && !isDeepStrictEqual(q.options.map((o) => o.label), want.options)) fail(`${at}: options ${show(q.options.map((o) => o.label))}, expected ${show(want.options)}`);
-  if (want.rejectedReason !== undefined && q.rejectedReason !== want.rejectedReason) fail(`${at}: rejected reason ${show(q.rejectedReason)}, expected ${show(want.rejectedReason)}`);
-  if (want.rejectedReasonContains !== undefined && !q.rejectedReason.includes(String(want.rejectedReasonContains))) fail(`${at}: rejected reason ${show(q.rejectedReason)} does not contain ${show(want.rejectedReasonContains)}`);
+  if (want.kind !== undefined && enumToJson(QuestionKindSchema, q.kind) !== want.kind)
+    fail(`${at}: kind ${enumToJson(QuestionKindSchema, q.kind)}, expected ${want.kind}`);
+  if (want.questionContains !== undefined && !q.question.includes(String(want.questionContains)))
+    fail(`${at}: ${show(q.question)} does not contain ${show(want.questionContains)}`);
+  if (want.targetSpace !== undefined && q.targetSpace !== want.targetSpace)
+    fail(`${at}: target space ${show(q.targetSpace)}, expected ${show(want.targetSpace)}`);
+  if (
+    want.options !== undefined &&
+    !isDeepStrictEqual(
+      q.options.map((o) => o.label),
+      want.options,
+    )
+  )
+    fail(`${at}: options ${show(q.options.map((o) => o.label))}, expected ${show(want.options)}`);
+  if (want.rejectedReason !== undefined && q.rejectedReason !== want.rejectedReason)
+    fail(`${at}: rejected reason ${show(q.rejectedReason)}, expected ${show(want.rejectedReason)}`);
+  if (want.rejectedReasonContains !== undefined && !q.rejectedReason.includes(String(want.rejectedReasonContains)))
+    fail(`${at}: rejected reason ${show(q.rejectedReason)} does not contain ${show(want.rejectedReasonContains)}`);
 }
 
 function checkBridgeCall(b: BridgeCall, want: Obj, i: number): void {
   const at = `bridged call ${i + 1}`;
   if (want.tool !== undefined && b.tool !== want.tool) fail(`${at}: tool ${show(b.tool)}, expected ${show(want.tool)}`);
-  if (want.arguments !== undefined && !isDeepStrictEqual(JSON.parse(b.argumentsJson || 'null'), want.arguments)) fail(`${at}: arguments ${b.argumentsJson}, expected ${show(want.arguments)}`);
+  if (want.arguments !== undefined && !isDeepStrictEqual(JSON.parse(b.argumentsJson || 'null'), want.arguments))
+    fail(`${at}: arguments ${b.argumentsJson}, expected ${show(want.arguments)}`);
 }
 
 function checkList<T>(what: string, got: T[], want: Json | undefined, check: (x: T, w: Obj, i: number) => void): void {
@@ -106,23 +120,31 @@ function checkList<T>(what: string, got: T[], want: Json | undefined, check: (x:
 }
 
 function checkCall(out: CallOutcome, expect: Obj): void {
-  if (expect.isError !== undefined && out.isError !== expect.isError) fail(`isError is ${out.isError}, expected ${expect.isError}; the text: ${show(out.text)}`);
-  if (expect.textEquals !== undefined && out.text !== expect.textEquals) fail(`text ${show(out.text)}, expected ${show(expect.textEquals)}`);
-  for (const t of (expect.textContains as string[] | undefined) ?? []) if (!out.text.includes(t)) fail(`text does not contain ${show(t)}: ${show(out.text)}`);
-  if (expect.structured !== undefined && !isDeepStrictEqual(out.structured, expect.structured)) fail(`structured ${out.result.structuredJson}, expected ${show(expect.structured)}`);
+  if (expect.isError !== undefined && out.isError !== expect.isError)
+    fail(`isError is ${out.isError}, expected ${expect.isError}; the text: ${show(out.text)}`);
+  if (expect.textEquals !== undefined && out.text !== expect.textEquals)
+    fail(`text ${show(out.text)}, expected ${show(expect.textEquals)}`);
+  for (const t of (expect.textContains as string[] | undefined) ?? [])
+    if (!out.text.includes(t)) fail(`text does not contain ${show(t)}: ${show(out.text)}`);
+  if (expect.structured !== undefined && !isDeepStrictEqual(out.structured, expect.structured))
+    fail(`structured ${out.result.structuredJson}, expected ${show(expect.structured)}`);
   checkList('question cards', out.questions, expect.questions, checkQuestion);
   checkList('bridged calls', out.bridgeCalls, expect.bridgeCalls, checkBridgeCall);
 }
 
 function checkRun(run: Run, expect: Obj): void {
   const state = enumToJson(RunStateSchema, run.state);
-  if (expect.state !== undefined && state !== expect.state) fail(`run state ${state}, expected ${expect.state}${run.error ? ` (${run.error})` : ''}`);
-  if (expect.errorContains !== undefined && !run.error.includes(String(expect.errorContains))) fail(`run error ${show(run.error)} does not contain ${show(expect.errorContains)}`);
+  if (expect.state !== undefined && state !== expect.state)
+    fail(`run state ${state}, expected ${expect.state}${run.error ? ` (${run.error})` : ''}`);
+  if (expect.errorContains !== undefined && !run.error.includes(String(expect.errorContains)))
+    fail(`run error ${show(run.error)} does not contain ${show(expect.errorContains)}`);
 }
 
 function checkMembers(what: string, got: string[], expect: Obj): void {
-  for (const x of (expect.includes as string[] | undefined) ?? []) if (!got.includes(x)) fail(`${what} ${show(got)} do not include ${x}`);
-  for (const x of (expect.excludes as string[] | undefined) ?? []) if (got.includes(x)) fail(`${what} ${show(got)} include ${x}`);
+  for (const x of (expect.includes as string[] | undefined) ?? [])
+    if (!got.includes(x)) fail(`${what} ${show(got)} do not include ${x}`);
+  for (const x of (expect.excludes as string[] | undefined) ?? [])
+    if (got.includes(x)) fail(`${what} ${show(got)} include ${x}`);
 }
 
 /** One scenario's execution: the identity, the variables, and the runs to clean up. */
@@ -153,7 +175,8 @@ class ScenarioRun {
       if (err instanceof StepFailure || !(err instanceof TetherError)) throw err;
       if (wanted === 'OK') fail(`failed with ${err.codeName}: ${err.details}`);
       if (err.codeName !== wanted) fail(`failed with ${err.codeName} (${err.details}), expected ${wanted}`);
-      if (expect.detailsContains !== undefined && !err.details.includes(String(expect.detailsContains))) fail(`status message ${show(err.details)} does not contain ${show(expect.detailsContains)}`);
+      if (expect.detailsContains !== undefined && !err.details.includes(String(expect.detailsContains)))
+        fail(`status message ${show(err.details)} does not contain ${show(expect.detailsContains)}`);
       return;
     }
     if (wanted !== 'OK') fail(`succeeded, expected ${wanted}`);
@@ -166,7 +189,8 @@ class ScenarioRun {
     switch (step.op) {
       case 'useToken':
         if (step.literal !== undefined) this.token = str(step, 'literal');
-        else if (step.token === 'A' || step.token === 'B') this.token = step.token === 'A' ? this.env.tokenA : this.env.tokenB;
+        else if (step.token === 'A' || step.token === 'B')
+          this.token = step.token === 'A' ? this.env.tokenA : this.env.tokenB;
         else fail(`useToken needs "token": "A" or "B", or "literal"`);
         return () => undefined;
       case 'createRun': {
@@ -194,9 +218,14 @@ class ScenarioRun {
         return () => checkMembers('tools', names, expect);
       }
       case 'putFiles': {
-        const res = await c.putFiles(str(step, 'run'), (step.files ?? {}) as Record<string, string>, str(step, 'path', ''));
+        const res = await c.putFiles(
+          str(step, 'run'),
+          (step.files ?? {}) as Record<string, string>,
+          str(step, 'path', ''),
+        );
         return () => {
-          if (expect.filesWritten !== undefined && res.filesWritten !== expect.filesWritten) fail(`${res.filesWritten} files written, expected ${expect.filesWritten}`);
+          if (expect.filesWritten !== undefined && res.filesWritten !== expect.filesWritten)
+            fail(`${res.filesWritten} files written, expected ${expect.filesWritten}`);
         };
       }
       case 'getFiles': {
@@ -205,9 +234,11 @@ class ScenarioRun {
           for (const [name, content] of Object.entries((expect.files ?? {}) as Record<string, string>)) {
             const got = files.get(name);
             if (got === undefined) fail(`${name} is not in the archive (it has ${show([...files.keys()])})`);
-            if (got.toString('utf8') !== content) fail(`${name} holds ${show(got.toString('utf8'))}, expected ${show(content)}`);
+            if (got.toString('utf8') !== content)
+              fail(`${name} holds ${show(got.toString('utf8'))}, expected ${show(content)}`);
           }
-          for (const name of (expect.absent as string[] | undefined) ?? []) if (files.has(name)) fail(`${name} is in the archive`);
+          for (const name of (expect.absent as string[] | undefined) ?? [])
+            if (files.has(name)) fail(`${name} is in the archive`);
         };
       }
       case 'callTool':
@@ -248,7 +279,13 @@ class ScenarioRun {
         return fromJson(ToolResultSchema, entry.result ?? {});
       };
     }
-    const timer = step.cancelAfterMs === undefined ? undefined : setTimeout(() => abort.abort((step.cancelReason as string | undefined) ?? 'cancelled'), step.cancelAfterMs as number);
+    const timer =
+      step.cancelAfterMs === undefined
+        ? undefined
+        : setTimeout(
+            () => abort.abort((step.cancelReason as string | undefined) ?? 'cancelled'),
+            step.cancelAfterMs as number,
+          );
     try {
       const args = step.argumentsJson !== undefined ? str(step, 'argumentsJson') : JSON.stringify(step.arguments ?? {});
       const out = await c.callTool(str(step, 'run'), str(step, 'tool'), args, opts);
@@ -263,7 +300,10 @@ class ScenarioRun {
 
   /** Deletes what the scenario created and left behind, and hangs up. */
   async cleanUp(): Promise<void> {
-    for (const { runId, token } of this.created) await this.client(token).deleteRun(runId).catch(() => undefined);
+    for (const { runId, token } of this.created)
+      await this.client(token)
+        .deleteRun(runId)
+        .catch(() => undefined);
     for (const c of this.clients.values()) c.close();
   }
 }

@@ -25,7 +25,9 @@ type Overrides = { [K in keyof GatewayConfig]?: Partial<GatewayConfig[K]> | Gate
  */
 export async function startTestGateway(over: Overrides = {}, provider?: SandboxProvider): Promise<TestGateway> {
   const base = defaultConfig();
-  const chosen = (over.provider as GatewayConfig['provider'] | undefined) ?? ((process.env.TETHER_TEST_PROVIDER as GatewayConfig['provider']) || 'process');
+  const chosen =
+    (over.provider as GatewayConfig['provider'] | undefined) ??
+    ((process.env.TETHER_TEST_PROVIDER as GatewayConfig['provider']) || 'process');
   const config: GatewayConfig = {
     ...base,
     listen: '127.0.0.1:0',

@@ -19,17 +19,42 @@ export function runnerContext(over: Partial<ToolContext> = {}): ToolContext {
     signal: new AbortController().signal,
     progress: () => undefined,
     ask: async () => ({ kind: 'unavailable', reason: 'no human in unit tests' }),
-    callTool: async (name) => ({ content: [{ type: 'text', text: `no bridge for ${name} in unit tests` }], isError: true }),
+    callTool: async (name) => ({
+      content: [{ type: 'text', text: `no bridge for ${name} in unit tests` }],
+      isError: true,
+    }),
     ...over,
   };
 }
 
-export const NO_FEATURES: RunFeatures = { lsp: false, ast: false, debug: false, eval: false, questions: { enabled: false, targetSpace: '' }, vibe: false };
+export const NO_FEATURES: RunFeatures = {
+  lsp: false,
+  ast: false,
+  debug: false,
+  eval: false,
+  questions: { enabled: false, targetSpace: '' },
+  vibe: false,
+};
 
 /** A runner's registry over a fresh temp workspace, as the runner builds it at initialize. */
-export async function runnerFor(features: Partial<RunFeatures> = {}, settings: Record<string, unknown> = {}, workspace = tempWorkspace()) {
-  const run = new RunContext({ runId: 'run-test', conversationId: 'conv-test', workspace, features: { ...NO_FEATURES, ...features }, settings });
+export async function runnerFor(
+  features: Partial<RunFeatures> = {},
+  settings: Record<string, unknown> = {},
+  workspace = tempWorkspace(),
+) {
+  const run = new RunContext({
+    runId: 'run-test',
+    conversationId: 'conv-test',
+    workspace,
+    features: { ...NO_FEATURES, ...features },
+    settings,
+  });
   const registry = new ToolRegistry(run.workspace.root);
   await registerTools(registry, run);
-  return { run, registry, workspace, call: (tool: string, args: unknown, ctx = runnerContext()) => registry.call(tool, args, ctx) };
+  return {
+    run,
+    registry,
+    workspace,
+    call: (tool: string, args: unknown, ctx = runnerContext()) => registry.call(tool, args, ctx),
+  };
 }

@@ -92,7 +92,11 @@ function approvalAnswer(d: ApprovalDecision): AnswerInit {
  * Drives one CallTool stream to its single result: sends `start`, answers cards and bridged
  * calls with the handlers, turns an abort into `Cancel`, and settles once.
  */
-export function driveCall(call: ClientDuplexStream<CallToolInput, CallToolOutput>, start: MessageInitShape<typeof CallToolInputSchema>['msg'], opts: CallOptions): Promise<CallOutcome> {
+export function driveCall(
+  call: ClientDuplexStream<CallToolInput, CallToolOutput>,
+  start: MessageInitShape<typeof CallToolInputSchema>['msg'],
+  opts: CallOptions,
+): Promise<CallOutcome> {
   const progress: string[] = [];
   const questions: Question[] = [];
   const bridgeCalls: BridgeCall[] = [];
@@ -110,7 +114,15 @@ export function driveCall(call: ClientDuplexStream<CallToolInput, CallToolOutput
         call.cancel();
         reject(err);
       } else if (result) {
-        resolve({ result, text: resultText(result), structured: resultStructured(result), isError: result.isError, progress, questions, bridgeCalls });
+        resolve({
+          result,
+          text: resultText(result),
+          structured: resultStructured(result),
+          isError: result.isError,
+          progress,
+          questions,
+          bridgeCalls,
+        });
       } else {
         reject(new TetherError(status.INTERNAL, 'the call ended without a result'));
       }
@@ -122,7 +134,16 @@ export function driveCall(call: ClientDuplexStream<CallToolInput, CallToolOutput
     const onAbort = () => {
       send({ case: 'cancel', value: { reason: abortReason(opts.signal!) } });
       // The gateway answers a cancel with a result; one that does not is hung up on.
-      graceTimer = setTimeout(() => finish(new TetherError(status.CANCELLED, `no result within ${opts.cancelGraceMs ?? 10_000} ms of the cancel: ${abortReason(opts.signal!)}`)), opts.cancelGraceMs ?? 10_000);
+      graceTimer = setTimeout(
+        () =>
+          finish(
+            new TetherError(
+              status.CANCELLED,
+              `no result within ${opts.cancelGraceMs ?? 10_000} ms of the cancel: ${abortReason(opts.signal!)}`,
+            ),
+          ),
+        opts.cancelGraceMs ?? 10_000,
+      );
     };
 
     const answer = async (q: Question) => {
@@ -143,7 +164,10 @@ export function driveCall(call: ClientDuplexStream<CallToolInput, CallToolOutput
         }
         reply = bridgeResult(await opts.onBridgeCall!(b, args));
       } catch (err) {
-        reply = { isError: true, content: [{ item: { case: 'text', value: err instanceof Error ? err.message : String(err) } }] };
+        reply = {
+          isError: true,
+          content: [{ item: { case: 'text', value: err instanceof Error ? err.message : String(err) } }],
+        };
       }
       send({ case: 'bridgeResult', value: create(BridgeResultSchema, { bridgeId: b.bridgeId, result: reply }) });
     };

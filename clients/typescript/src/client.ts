@@ -62,7 +62,10 @@ export class TetherClient {
   private readonly meta: grpc.Metadata;
 
   constructor(address: string, token: string, options: ClientOptions | grpc.ClientOptions = {}) {
-    const opts: ClientOptions = 'credentials' in options || 'channelOptions' in options ? (options as ClientOptions) : { channelOptions: options as grpc.ClientOptions };
+    const opts: ClientOptions =
+      'credentials' in options || 'channelOptions' in options
+        ? (options as ClientOptions)
+        : { channelOptions: options as grpc.ClientOptions };
     this.address = address;
     this.raw = new Ctor(address, opts.credentials ?? grpc.credentials.createInsecure(), {
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
@@ -121,7 +124,11 @@ export class TetherClient {
 
   /** The tools a surface sees, with their JSON Schemas, ready to hand to a model. */
   async listTools(runId: string, surface?: SurfaceInit, o?: RequestOptions): Promise<Tool[]> {
-    const req = { $typeName: 'tether.v1.ListToolsRequest', runId, surface: surface ? create(SurfaceSchema, surface) : undefined };
+    const req = {
+      $typeName: 'tether.v1.ListToolsRequest',
+      runId,
+      surface: surface ? create(SurfaceSchema, surface) : undefined,
+    };
     return (await this.unary<ListToolsResponse>('listTools', req, o)).tools;
   }
 
@@ -134,23 +141,36 @@ export class TetherClient {
     return new Promise<PutFilesResponse>((resolve, reject) => {
       let unbind: () => void = () => undefined;
       let ended = false;
-      const call = this.raw.putFiles(this.meta, this.callOptions(o), (err: grpc.ServiceError | null, res: PutFilesResponse) => {
-        ended = true;
-        unbind();
-        if (err) reject(TetherError.from(err));
-        else resolve(res);
-      }) as grpc.ClientWritableStream<unknown>;
+      const call = this.raw.putFiles(
+        this.meta,
+        this.callOptions(o),
+        (err: grpc.ServiceError | null, res: PutFilesResponse) => {
+          ended = true;
+          unbind();
+          if (err) reject(TetherError.from(err));
+          else resolve(res);
+        },
+      ) as grpc.ClientWritableStream<unknown>;
       unbind = this.bindSignal(call, o.signal);
-      call.write({ $typeName: 'tether.v1.PutFilesRequest', msg: { case: 'header', value: { $typeName: 'tether.v1.PutFilesHeader', runId, path } } });
+      call.write({
+        $typeName: 'tether.v1.PutFilesRequest',
+        msg: { case: 'header', value: { $typeName: 'tether.v1.PutFilesHeader', runId, path } },
+      });
       (async () => {
-        const tar: AsyncIterable<unknown> | Iterable<unknown> = source instanceof Uint8Array ? [source] : isStream(source) ? source : [await tarOf(source as FileMap)];
+        const tar: AsyncIterable<unknown> | Iterable<unknown> =
+          source instanceof Uint8Array ? [source] : isStream(source) ? source : [await tarOf(source as FileMap)];
         for await (const chunk of tar) {
           const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
           for (let i = 0; i < buf.length; i += CHUNK) {
             // The gateway refused the archive early: stop reading it.
             if (ended) return;
             // Respect back-pressure: a large folder is not buffered whole in memory.
-            if (!call.write({ $typeName: 'tether.v1.PutFilesRequest', msg: { case: 'chunk', value: buf.subarray(i, i + CHUNK) } })) {
+            if (
+              !call.write({
+                $typeName: 'tether.v1.PutFilesRequest',
+                msg: { case: 'chunk', value: buf.subarray(i, i + CHUNK) },
+              })
+            ) {
               await new Promise<void>((r) => {
                 call.once('drain', r);
                 call.once('status', r);
@@ -161,7 +181,11 @@ export class TetherClient {
         call.end();
       })().catch((e) => {
         call.cancel();
-        reject(e instanceof TetherError ? e : new TetherError(grpc.status.CANCELLED, `reading the files failed: ${(e as Error).message}`, { cause: e }));
+        reject(
+          e instanceof TetherError
+            ? e
+            : new TetherError(grpc.status.CANCELLED, `reading the files failed: ${(e as Error).message}`, { cause: e }),
+        );
       });
     });
   }
@@ -181,7 +205,11 @@ export class TetherClient {
     if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
-      const call = this.raw.getFiles({ $typeName: 'tether.v1.GetFilesRequest', runId, path }, this.meta, this.callOptions(o)) as grpc.ClientReadableStream<GetFilesResponse>;
+      const call = this.raw.getFiles(
+        { $typeName: 'tether.v1.GetFilesRequest', runId, path },
+        this.meta,
+        this.callOptions(o),
+      ) as grpc.ClientReadableStream<GetFilesResponse>;
       const unbind = this.bindSignal(call, o.signal);
       call.on('data', (m: GetFilesResponse) => chunks.push(Buffer.from(m.chunk)));
       call.on('end', () => {
@@ -212,19 +240,26 @@ export class TetherClient {
    */
   callTool(runId: string, tool: string, args: unknown = {}, opts: CallOptions = {}): Promise<CallOutcome> {
     if (opts.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(opts.signal)));
-    const call = this.raw.callTool(this.meta, this.callOptions(opts)) as grpc.ClientDuplexStream<CallToolInput, CallToolOutput>;
-    return driveCall(call, {
-      case: 'start',
-      value: {
-        runId,
-        callId: opts.callId ?? '',
-        tool,
-        argumentsJson: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
-        surface: opts.surface,
-        acceptsQuestions: !!(opts.onQuestion || opts.onApproval),
-        acceptsBridgeCalls: !!opts.onBridgeCall,
+    const call = this.raw.callTool(this.meta, this.callOptions(opts)) as grpc.ClientDuplexStream<
+      CallToolInput,
+      CallToolOutput
+    >;
+    return driveCall(
+      call,
+      {
+        case: 'start',
+        value: {
+          runId,
+          callId: opts.callId ?? '',
+          tool,
+          argumentsJson: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+          surface: opts.surface,
+          acceptsQuestions: !!(opts.onQuestion || opts.onApproval),
+          acceptsBridgeCalls: !!opts.onBridgeCall,
+        },
       },
-    }, opts);
+      opts,
+    );
   }
 
   /**
@@ -236,8 +271,15 @@ export class TetherClient {
   }
 
   /** Reports a client worker's progress (RUNNING) or the final status and result of its round. */
-  async reportWorker(req: Omit<MessageInitShape<typeof ReportWorkerRequestSchema>, '$typeName'> | Omit<ReportWorkerRequest, '$typeName'>, o?: RequestOptions): Promise<void> {
-    await this.unary('reportWorker', create(ReportWorkerRequestSchema, req as MessageInitShape<typeof ReportWorkerRequestSchema>), o);
+  async reportWorker(
+    req: Omit<MessageInitShape<typeof ReportWorkerRequestSchema>, '$typeName'> | Omit<ReportWorkerRequest, '$typeName'>,
+    o?: RequestOptions,
+  ): Promise<void> {
+    await this.unary(
+      'reportWorker',
+      create(ReportWorkerRequestSchema, req as MessageInitShape<typeof ReportWorkerRequestSchema>),
+      o,
+    );
   }
 
   close(): void {

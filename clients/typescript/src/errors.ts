@@ -39,9 +39,14 @@ export class TetherError extends Error {
     if (err instanceof TetherError) return err;
     const e = err as { code?: unknown; details?: unknown; message?: unknown; metadata?: unknown } | undefined;
     if (e && typeof e.code === 'number' && typeof e.details === 'string') {
-      return new TetherError(e.code, e.details, { cause: err, metadata: e.metadata instanceof Metadata ? e.metadata : undefined });
+      return new TetherError(e.code, e.details, {
+        cause: err,
+        metadata: e.metadata instanceof Metadata ? e.metadata : undefined,
+      });
     }
-    return new TetherError(status.UNKNOWN, e && typeof e.message === 'string' ? e.message : String(err), { cause: err });
+    return new TetherError(status.UNKNOWN, e && typeof e.message === 'string' ? e.message : String(err), {
+      cause: err,
+    });
   }
 }
 

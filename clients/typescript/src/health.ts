@@ -31,7 +31,7 @@ const HealthClient = grpc.makeGenericClientConstructor(definition, 'Health');
 
 /** The gateway's health status for `service` ("SERVING", "NOT_SERVING", …); needs no token. */
 export function checkHealth(address: string, service = 'tether.v1.Gateway', deadlineMs = 2000): Promise<string> {
-  const client = new HealthClient(address, grpc.credentials.createInsecure()) ;
+  const client = new HealthClient(address, grpc.credentials.createInsecure());
   return new Promise<string>((resolve, reject) => {
     client.check(service, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, status: number) => {
       client.close();
@@ -55,5 +55,8 @@ export async function waitUntilServing(address: string, timeoutMs = 30_000): Pro
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new TetherError(grpc.status.DEADLINE_EXCEEDED, `the gateway at ${address} did not report SERVING within ${timeoutMs} ms: ${(last as Error)?.message ?? 'no answer'}`);
+  throw new TetherError(
+    grpc.status.DEADLINE_EXCEEDED,
+    `the gateway at ${address} did not report SERVING within ${timeoutMs} ms: ${(last as Error)?.message ?? 'no answer'}`,
+  );
 }

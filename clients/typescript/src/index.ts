@@ -1,5 +1,13 @@
 export { TetherClient, type ClientOptions, type CreateRunInit, type FilesSource, type RequestOptions } from './client';
-export type { AnswerInit, ApprovalDecision, BridgeReply, CallOptions, CallOutcome, SurfaceInit, ToolResultInit } from './call';
+export type {
+  AnswerInit,
+  ApprovalDecision,
+  BridgeReply,
+  CallOptions,
+  CallOutcome,
+  SurfaceInit,
+  ToolResultInit,
+} from './call';
 export { TetherError, isTetherError, Status, statusName } from './errors';
 export { tarOf, tarOfFolder, untar, extractTo, type FileMap } from './files';
 export { resultText, resultStructured } from './results';

@@ -15,7 +15,9 @@ export function summarizeArguments(args: Record<string, unknown>, maxValue = 160
   return parts.join('\n');
 }
 
-export type GateDecision = { allowed: true; decision: ApprovalDecision } | { allowed: false; decision: ApprovalDecision; message: string };
+export type GateDecision =
+  | { allowed: true; decision: ApprovalDecision }
+  | { allowed: false; decision: ApprovalDecision; message: string };
 
 /**
  * The approval prompt for write- and exec-tier tools, applied once per call wherever a call
@@ -32,9 +34,17 @@ export async function checkApproval(
   const policy = policies[tier];
   if (policy === 'AUTO') return { allowed: true, decision: 'auto' };
   if (policy === 'DENY') {
-    return { allowed: false, decision: 'policy_denied', message: `refused: this run's policy denies ${tier}-tier tools, so ${tool} cannot run here. Do not retry; continue without it or ask the user how to proceed.` };
+    return {
+      allowed: false,
+      decision: 'policy_denied',
+      message: `refused: this run's policy denies ${tier}-tier tools, so ${tool} cannot run here. Do not retry; continue without it or ask the user how to proceed.`,
+    };
   }
   const outcome = await stream.askPermission(`Allow ${tool} (${tier} tier)?`, summarizeArguments(args));
   if (outcome.kind === 'approved') return { allowed: true, decision: 'approved' };
-  return { allowed: false, decision: 'denied', message: `refused: ${tool} was not approved (${outcome.reason}). Do not retry the same call; adjust the plan or ask the user.` };
+  return {
+    allowed: false,
+    decision: 'denied',
+    message: `refused: ${tool} was not approved (${outcome.reason}). Do not retry the same call; adjust the plan or ask the user.`,
+  };
 }

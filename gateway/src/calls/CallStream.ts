@@ -47,7 +47,12 @@ export class CallStream {
     readonly observed: ObservedCall = Telemetry.off.call('', start, undefined),
   ) {
     const deadline = call.getDeadline();
-    const ms = deadline instanceof Date ? deadline.getTime() - Date.now() : typeof deadline === 'number' && Number.isFinite(deadline) ? deadline - Date.now() : Infinity;
+    const ms =
+      deadline instanceof Date
+        ? deadline.getTime() - Date.now()
+        : typeof deadline === 'number' && Number.isFinite(deadline)
+          ? deadline - Date.now()
+          : Infinity;
     if (Number.isFinite(ms)) this.deadlineTimer = setTimeout(() => this.cancel('the deadline passed'), Math.max(0, ms));
     call.on('cancelled', () => this.cancel('the client went away'));
   }
@@ -83,7 +88,12 @@ export class CallStream {
       }
       case 'bridgeResult': {
         const r = this.bridges.get(msg.msg.value.bridgeId);
-        if (r) r(msg.msg.value.result ? fromProtoResult(msg.msg.value.result) : { content: [{ type: 'text', text: 'the client returned no result' }], isError: true });
+        if (r)
+          r(
+            msg.msg.value.result
+              ? fromProtoResult(msg.msg.value.result)
+              : { content: [{ type: 'text', text: 'the client returned no result' }], isError: true },
+          );
         return;
       }
       case 'cancel':
@@ -98,13 +108,15 @@ export class CallStream {
     if (this.abort.signal.aborted) return;
     this.abort.abort(reason);
     for (const c of this.cards.values()) c.settle({ closed: reason });
-    for (const r of this.bridges.values()) r({ content: [{ type: 'text', text: `bridged call abandoned: ${reason}` }], isError: true });
+    for (const r of this.bridges.values())
+      r({ content: [{ type: 'text', text: `bridged call abandoned: ${reason}` }], isError: true });
   }
 
   /** Input ended (client half-closed): nobody can answer any more. */
   inputEnded(): void {
     for (const c of this.cards.values()) c.settle({ closed: 'the client closed its side of the stream' });
-    for (const r of this.bridges.values()) r({ content: [{ type: 'text', text: 'the client closed its side of the stream' }], isError: true });
+    for (const r of this.bridges.values())
+      r({ content: [{ type: 'text', text: 'the client closed its side of the stream' }], isError: true });
   }
 
   private write(out: CallToolOutput['msg']): void {
@@ -119,7 +131,8 @@ export class CallStream {
   private showCard(kind: QuestionKind, card: QuestionCard): Promise<Answer | { timeout: true } | { closed: string }> {
     const id = `q-${randomUUID()}`;
     return new Promise((resolve) => {
-      const seconds = card.timeoutSeconds && card.timeoutSeconds > 0 ? card.timeoutSeconds : this.questionTimeoutSeconds;
+      const seconds =
+        card.timeoutSeconds && card.timeoutSeconds > 0 ? card.timeoutSeconds : this.questionTimeoutSeconds;
       const timer = setTimeout(() => open.settle({ timeout: true }), seconds * 1000);
       const open: OpenCard = {
         card,
@@ -132,7 +145,9 @@ export class CallStream {
               kind,
               question: card.question,
               context: card.context ?? '',
-              options: card.options.map((o, i) => create(QuestionOptionSchema, { number: i + 1, label: o.label, description: o.description ?? '' })),
+              options: card.options.map((o, i) =>
+                create(QuestionOptionSchema, { number: i + 1, label: o.label, description: o.description ?? '' }),
+              ),
               allowFreeText: card.allowFreeText,
               multiSelect: card.multiSelect,
               targetSpace: this.targetSpace,
@@ -154,17 +169,22 @@ export class CallStream {
   /** An ASK card. Fails closed when no human is connected to this stream. */
   async ask(card: QuestionCard): Promise<QuestionOutcome> {
     if (!this.start.acceptsQuestions) {
-      return { kind: 'unavailable', reason: 'no human is connected to this call (the client did not declare accepts_questions)' };
+      return {
+        kind: 'unavailable',
+        reason: 'no human is connected to this call (the client did not declare accepts_questions)',
+      };
     }
     const a = await this.showCard(QuestionKind.ASK, card);
-    const outcome: QuestionOutcome = 'timeout' in a ? { kind: 'timeout' } : 'closed' in a ? { kind: 'unavailable', reason: a.closed } : outcomeOf(a);
+    const outcome: QuestionOutcome =
+      'timeout' in a ? { kind: 'timeout' } : 'closed' in a ? { kind: 'unavailable', reason: a.closed } : outcomeOf(a);
     this.observed.question('ask', outcome.kind, card.options.length);
     return outcome;
   }
 
   /** A PERMISSION card for an approval prompt; no human connected means refused. */
   async askPermission(question: string, context: string): Promise<PermissionOutcome> {
-    if (!this.start.acceptsQuestions) return { kind: 'denied', reason: 'approval is required and no human is connected to approve it' };
+    if (!this.start.acceptsQuestions)
+      return { kind: 'denied', reason: 'approval is required and no human is connected to approve it' };
     const a = await this.showCard(QuestionKind.PERMISSION, {
       question,
       context,
@@ -184,7 +204,14 @@ export class CallStream {
     this.observed.question('permission', approved ? 'approved' : a.skipped ? 'skipped' : 'denied', 2);
     if (approved) return { kind: 'approved' };
     const said = a.freeText.trim();
-    return { kind: 'denied', reason: said ? `the human did not approve it and wrote: ${said}` : a.skipped ? 'the human skipped the approval' : 'the human denied it' };
+    return {
+      kind: 'denied',
+      reason: said
+        ? `the human did not approve it and wrote: ${said}`
+        : a.skipped
+          ? 'the human skipped the approval'
+          : 'the human denied it',
+    };
   }
 
   /** Forwards a tool the gateway does not own to the client, and waits for its result. */
@@ -195,8 +222,15 @@ export class CallStream {
         this.bridges.delete(bridgeId);
         resolve(r);
       });
-      if (this.signal.aborted) return this.bridges.get(bridgeId)!({ content: [{ type: 'text', text: String(this.signal.reason) }], isError: true });
-      this.write({ case: 'bridgeCall', value: { $typeName: 'tether.v1.BridgeCall', bridgeId, tool, argumentsJson: argsJson } });
+      if (this.signal.aborted)
+        return this.bridges.get(bridgeId)!({
+          content: [{ type: 'text', text: String(this.signal.reason) }],
+          isError: true,
+        });
+      this.write({
+        case: 'bridgeCall',
+        value: { $typeName: 'tether.v1.BridgeCall', bridgeId, tool, argumentsJson: argsJson },
+      });
     });
   }
 

@@ -8,12 +8,14 @@ export function rejectReason(card: QuestionCard, answer: Answer): string | undef
   const selected = answer.selected;
   const free = answer.freeText.trim();
   for (const s of selected) {
-    if (!Number.isInteger(s) || s < 1 || s > n) return n === 0 ? 'this card has no options to select' : `option ${s} does not exist; choose 1 to ${n}`;
+    if (!Number.isInteger(s) || s < 1 || s > n)
+      return n === 0 ? 'this card has no options to select' : `option ${s} does not exist; choose 1 to ${n}`;
   }
   if (new Set(selected).size !== selected.length) return 'an option was selected twice';
   if (selected.length > 1 && !card.multiSelect) return 'only one option may be selected on this card';
   if (free && !card.allowFreeText) return 'this card does not accept a typed answer; pick an option';
-  if (selected.length === 0 && !free) return card.options.length > 0 ? 'choose an option, or skip' : 'type an answer, or skip';
+  if (selected.length === 0 && !free)
+    return card.options.length > 0 ? 'choose an option, or skip' : 'type an answer, or skip';
   return undefined;
 }
 

@@ -27,7 +27,13 @@ const MAX_BRIDGE_DEPTH = 4;
  * an eval cell alike: visibility by tier, schema validation, approval, then the runner.
  */
 export class ToolInvoker {
-  async invoke(run: ReadyRun, tool: string, args: Record<string, unknown>, caller: Caller, depth = 0): Promise<ToolResult> {
+  async invoke(
+    run: ReadyRun,
+    tool: string,
+    args: Record<string, unknown>,
+    caller: Caller,
+    depth = 0,
+  ): Promise<ToolResult> {
     const desc = run.tool(tool);
     if (!desc || !visible(desc.tier, caller.cap)) throw new ToolAbsentError(tool);
     const obs = caller.stream.observed;
@@ -35,7 +41,10 @@ export class ToolInvoker {
     const problems = run.validator.check(tool, args);
     validating?.end();
     if (problems.length > 0) {
-      return { ...errorResult(`invalid arguments for ${tool}:\n- ${problems.join('\n- ')}`), structured: { invalidArguments: problems } };
+      return {
+        ...errorResult(`invalid arguments for ${tool}:\n- ${problems.join('\n- ')}`),
+        structured: { invalidArguments: problems },
+      };
     }
     const approving = desc.tier === 'read' ? undefined : obs.phase('approval', { 'tether.tier': desc.tier });
     const gate = await checkApproval(run.spec.approvals, tool, desc.tier, args, caller.stream);
@@ -46,11 +55,18 @@ export class ToolInvoker {
     if (caller.stream.signal.aborted) return errorResult(`cancelled: ${String(caller.stream.signal.reason)}`);
     const running = obs.phase('runner', { 'tether.tool': tool });
     try {
-      return await run.runner.callTool(tool, args, { maxTier: caller.cap }, {
-        progress: (text) => caller.stream.progress(text),
-        ask: (card) => caller.stream.ask(card),
-        bridge: (name, bridgedArgs) => this.bridge(run, name, bridgedArgs, caller, depth + 1),
-      }, caller.stream.signal, running?.traceparent());
+      return await run.runner.callTool(
+        tool,
+        args,
+        { maxTier: caller.cap },
+        {
+          progress: (text) => caller.stream.progress(text),
+          ask: (card) => caller.stream.ask(card),
+          bridge: (name, bridgedArgs) => this.bridge(run, name, bridgedArgs, caller, depth + 1),
+        },
+        caller.stream.signal,
+        running?.traceparent(),
+      );
     } catch (err) {
       running?.fail((err as Error).message);
       // A bug inside one tool is that call's failure, reported to the model; the run goes on.
@@ -66,7 +82,14 @@ export class ToolInvoker {
 
   /** A tool() call from inside a running tool, reported with where it ran. */
   private async bridge(run: ReadyRun, tool: string, args: unknown, caller: Caller, depth: number): Promise<ToolResult> {
-    const target = depth > MAX_BRIDGE_DEPTH ? 'refused' : typeof tool === 'string' && run.tool(tool) ? 'gateway' : caller.stream.acceptsBridgeCalls ? 'client' : 'refused';
+    const target =
+      depth > MAX_BRIDGE_DEPTH
+        ? 'refused'
+        : typeof tool === 'string' && run.tool(tool)
+          ? 'gateway'
+          : caller.stream.acceptsBridgeCalls
+            ? 'client'
+            : 'refused';
     const result = await this.route(run, tool, args, caller, depth);
     caller.stream.observed.bridgedCall(String(tool).slice(0, 128), target, result);
     return result;
@@ -74,10 +97,12 @@ export class ToolInvoker {
 
   /** Re-enters the registry as the same caller, or hands a tool the run does not own to the client. */
   private async route(run: ReadyRun, tool: string, args: unknown, caller: Caller, depth: number): Promise<ToolResult> {
-    if (depth > MAX_BRIDGE_DEPTH) return errorResult(`bridged calls nest deeper than ${MAX_BRIDGE_DEPTH}; refusing ${tool}`);
+    if (depth > MAX_BRIDGE_DEPTH)
+      return errorResult(`bridged calls nest deeper than ${MAX_BRIDGE_DEPTH}; refusing ${tool}`);
     if (typeof tool !== 'string' || tool.length === 0) return errorResult('tool() needs a tool name');
     const objectArgs = args === undefined || args === null ? {} : args;
-    if (typeof objectArgs !== 'object' || Array.isArray(objectArgs)) return errorResult(`arguments of ${tool} must be an object`);
+    if (typeof objectArgs !== 'object' || Array.isArray(objectArgs))
+      return errorResult(`arguments of ${tool} must be an object`);
     const owned = run.tool(tool);
     if (owned) {
       try {

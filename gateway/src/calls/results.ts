@@ -16,12 +16,22 @@ export function toProtoResult(r: ToolResult): PbToolResult {
         case 'text':
           return create(ContentSchema, { item: { case: 'text', value: c.text } });
         case 'image':
-          return create(ContentSchema, { item: { case: 'image', value: { $typeName: 'tether.v1.ImageContent', mime: c.mime, data: Buffer.from(c.data, 'base64') } } });
+          return create(ContentSchema, {
+            item: {
+              case: 'image',
+              value: { $typeName: 'tether.v1.ImageContent', mime: c.mime, data: Buffer.from(c.data, 'base64') },
+            },
+          });
         case 'table':
           return create(ContentSchema, {
             item: {
               case: 'table',
-              value: { $typeName: 'tether.v1.TableContent', columns: c.columns, rows: c.rows.map((cells) => create(TableRowSchema, { cells })), omittedRows: c.omittedRows ?? 0 },
+              value: {
+                $typeName: 'tether.v1.TableContent',
+                columns: c.columns,
+                rows: c.rows.map((cells) => create(TableRowSchema, { cells })),
+                omittedRows: c.omittedRows ?? 0,
+              },
             },
           });
         case 'json':
@@ -39,7 +49,12 @@ export function fromProtoResult(r: PbToolResult): ToolResult {
       case 'image':
         return { type: 'image', mime: c.item.value.mime, data: Buffer.from(c.item.value.data).toString('base64') };
       case 'table':
-        return { type: 'table', columns: c.item.value.columns, rows: c.item.value.rows.map((row) => row.cells), omittedRows: c.item.value.omittedRows };
+        return {
+          type: 'table',
+          columns: c.item.value.columns,
+          rows: c.item.value.rows.map((row) => row.cells),
+          omittedRows: c.item.value.omittedRows,
+        };
       case 'json': {
         let json: unknown = c.item.value;
         try {

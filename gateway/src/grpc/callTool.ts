@@ -35,7 +35,11 @@ export function serveCallTool(
     if (msg.msg.case !== 'start') return abortWith(invalid('CallTool: the first message must be start'));
     const start = msg.msg.value;
     const traceparent = call.metadata.get('traceparent')[0];
-    const obs = (observed = (deps.telemetry ?? Telemetry.off).call(tenant, start, typeof traceparent === 'string' ? traceparent : undefined));
+    const obs = (observed = (deps.telemetry ?? Telemetry.off).call(
+      tenant,
+      start,
+      typeof traceparent === 'string' ? traceparent : undefined,
+    ));
     void (async () => {
       deps.runs.tenancy.limitRate(tenant, 'callTool');
       const run = deps.runs.ready(tenant, start.runId);
@@ -48,7 +52,16 @@ export function serveCallTool(
       if (!parsed.ok) return finish(stream, obs, errorResult(parsed.error));
       const started = Date.now();
       const result = await deps.invoker.invoke(run, start.tool, parsed.value, { cap, stream });
-      logger.debug({ runId: run.runId, tool: start.tool, callId: start.callId, ms: Date.now() - started, isError: !!result.isError }, 'call');
+      logger.debug(
+        {
+          runId: run.runId,
+          tool: start.tool,
+          callId: start.callId,
+          ms: Date.now() - started,
+          isError: !!result.isError,
+        },
+        'call',
+      );
       finish(stream, obs, result);
     })().catch(abortWith);
   });

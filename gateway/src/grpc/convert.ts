@@ -20,7 +20,8 @@ import type { SandboxUsage } from '../sandbox/provider';
 const approvalFrom = (a: Approval | undefined, fallback: ApprovalPolicy): ApprovalPolicy =>
   a === Approval.AUTO ? 'AUTO' : a === Approval.PROMPT ? 'PROMPT' : a === Approval.DENY ? 'DENY' : fallback;
 
-const approvalTo = (a: ApprovalPolicy): Approval => (a === 'AUTO' ? Approval.AUTO : a === 'PROMPT' ? Approval.PROMPT : Approval.DENY);
+const approvalTo = (a: ApprovalPolicy): Approval =>
+  a === 'AUTO' ? Approval.AUTO : a === 'PROMPT' ? Approval.PROMPT : Approval.DENY;
 
 export function specFromRequest(req: CreateRunRequest): RunSpec {
   const f = req.features;
@@ -38,13 +39,23 @@ export function specFromRequest(req: CreateRunRequest): RunSpec {
     // Unspecified approvals default to AUTO: the platform opts into prompts per tier.
     approvals: { write: approvalFrom(req.approvals?.write, 'AUTO'), exec: approvalFrom(req.approvals?.exec, 'AUTO') },
     labels: { ...req.labels },
-    limits: { memoryMb: req.limits?.memoryMb ?? 0, cpuMillis: req.limits?.cpuMillis ?? 0, pids: req.limits?.pids ?? 0, diskMb: req.limits?.diskMb ?? 0 },
+    limits: {
+      memoryMb: req.limits?.memoryMb ?? 0,
+      cpuMillis: req.limits?.cpuMillis ?? 0,
+      pids: req.limits?.pids ?? 0,
+      diskMb: req.limits?.diskMb ?? 0,
+    },
     template: req.template,
     ...(req.egress ? { egress: [...req.egress.allow] } : {}),
   };
 }
 
-const stateTo = { STARTING: RunState.STARTING, READY: RunState.READY, FAILED: RunState.FAILED, STOPPED: RunState.STOPPED } as const;
+const stateTo = {
+  STARTING: RunState.STARTING,
+  READY: RunState.READY,
+  FAILED: RunState.FAILED,
+  STOPPED: RunState.STOPPED,
+} as const;
 
 export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
   const f = r.spec.features;
@@ -64,10 +75,19 @@ export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
       vibe: f.vibe,
       questions: create(QuestionsFeatureSchema, { enabled: f.questions.enabled, targetSpace: f.questions.targetSpace }),
     }),
-    approvals: create(ApprovalsSchema, { write: approvalTo(r.spec.approvals.write), exec: approvalTo(r.spec.approvals.exec) }),
+    approvals: create(ApprovalsSchema, {
+      write: approvalTo(r.spec.approvals.write),
+      exec: approvalTo(r.spec.approvals.exec),
+    }),
     limits: create(LimitsSchema, { ...r.spec.limits, diskMb: r.spec.limits.diskMb ?? 0 }),
     start: r.start === 'pool' ? RunStart.POOL : RunStart.COLD,
-    usage: usage && create(RunUsageSchema, { diskBytes: BigInt(usage.diskBytes), memoryBytes: BigInt(usage.memoryBytes), cpuTimeMs: BigInt(usage.cpuMillis) }),
+    usage:
+      usage &&
+      create(RunUsageSchema, {
+        diskBytes: BigInt(usage.diskBytes),
+        memoryBytes: BigInt(usage.memoryBytes),
+        cpuTimeMs: BigInt(usage.cpuMillis),
+      }),
     template: r.spec.template ?? '',
     egress: r.spec.egress ? create(EgressSchema, { allow: r.spec.egress }) : undefined,
   });

@@ -20,7 +20,8 @@ import { RunnerGoneError } from '../runs/RunnerClient';
 /** The one status a failure is answered with; unknown errors are INTERNAL and logged. */
 export function toStatus(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
-  if (err instanceof RunnerGoneError) return new GatewayError(status.UNAVAILABLE, `the run's runner is gone: ${err.message}`);
+  if (err instanceof RunnerGoneError)
+    return new GatewayError(status.UNAVAILABLE, `the run's runner is gone: ${err.message}`);
   if (err instanceof ToolAbsentError) return new GatewayError(status.NOT_FOUND, err.message);
   logger.error({ err }, 'internal error');
   return new GatewayError(status.INTERNAL, `internal error: ${(err as Error | undefined)?.message ?? String(err)}`);
@@ -54,14 +55,22 @@ export class Edge {
       return this.auth.authenticate(call.metadata);
     } catch (err) {
       if (err instanceof GatewayError && err.code === status.UNAUTHENTICATED) {
-        this.telemetry.authFailed(methodOf(call), call.getPeer(), err.message.startsWith('missing') ? 'missing' : 'invalid');
+        this.telemetry.authFailed(
+          methodOf(call),
+          call.getPeer(),
+          err.message.startsWith('missing') ? 'missing' : 'invalid',
+        );
       }
       throw err;
     }
   }
 
   /** Answers a unary or client-stream call, counting its status by method. */
-  private answer<Res>(call: { getPath(): string }, cb: (err: GatewayError | null, res?: Res) => void, p: Promise<Res>): void {
+  private answer<Res>(
+    call: { getPath(): string },
+    cb: (err: GatewayError | null, res?: Res) => void,
+    p: Promise<Res>,
+  ): void {
     p.then(
       (res) => {
         this.telemetry.rpc(methodOf(call), status.OK);
@@ -75,17 +84,23 @@ export class Edge {
     );
   }
 
-  unary<Req, Res>(fn: (req: Req, tenant: string, call: ServerUnaryCall<Req, Res>) => Promise<Res>): handleUnaryCall<Req, Res> {
+  unary<Req, Res>(
+    fn: (req: Req, tenant: string, call: ServerUnaryCall<Req, Res>) => Promise<Res>,
+  ): handleUnaryCall<Req, Res> {
     return (call, cb) => this.answer(call, cb, (async () => fn(call.request, this.tenantOf(call), call))());
   }
 
   /** A client stream answered once; the handler resolves with the response or rejects. */
-  clientStream<Req, Res>(fn: (call: ServerReadableStream<Req, Res>, tenant: string) => Promise<Res>): handleClientStreamingCall<Req, Res> {
+  clientStream<Req, Res>(
+    fn: (call: ServerReadableStream<Req, Res>, tenant: string) => Promise<Res>,
+  ): handleClientStreamingCall<Req, Res> {
     return (call, cb) => this.answer(call, cb, (async () => fn(call, this.tenantOf(call)))());
   }
 
   /** A server stream: the handler writes and ends it; a rejection ends it with a status. */
-  serverStream<Req, Res>(fn: (call: ServerWritableStream<Req, Res>, tenant: string) => Promise<void>): handleServerStreamingCall<Req, Res> {
+  serverStream<Req, Res>(
+    fn: (call: ServerWritableStream<Req, Res>, tenant: string) => Promise<void>,
+  ): handleServerStreamingCall<Req, Res> {
     return (call) => {
       void (async () => fn(call, this.tenantOf(call)))().then(
         () => this.telemetry.rpc(methodOf(call), status.OK),
@@ -102,7 +117,9 @@ export class Edge {
    * A bidirectional stream. Its handler is driven by incoming messages, so besides a
    * rejection it gets `fail` to end the call with a status from any later event.
    */
-  bidi<Req, Res>(fn: (call: ServerDuplexStream<Req, Res>, tenant: string, fail: (err: unknown) => void) => void | Promise<void>): handleBidiStreamingCall<Req, Res> {
+  bidi<Req, Res>(
+    fn: (call: ServerDuplexStream<Req, Res>, tenant: string, fail: (err: unknown) => void) => void | Promise<void>,
+  ): handleBidiStreamingCall<Req, Res> {
     return (call) => {
       const fail = (err: unknown) => failStream(call, err);
       void (async () => fn(call, this.tenantOf(call), fail))().catch(fail);

@@ -31,17 +31,26 @@ import { workspaceRelative } from './workspacePath';
 
 const GET_CHUNK = 64 * 1024;
 
-export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, config: GatewayConfig, telemetry = Telemetry.off): UntypedServiceImplementation {
+export function gatewayHandlers(
+  runs: RunManager,
+  auth: TokenAuthenticator,
+  config: GatewayConfig,
+  telemetry = Telemetry.off,
+): UntypedServiceImplementation {
   const edge = new Edge(auth, telemetry);
   const invoker = new ToolInvoker();
 
   return {
-    createRun: edge.unary(async (req: CreateRunRequest, tenant) => runToProto(await runs.create(tenant, specFromRequest(req)))),
+    createRun: edge.unary(async (req: CreateRunRequest, tenant) =>
+      runToProto(await runs.create(tenant, specFromRequest(req))),
+    ),
     getRun: edge.unary(async (req: GetRunRequest, tenant) => {
       const run = runs.get(tenant, req.runId);
       return runToProto(run, await runs.usage(run));
     }),
-    listRuns: edge.unary(async (_req: ListRunsRequest, tenant) => create(ListRunsResponseSchema, { runs: runs.list(tenant).map((r) => runToProto(r)) })),
+    listRuns: edge.unary(async (_req: ListRunsRequest, tenant) =>
+      create(ListRunsResponseSchema, { runs: runs.list(tenant).map((r) => runToProto(r)) }),
+    ),
     deleteRun: edge.unary(async (req: DeleteRunRequest, tenant) => {
       await runs.delete(tenant, req.runId);
       return create(DeleteRunResponseSchema, {});
@@ -52,7 +61,15 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       const cap = maxTierOf(req.surface);
       const tools = run.tools
         .filter((t) => visible(t.tier, cap))
-        .map((t) => create(ToolSchema, { name: t.name, description: t.description, tier: tierToProto(t.tier), inputSchemaJson: JSON.stringify(t.inputSchema), parallelSafe: t.parallelSafe }));
+        .map((t) =>
+          create(ToolSchema, {
+            name: t.name,
+            description: t.description,
+            tier: tierToProto(t.tier),
+            inputSchemaJson: JSON.stringify(t.inputSchema),
+            parallelSafe: t.parallelSafe,
+          }),
+        );
       return create(ListToolsResponseSchema, { tools });
     }),
 
@@ -71,7 +88,10 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       // Lets the runner index the new files in the background; best effort, never awaited.
       if (arrived) {
         try {
-          runs.ready(tenant, arrived.runId).runner.command(FilesArrivedCommand.type, { path: arrived.path }).catch(() => undefined);
+          runs
+            .ready(tenant, arrived.runId)
+            .runner.command(FilesArrivedCommand.type, { path: arrived.path })
+            .catch(() => undefined);
         } catch {
           // the run stopped meanwhile
         }
@@ -84,7 +104,10 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       const r = runs.get(tenant, call.request.runId);
       const sandbox = r.sandbox;
       if (!sandbox || r.state === 'STOPPED' || r.state === 'STARTING') {
-        throw new GatewayError(status.FAILED_PRECONDITION, `run ${r.runId} is ${r.state.toLowerCase()}: its workspace cannot be read`);
+        throw new GatewayError(
+          status.FAILED_PRECONDITION,
+          `run ${r.runId} is ${r.state.toLowerCase()}: its workspace cannot be read`,
+        );
       }
       const rel = workspaceRelative(call.request.path);
       let tar;
@@ -104,7 +127,14 @@ export function gatewayHandlers(runs: RunManager, auth: TokenAuthenticator, conf
       call.end();
     }),
 
-    callTool: edge.bidi((call, tenant, fail) => serveCallTool(call, tenant, fail, { runs, invoker, questionTimeoutSeconds: config.questions.timeoutSeconds, telemetry })),
+    callTool: edge.bidi((call, tenant, fail) =>
+      serveCallTool(call, tenant, fail, {
+        runs,
+        invoker,
+        questionTimeoutSeconds: config.questions.timeoutSeconds,
+        telemetry,
+      }),
+    ),
 
     ...workerHandlers(runs, edge),
   };

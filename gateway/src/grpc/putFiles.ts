@@ -2,7 +2,12 @@ import { PassThrough } from 'node:stream';
 import { create } from '@bufbuild/protobuf';
 import { status, type ServerReadableStream } from '@grpc/grpc-js';
 import * as tarStream from 'tar-stream';
-import { PutFilesResponseSchema, type PutFilesHeader, type PutFilesRequest, type PutFilesResponse } from '../../../gen/tether/v1/gateway_pb';
+import {
+  PutFilesResponseSchema,
+  type PutFilesHeader,
+  type PutFilesRequest,
+  type PutFilesResponse,
+} from '../../../gen/tether/v1/gateway_pb';
 import { GatewayError, invalid } from '../errors';
 import type { Sandbox } from '../sandbox/provider';
 
@@ -67,7 +72,10 @@ export function receivePutFiles(
           if (!tar || !counter) throw invalid('PutFiles: the first message must be the header');
           bytes += msg.msg.value.length;
           if (bytes > maxBytes) {
-            throw new GatewayError(status.RESOURCE_EXHAUSTED, `PutFiles: the archive is larger than the ${maxBytes}-byte limit; send it in parts`);
+            throw new GatewayError(
+              status.RESOURCE_EXHAUSTED,
+              `PutFiles: the archive is larger than the ${maxBytes}-byte limit; send it in parts`,
+            );
           }
           counter.input.write(msg.msg.value);
           if (!tar.write(msg.msg.value)) {
@@ -86,7 +94,8 @@ export function receivePutFiles(
       tar.end();
       files.input.end();
       done.then(() => {
-        if (!failed) resolve(create(PutFilesResponseSchema, { filesWritten: files.files(), bytesWritten: BigInt(bytes) }));
+        if (!failed)
+          resolve(create(PutFilesResponseSchema, { filesWritten: files.files(), bytesWritten: BigInt(bytes) }));
       }, fail);
     });
     call.on('error', fail);

@@ -54,14 +54,22 @@ export class RunManager {
     this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
     this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
     this.egress = new EgressService(config);
-    telemetry.watchRuns({ states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const), usage: () => this.usageByTenant() });
+    telemetry.watchRuns({
+      states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const),
+      usage: () => this.usageByTenant(),
+    });
     this.claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
   }
 
   /** The limits a CreateRun that asks for none gets: the pool's default class. */
   defaultLimits(): RunSpec['limits'] {
     const { default: d, max: m } = this.config.limits;
-    return { memoryMb: Math.min(d.memoryMb, m.memoryMb), cpuMillis: Math.min(d.cpuMillis, m.cpuMillis), pids: Math.min(d.pids, m.pids), diskMb: Math.min(d.diskMb, m.diskMb) };
+    return {
+      memoryMb: Math.min(d.memoryMb, m.memoryMb),
+      cpuMillis: Math.min(d.cpuMillis, m.cpuMillis),
+      pids: Math.min(d.pids, m.pids),
+      diskMb: Math.min(d.diskMb, m.diskMb),
+    };
   }
 
   /** Starts keeping warm sandboxes for runs with the default limits (after recover). */
@@ -92,7 +100,8 @@ export class RunManager {
       throw invalid('features.questions needs a target_space: somewhere the card is shown');
     }
     for (const [k, v] of Object.entries(spec.labels)) {
-      if (!LABEL_KEY.test(k) || k.startsWith('dev.tether.')) throw invalid(`label key ${JSON.stringify(k)} is not allowed`);
+      if (!LABEL_KEY.test(k) || k.startsWith('dev.tether.'))
+        throw invalid(`label key ${JSON.stringify(k)} is not allowed`);
       if (v.length > 256) throw invalid(`label ${k} is longer than 256 characters`);
     }
     if (Object.keys(spec.labels).length > 32) throw invalid('at most 32 labels');
@@ -103,7 +112,8 @@ export class RunManager {
       return asked > 0 ? asked : Math.min(d, m);
     };
     // A host workspace belongs to the platform: the gateway neither sizes nor reserves it.
-    if (spec.workspace && spec.limits.diskMb > 0) throw invalid('limits.disk_mb applies only to workspaces the gateway creates, not to a host workspace');
+    if (spec.workspace && spec.limits.diskMb > 0)
+      throw invalid('limits.disk_mb applies only to workspaces the gateway creates, not to a host workspace');
     const limits = {
       memoryMb: pick(spec.limits.memoryMb, def.memoryMb, max.memoryMb, 'memory_mb'),
       cpuMillis: pick(spec.limits.cpuMillis, def.cpuMillis, max.cpuMillis, 'cpu_millis'),
@@ -146,7 +156,9 @@ export class RunManager {
     // sandboxes run the base image with no egress: a template or egress starts cold.
     const pooled = hostWorkspace || image || spec.egress ? undefined : this.pool?.claim(spec.limits);
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date(), pooled ? 'pool' : 'cold');
-    const started = pooled ? this.startClaimed(run, pooled) : this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
+    const started = pooled
+      ? this.startClaimed(run, pooled)
+      : this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
     this.runs.set(run.runId, run);
     await started;
     const ms = performance.now() - t0;
@@ -162,7 +174,12 @@ export class RunManager {
    */
   private async startClaimed(run: RunRecord, sandbox: Sandbox): Promise<void> {
     try {
-      await this.claims.write(sandbox.id, { runId: run.runId, tenant: run.tenant, spec: run.spec, createdAt: run.createdAt.toISOString() });
+      await this.claims.write(sandbox.id, {
+        runId: run.runId,
+        tenant: run.tenant,
+        spec: run.spec,
+        createdAt: run.createdAt.toISOString(),
+      });
       if ((run.state as RunState) === 'STOPPED') throw new Error('deleted while starting');
       await this.connect(run, sandbox);
     } catch (err) {
@@ -187,7 +204,8 @@ export class RunManager {
         image,
         egress,
       });
-      if ((run.state as RunState) === 'STOPPED') return void (await this.provider.remove(sandbox.id).catch(() => undefined)); // deleted meanwhile
+      if ((run.state as RunState) === 'STOPPED')
+        return void (await this.provider.remove(sandbox.id).catch(() => undefined)); // deleted meanwhile
       await this.connect(run, sandbox);
     } catch (err) {
       this.markFailed(run, `could not start the run: ${(err as Error).message}`);
@@ -225,7 +243,9 @@ export class RunManager {
       [LABELS.runId]: run.runId,
       [LABELS.tenant]: run.tenant,
       [LABELS.version]: VERSION,
-      [LABELS.spec]: Buffer.from(JSON.stringify({ spec: run.spec, createdAt: run.createdAt.toISOString() })).toString('base64'),
+      [LABELS.spec]: Buffer.from(JSON.stringify({ spec: run.spec, createdAt: run.createdAt.toISOString() })).toString(
+        'base64',
+      ),
     };
   }
 
@@ -238,7 +258,9 @@ export class RunManager {
     // provisional one when it arrives.
     runner.onGone((err) => this.markFailed(run, `the runner stopped answering: ${err.message}`, true));
     void sandbox.exited.then((exit) => {
-      const reason = exit.oomKilled ? 'the run ran out of memory and its sandbox was killed (OOM)' : `the run's sandbox ended: ${exit.reason}`;
+      const reason = exit.oomKilled
+        ? 'the run ran out of memory and its sandbox was killed (OOM)'
+        : `the run's sandbox ended: ${exit.reason}`;
       this.failed(run, reason, run.sandboxExited(reason));
     });
     const init = await runner.initialize(
@@ -271,7 +293,10 @@ export class RunManager {
     const live = [...this.runs.values()].filter((r) => r.live && r.sandbox?.usage);
     const read = await Promise.all(
       live.map((r) =>
-        Promise.race([r.sandbox!.usage!(), new Promise<undefined>((res) => setTimeout(() => res(undefined), 2000).unref())]).then(
+        Promise.race([
+          r.sandbox!.usage!(),
+          new Promise<undefined>((res) => setTimeout(() => res(undefined), 2000).unref()),
+        ]).then(
           (u) => (u ? { tenant: r.tenant, memoryBytes: u.memoryBytes, cpuSeconds: u.cpuMillis / 1000 } : undefined),
           () => undefined,
         ),
@@ -303,10 +328,12 @@ export class RunManager {
   /** The run, only if it can take a tool call now. */
   ready(tenant: string, runId: string): ReadyRun {
     const run = this.get(tenant, runId);
-    if (run.state === 'FAILED') throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} has failed: ${run.error}`);
+    if (run.state === 'FAILED')
+      throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} has failed: ${run.error}`);
     const ready = run.ready();
     if (!ready) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} is ${run.state.toLowerCase()}`);
-    if (ready.runner.failure) throw new GatewayError(status.UNAVAILABLE, `run ${runId} is unavailable: ${ready.runner.failure.message}`);
+    if (ready.runner.failure)
+      throw new GatewayError(status.UNAVAILABLE, `run ${runId} is unavailable: ${ready.runner.failure.message}`);
     return ready;
   }
 
@@ -328,7 +355,9 @@ export class RunManager {
     }
     if (run.sandbox) {
       if (remove) {
-        await this.provider.remove(run.sandbox.id).catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
+        await this.provider
+          .remove(run.sandbox.id)
+          .catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
         // A pooled sandbox serves one run: its claim goes with it, it never returns to the pool.
         if (run.start === 'pool') await this.claims.remove(run.sandbox.id).catch(() => undefined);
       } else await this.provider.stop(run.sandbox.id).catch(() => undefined);
@@ -381,10 +410,11 @@ export class RunManager {
     // Claims whose sandbox is gone (removed while the gateway was down).
     const ids = new Set(found.map((f) => f.id));
     for (const id of await this.claims.list()) if (!ids.has(id)) await this.claims.remove(id).catch(() => undefined);
-    removed += (await this.provider.sweep?.(selector).catch((err: Error) => {
-      logger.warn({ err: err.message }, 'could not sweep leftovers');
-      return 0;
-    })) ?? 0;
+    removed +=
+      (await this.provider.sweep?.(selector).catch((err: Error) => {
+        logger.warn({ err: err.message }, 'could not sweep leftovers');
+        return 0;
+      })) ?? 0;
     return { recovered, removed };
   }
 
@@ -401,7 +431,11 @@ export class RunManager {
       if (!ready) continue;
       if (maxLifetimeSeconds > 0 && now - run.createdAt.getTime() > maxLifetimeSeconds * 1000) {
         await this.stopRun(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
-      } else if (idleTimeoutSeconds > 0 && !ready.runner.busy && now - ready.runner.lastActivity > idleTimeoutSeconds * 1000) {
+      } else if (
+        idleTimeoutSeconds > 0 &&
+        !ready.runner.busy &&
+        now - ready.runner.lastActivity > idleTimeoutSeconds * 1000
+      ) {
         await this.stopRun(run, `stopped: idle for more than ${idleTimeoutSeconds}s`);
       }
     }
@@ -415,7 +449,9 @@ export class RunManager {
     if (keep) {
       for (const run of this.runs.values()) run.runner?.dispose();
     } else {
-      await Promise.all([...this.runs.values()].map((r) => (r.state === 'STOPPED' ? undefined : this.stopRun(r, 'gateway shutdown'))));
+      await Promise.all(
+        [...this.runs.values()].map((r) => (r.state === 'STOPPED' ? undefined : this.stopRun(r, 'gateway shutdown'))),
+      );
     }
     this.runs.clear();
     await this.egress.closeAll(keep);

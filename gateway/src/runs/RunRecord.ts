@@ -97,7 +97,13 @@ export class RunRecord {
     const c = this.current;
     if (c.state !== 'STARTING') return false;
     if (!c.sandbox || !c.runner) throw new Error(`run ${this.runId}: ready without a sandbox`);
-    this.current = { state: 'READY', sandbox: c.sandbox, runner: c.runner, tools, validator: new ArgumentValidator(tools) };
+    this.current = {
+      state: 'READY',
+      sandbox: c.sandbox,
+      runner: c.runner,
+      tools,
+      validator: new ArgumentValidator(tools),
+    };
     return true;
   }
 
@@ -147,6 +153,15 @@ export class RunRecord {
     const c = this.current;
     if (c.state !== 'READY') return undefined;
     const { runId, tenant, spec } = this;
-    return { runId, tenant, spec, sandbox: c.sandbox, runner: c.runner, tools: c.tools, validator: c.validator, tool: (name) => c.tools.find((t) => t.name === name) };
+    return {
+      runId,
+      tenant,
+      spec,
+      sandbox: c.sandbox,
+      runner: c.runner,
+      tools: c.tools,
+      validator: c.validator,
+      tool: (name) => c.tools.find((t) => t.name === name),
+    };
   }
 }

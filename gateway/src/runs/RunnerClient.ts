@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { CancellationTokenSource, createMessageConnection, type MessageConnection } from 'vscode-jsonrpc/node';
 import {
-  CancellationTokenSource,
-  createMessageConnection,
-  type MessageConnection,
-} from 'vscode-jsonrpc/node';
-import { AskRequest, BridgeRequest, ProgressNotification, type QuestionCard, type QuestionOutcome } from '../../../protocol/src/calls';
+  AskRequest,
+  BridgeRequest,
+  ProgressNotification,
+  type QuestionCard,
+  type QuestionOutcome,
+} from '../../../protocol/src/calls';
 import {
   CommandRequest,
   InitializeRequest,
@@ -55,7 +57,9 @@ export class RunnerClient {
   constructor(readonly sandbox: Sandbox) {
     this.link = new RunnerLink(sandbox);
     this.ready = this.open();
-    this.ready.catch((err: Error) => this.fail(err instanceof RunnerGoneError ? err : new RunnerGoneError(err.message)));
+    this.ready.catch((err: Error) =>
+      this.fail(err instanceof RunnerGoneError ? err : new RunnerGoneError(err.message)),
+    );
     void sandbox.exited.then((exit) => this.fail(new RunnerGoneError(exit.reason)));
   }
 
@@ -74,11 +78,14 @@ export class RunnerClient {
     });
     connection.onRequest(BridgeRequest.type, async (p) => {
       const call = this.calls.get(p.callId);
-      if (!call) return { content: [{ type: 'text', text: 'the call that made this bridged call has ended' }], isError: true };
+      if (!call)
+        return { content: [{ type: 'text', text: 'the call that made this bridged call has ended' }], isError: true };
       return call.hooks.bridge(p.tool, p.arguments);
     });
     connection.onNotification(RunEventNotification.type, (e) => this.eventListeners.forEach((l) => l(e)));
-    connection.onError(([err]) => logger.warn({ runId: this.sandbox.runId, err: err.message }, 'runner connection error'));
+    connection.onError(([err]) =>
+      logger.warn({ runId: this.sandbox.runId, err: err.message }, 'runner connection error'),
+    );
     connection.onClose(() => this.dropped(connection, channel));
     connection.listen();
     channel.resume();
@@ -98,10 +105,15 @@ export class RunnerClient {
       c.reject(new RunnerGoneError('the connection to the runner dropped'));
       this.calls.delete(id);
     }
-    if (!this.link.reconnectable) return this.fail(new RunnerGoneError('the runner connection closed'));
+    if (!this.link.reconnectable) {
+      this.fail(new RunnerGoneError('the runner connection closed'));
+      return;
+    }
     logger.warn({ runId: this.sandbox.runId }, 'runner connection dropped; reconnecting');
     this.ready = this.reconnect();
-    this.ready.catch((err: Error) => this.fail(err instanceof RunnerGoneError ? err : new RunnerGoneError(err.message)));
+    this.ready.catch((err: Error) =>
+      this.fail(err instanceof RunnerGoneError ? err : new RunnerGoneError(err.message)),
+    );
   }
 
   private async reconnect(): Promise<MessageConnection> {
@@ -154,7 +166,9 @@ export class RunnerClient {
 
   async command<P, R>(type: FamilyCommand<P, R>, payload: P): Promise<R> {
     // The runner answers each command with the reply its FamilyCommand declares.
-    return this.request((c) => c.sendRequest(CommandRequest.type, { family: type.family, command: type.command, payload })) as Promise<R>;
+    return this.request((c) =>
+      c.sendRequest(CommandRequest.type, { family: type.family, command: type.command, payload }),
+    ) as Promise<R>;
   }
 
   /** A pending request that ends with the runner, or after `timeoutMs` when given. */
@@ -164,21 +178,34 @@ export class RunnerClient {
     return new Promise<T>((resolve, reject) => {
       const id = randomUUID();
       // A held timer: a gateway shutting down waits out the runner's grace.
-      const timer = timeoutMs === undefined ? undefined : setTimeout(() => reject(new Error(`runner did not answer within ${timeoutMs / 1000}s`)), timeoutMs);
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => reject(new Error(`runner did not answer within ${timeoutMs / 1000}s`)), timeoutMs);
       this.calls.set(id, { hooks: noHooks, reject });
-      this.ready.then((c) => {
-        const entry = this.calls.get(id);
-        if (!entry) return undefined;
-        entry.on = c;
-        return send(c);
-      }).then((v) => resolve(v as T), reject).finally(() => {
-        this.calls.delete(id);
-        clearTimeout(timer);
-      });
+      this.ready
+        .then((c) => {
+          const entry = this.calls.get(id);
+          if (!entry) return undefined;
+          entry.on = c;
+          return send(c);
+        })
+        .then((v) => resolve(v as T), reject)
+        .finally(() => {
+          this.calls.delete(id);
+          clearTimeout(timer);
+        });
     });
   }
 
-  async callTool(tool: string, args: Record<string, unknown>, surface: CallerSurface, hooks: CallHooks, signal: AbortSignal, traceparent?: string): Promise<ToolResult> {
+  async callTool(
+    tool: string,
+    args: Record<string, unknown>,
+    surface: CallerSurface,
+    hooks: CallHooks,
+    signal: AbortSignal,
+    traceparent?: string,
+  ): Promise<ToolResult> {
     if (this.gone) throw this.gone;
     this.lastActivity = Date.now();
     const callId = randomUUID();
@@ -188,7 +215,13 @@ export class RunnerClient {
     try {
       return await new Promise<ToolResult>((resolve, reject) => {
         this.calls.set(callId, { hooks, reject });
-        const params: CallToolParams = { callId, tool, arguments: args, surface, ...(traceparent ? { traceparent } : {}) };
+        const params: CallToolParams = {
+          callId,
+          tool,
+          arguments: args,
+          surface,
+          ...(traceparent ? { traceparent } : {}),
+        };
         this.ready.then((c) => {
           const entry = this.calls.get(callId);
           if (!entry) return;

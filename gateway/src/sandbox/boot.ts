@@ -33,11 +33,19 @@ function transportKey(stateDir: string): Promise<Buffer> {
  * run could reach.
  */
 export async function runSecret(stateDir: string, runId: string): Promise<Buffer> {
-  return createHmac('sha256', await transportKey(stateDir)).update(runId).digest();
+  return createHmac('sha256', await transportKey(stateDir))
+    .update(runId)
+    .digest();
 }
 
 /** Hands the runner its boot line on stdin and reads its hello from stdout. */
-export async function bootRunner(stdin: Writable, stdout: Readable, secret: Buffer, listen: BootLine['listen'], timeoutMs: number): Promise<HelloLine> {
+export async function bootRunner(
+  stdin: Writable,
+  stdout: Readable,
+  secret: Buffer,
+  listen: BootLine['listen'],
+  timeoutMs: number,
+): Promise<HelloLine> {
   const boot: BootLine = { secret: secret.toString('hex'), listen };
   stdin.write(`${JSON.stringify(boot)}\n`);
   const line = await readLine(stdout, MAX_PREAMBLE_LINE, timeoutMs);

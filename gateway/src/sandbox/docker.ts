@@ -8,7 +8,15 @@ import { bootRunner, runSecret, socketDir } from './boot';
 import { resolveImage } from './image';
 import { EGRESS_MOUNT, egressEnvironment } from '../egress/service';
 import { LoopDisks } from './loopDisk';
-import { LABELS, type Sandbox, type SandboxExit, type SandboxInfo, type SandboxProvider, type SandboxSpec, type SandboxUsage } from './provider';
+import {
+  LABELS,
+  type Sandbox,
+  type SandboxExit,
+  type SandboxInfo,
+  type SandboxProvider,
+  type SandboxSpec,
+  type SandboxUsage,
+} from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 
 /** Where the runner image keeps the workspace and the run user's home. */
@@ -63,7 +71,11 @@ export class DockerProvider implements SandboxProvider {
     const [u, g] = this.config.docker.user.split(':');
     const uid = Number(u);
     const gid = Number(g ?? u);
-    return { uid: Number.isInteger(uid) ? uid : 1000, gid: Number.isInteger(gid) ? gid : 1000, spec: this.config.docker.user };
+    return {
+      uid: Number.isInteger(uid) ? uid : 1000,
+      gid: Number.isInteger(gid) ? gid : 1000,
+      spec: this.config.docker.user,
+    };
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
@@ -78,7 +90,8 @@ export class DockerProvider implements SandboxProvider {
     try {
       const createIt = () =>
         this.docker.createContainer(this.containerOptions(spec, image, volume, sockets)).catch((err) => {
-          if (status(err) === 404) throw new Error(`runner image ${image} not found: run scripts/setup.sh (or \`tether doctor\`)`);
+          if (status(err) === 404)
+            throw new Error(`runner image ${image} not found: run scripts/setup.sh (or \`tether doctor\`)`);
           throw err;
         });
       container = await createIt().catch(async (err: Error) => {
@@ -99,17 +112,32 @@ export class DockerProvider implements SandboxProvider {
       started();
       if (image_) this.diskImages.set(container.id, image_);
       // The boot line is the only time the secret is sent: on the runner's own stdin.
-      const hello = await bootRunner(attached.stdin, attached.stdout, sandbox.secret, sockets ? { unix: `${SOCKET_DIR}/${SOCKET_NAME}` } : {}, this.config.runs.startTimeoutSeconds * 1000);
+      const hello = await bootRunner(
+        attached.stdin,
+        attached.stdout,
+        sandbox.secret,
+        sockets ? { unix: `${SOCKET_DIR}/${SOCKET_NAME}` } : {},
+        this.config.runs.startTimeoutSeconds * 1000,
+      );
       if (!sockets) return { ...sandbox, noSocketReason: noSocket ?? 'fastPath is off' };
-      if (!hello.listening.unix) return { ...sandbox, noSocketReason: hello.errors.join('; ') || 'the runner did not listen' };
+      if (!hello.listening.unix)
+        return { ...sandbox, noSocketReason: hello.errors.join('; ') || 'the runner did not listen' };
       // Under a runtime that keeps sockets inside the sandbox (gVisor without --host-uds) the
       // host sees no socket file: stdio then.
       const hostSocket = path.join(sockets, SOCKET_NAME);
-      if (!existsSync(hostSocket)) return { ...sandbox, noSocketReason: `the runner listens but ${hostSocket} does not appear on this side (a runtime without host socket support?)` };
+      if (!existsSync(hostSocket))
+        return {
+          ...sandbox,
+          noSocketReason: `the runner listens but ${hostSocket} does not appear on this side (a runtime without host socket support?)`,
+        };
       return { ...sandbox, socket: { path: hostSocket } };
     } catch (err) {
       if (container) await this.remove(container.id).catch(() => undefined);
-      else if (volume) await this.docker.getVolume(volume).remove().catch(() => undefined);
+      else if (volume)
+        await this.docker
+          .getVolume(volume)
+          .remove()
+          .catch(() => undefined);
       if (image_) await this.disks.release({ image: image_ }).catch(() => undefined);
       if (sockets) await fs.rm(sockets, { recursive: true, force: true }).catch(() => undefined);
       throw err;
@@ -158,7 +186,12 @@ export class DockerProvider implements SandboxProvider {
     return dir;
   }
 
-  private containerOptions(spec: SandboxSpec, image: string, volume: string | undefined, sockets?: string): Docker.ContainerCreateOptions {
+  private containerOptions(
+    spec: SandboxSpec,
+    image: string,
+    volume: string | undefined,
+    sockets?: string,
+  ): Docker.ContainerCreateOptions {
     const { limits } = spec;
     const memory = limits.memoryMb * 1024 * 1024;
     const { uid, gid } = this.user;
@@ -172,7 +205,12 @@ export class DockerProvider implements SandboxProvider {
       Labels: spec.labels,
       User: this.user.spec,
       WorkingDir: WORKSPACE,
-      Env: [`TETHER_RUN_ID=${spec.runId}`, `TETHER_WORKSPACE=${WORKSPACE}`, `HOME=${HOME}`, ...(spec.egress ? egressEnvironment(spec.egress) : [])],
+      Env: [
+        `TETHER_RUN_ID=${spec.runId}`,
+        `TETHER_WORKSPACE=${WORKSPACE}`,
+        `HOME=${HOME}`,
+        ...(spec.egress ? egressEnvironment(spec.egress) : []),
+      ],
       OpenStdin: true,
       StdinOnce: false,
       AttachStdin: true,
@@ -201,7 +239,9 @@ export class DockerProvider implements SandboxProvider {
             ? { Type: 'volume', Source: volume, Target: WORKSPACE }
             : { Type: 'bind', Source: spec.hostWorkspace!, Target: WORKSPACE },
           // Egress is a Unix socket to the gateway's proxy; the network stays `none`.
-          ...(spec.egress ? [{ Type: 'bind' as const, Source: spec.egress.socketDir, Target: EGRESS_MOUNT, ReadOnly: true }] : []),
+          ...(spec.egress
+            ? [{ Type: 'bind' as const, Source: spec.egress.socketDir, Target: EGRESS_MOUNT, ReadOnly: true }]
+            : []),
           ...(sockets ? [{ Type: 'bind' as const, Source: sockets, Target: SOCKET_DIR }] : []),
         ],
       },
@@ -209,9 +249,18 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /** Attaches to the container's stdio through the engine. */
-  private async attachStdio(id: string, runId: string): Promise<{ stream: Duplex; stdin: Writable; stdout: PassThrough }> {
+  private async attachStdio(
+    id: string,
+    runId: string,
+  ): Promise<{ stream: Duplex; stdin: Writable; stdout: PassThrough }> {
     const container = this.docker.getContainer(id);
-    const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
+    const stream = (await container.attach({
+      stream: true,
+      stdin: true,
+      stdout: true,
+      stderr: true,
+      hijack: true,
+    })) as unknown as Duplex;
     const stdout = new PassThrough();
     const stderr = new PassThrough();
     // The writer the RPC layer holds outlives the socket: writes after the end are dropped
@@ -230,7 +279,13 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /** The sandbox for a container; once it has started, watches for its end. */
-  private sandbox(id: string, runId: string, secret: Buffer, started: Promise<void>, attached?: { stream: Duplex; stdin: Writable; stdout: PassThrough }): Sandbox {
+  private sandbox(
+    id: string,
+    runId: string,
+    secret: Buffer,
+    started: Promise<void>,
+    attached?: { stream: Duplex; stdin: Writable; stdout: PassThrough },
+  ): Sandbox {
     const container = this.docker.getContainer(id);
     const abort = new AbortController();
     const entry: Live = { runId, stream: attached?.stream, oom: false, abort };
@@ -313,7 +368,10 @@ export class DockerProvider implements SandboxProvider {
           if (!id || !entry) continue;
           entry.oom = true;
           logger.warn({ runId: entry.runId }, 'run hit its memory limit; ending it');
-          void this.docker.getContainer(id).kill().catch(() => undefined);
+          void this.docker
+            .getContainer(id)
+            .kill()
+            .catch(() => undefined);
         } catch {
           // a partial or foreign line: skip it
         }
@@ -343,7 +401,9 @@ export class DockerProvider implements SandboxProvider {
   private async getArchive(container: Docker.Container, rel: string): Promise<Readable> {
     // The engine names entries after the last path component; for the root that is
     // "workspace/", which the caller must not see.
-    const stream = (await container.getArchive({ path: rel ? `${WORKSPACE}/${rel}` : WORKSPACE })) as unknown as Readable;
+    const stream = (await container.getArchive({
+      path: rel ? `${WORKSPACE}/${rel}` : WORKSPACE,
+    })) as unknown as Readable;
     return rel ? stream : stripTarPrefix(stream, WORKSPACE.slice(1));
   }
 
@@ -367,11 +427,14 @@ export class DockerProvider implements SandboxProvider {
     const container = this.docker.getContainer(id);
     const info = await container.inspect().catch((err) => (status(err) === 404 ? undefined : Promise.reject(err)));
     await container.remove({ force: true }).catch(ignoreMissing);
-    const volume = info?.Mounts?.find((m) => m.Type === 'volume' && m.Destination === WORKSPACE && m.Name?.startsWith(VOLUME_PREFIX))?.Name;
+    const volume = info?.Mounts?.find(
+      (m) => m.Type === 'volume' && m.Destination === WORKSPACE && m.Name?.startsWith(VOLUME_PREFIX),
+    )?.Name;
     if (volume) await this.removeVolume(volume);
     this.diskImages.delete(id);
     const runId = info?.Config?.Labels?.[LABELS.runId];
-    if (runId) await fs.rm(socketDir(this.config.stateDir, runId), { recursive: true, force: true }).catch(() => undefined);
+    if (runId)
+      await fs.rm(socketDir(this.config.stateDir, runId), { recursive: true, force: true }).catch(() => undefined);
     this.release(id);
   }
 
@@ -388,7 +451,9 @@ export class DockerProvider implements SandboxProvider {
    * from the cgroup, disk as the blocks the workspace image holds on the host.
    */
   async usage(id: string): Promise<SandboxUsage> {
-    const stats = (await this.docker.getContainer(id).stats({ stream: false, 'one-shot': true } as { stream: false })) as Docker.ContainerStats;
+    const stats = (await this.docker
+      .getContainer(id)
+      .stats({ stream: false, 'one-shot': true } as { stream: false })) as Docker.ContainerStats;
     const mem = stats.memory_stats ?? ({} as Docker.ContainerStats['memory_stats']);
     const cache = mem.stats?.total_inactive_file ?? mem.stats?.inactive_file ?? mem.stats?.cache ?? 0;
     const image = await this.diskImageOf(id);
@@ -404,7 +469,14 @@ export class DockerProvider implements SandboxProvider {
     // A run found again after a restart: its volume's label names the image.
     const info = await this.docker.getContainer(id).inspect();
     const volume = info.Mounts?.find((m) => m.Type === 'volume' && m.Destination === WORKSPACE)?.Name;
-    const image = volume ? (await this.docker.getVolume(volume).inspect().catch(() => undefined))?.Labels?.[DISK_IMAGE_LABEL] : undefined;
+    const image = volume
+      ? (
+          await this.docker
+            .getVolume(volume)
+            .inspect()
+            .catch(() => undefined)
+        )?.Labels?.[DISK_IMAGE_LABEL]
+      : undefined;
     this.diskImages.set(id, image ?? '');
     return image;
   }
@@ -455,4 +527,3 @@ export class DockerProvider implements SandboxProvider {
     this.events = undefined;
   }
 }
-

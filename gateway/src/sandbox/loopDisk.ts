@@ -52,7 +52,17 @@ export class LoopDisks {
     try {
       // No journal (a 64 MiB write per run, and a run does not outlive its host anyway), no
       // blocks reserved for root (the run is not root), the root directory owned by the run user.
-      await sh('mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', `root_owner=${owner.uid}:${owner.gid},lazy_itable_init=1,nodiscard`, image]);
+      await sh('mkfs.ext4', [
+        '-q',
+        '-F',
+        '-m',
+        '0',
+        '-O',
+        '^has_journal',
+        '-E',
+        `root_owner=${owner.uid}:${owner.gid},lazy_itable_init=1,nodiscard`,
+        image,
+      ]);
       // An empty root: the workspace must not show a lost+found (fsck recreates it if needed).
       await sh('debugfs', ['-w', '-R', 'rmdir lost+found', image]);
       // Direct I/O: the image's pages are not cached twice (in the run's filesystem and in the
@@ -101,7 +111,9 @@ export class LoopDisks {
    * path: a gateway restarted with another state directory still releases its old images.
    */
   private owns(image: string): boolean {
-    return path.isAbsolute(image) && image.endsWith('.img') && path.basename(path.dirname(image)) === path.basename(this.dir);
+    return (
+      path.isAbsolute(image) && image.endsWith('.img') && path.basename(path.dirname(image)) === path.basename(this.dir)
+    );
   }
 
   /** The loop devices backed by an image, from sysfs (`losetup -j` would do the same). */

@@ -33,7 +33,10 @@ export class ProcessProvider implements SandboxProvider {
   readonly name = 'process';
   private readonly children = new Map<string, Child>();
 
-  constructor(private readonly stateDir: string, private readonly fastPath = true) {}
+  constructor(
+    private readonly stateDir: string,
+    private readonly fastPath = true,
+  ) {}
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
     const ownsWorkspace = !spec.hostWorkspace;
@@ -47,9 +50,15 @@ export class ProcessProvider implements SandboxProvider {
     const id = `proc-${spec.runId}`;
     const exited = new Promise<SandboxExit>((resolve) => {
       proc.once('exit', (code, signal) =>
-        resolve({ reason: signal ? `runner killed by ${signal}` : `runner exited with code ${code}`, oomKilled: false, exitCode: code }),
+        resolve({
+          reason: signal ? `runner killed by ${signal}` : `runner exited with code ${code}`,
+          oomKilled: false,
+          exitCode: code,
+        }),
       );
-      proc.once('error', (err) => resolve({ reason: `runner failed to start: ${err.message}`, oomKilled: false, exitCode: null }));
+      proc.once('error', (err) =>
+        resolve({ reason: `runner failed to start: ${err.message}`, oomKilled: false, exitCode: null }),
+      );
     });
     proc.stderr!.on('data', (d: Buffer) => logger.debug({ runId: spec.runId, runner: d.toString().trimEnd() }));
     const secret = await runSecret(this.stateDir, spec.runId);
@@ -118,7 +127,11 @@ export class ProcessProvider implements SandboxProvider {
   async list(labels: Record<string, string>): Promise<SandboxInfo[]> {
     return [...this.children.entries()]
       .filter(([, c]) => Object.entries(labels).every(([k, v]) => c.spec.labels[k] === v))
-      .map(([id, c]) => ({ id, labels: c.spec.labels, running: c.proc.exitCode === null && c.proc.signalCode === null }));
+      .map(([id, c]) => ({
+        id,
+        labels: c.spec.labels,
+        running: c.proc.exitCode === null && c.proc.signalCode === null,
+      }));
   }
 
   async close(): Promise<void> {
@@ -129,7 +142,10 @@ export class ProcessProvider implements SandboxProvider {
 /** The runner process's own resident memory and CPU time, from /proc (Linux; its children are not counted). */
 async function processUsage(pid: number | undefined): Promise<SandboxUsage> {
   if (!pid) throw new Error('the runner process has no pid');
-  const [status, stat] = await Promise.all([fs.readFile(`/proc/${pid}/status`, 'utf8'), fs.readFile(`/proc/${pid}/stat`, 'utf8')]);
+  const [status, stat] = await Promise.all([
+    fs.readFile(`/proc/${pid}/status`, 'utf8'),
+    fs.readFile(`/proc/${pid}/stat`, 'utf8'),
+  ]);
   const rssKb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0);
   // Fields after the command name, which may hold spaces: utime and stime are the 12th and 13th.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');

@@ -13,7 +13,9 @@ export async function extractConfined(workspace: string, rel: string, tar: Reada
   const root = path.resolve(workspace);
   await fs.mkdir(root, { recursive: true });
   const owner = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
-  await withConfinedArchive(tar, { prefix: rel, ...owner }, (spooled) => pipeline(createReadStream(spooled), tarFs.extract(root)));
+  await withConfinedArchive(tar, { prefix: rel, ...owner }, (spooled) =>
+    pipeline(createReadStream(spooled), tarFs.extract(root)),
+  );
 }
 
 export function packConfined(dir: string, rel: string): Readable {

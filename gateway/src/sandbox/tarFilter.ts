@@ -25,7 +25,8 @@ export function confineTar(input: Readable, opts: ConfineOptions): Readable {
   const extract = tarStream.extract();
   const pack = tarStream.pack();
   const prefix = opts.prefix ? path.posix.normalize(opts.prefix).replace(/\/$/, '') : '';
-  if (prefix === '..' || prefix.startsWith('../') || path.posix.isAbsolute(prefix)) throw new Error(`path escapes the workspace: ${opts.prefix}`);
+  if (prefix === '..' || prefix.startsWith('../') || path.posix.isAbsolute(prefix))
+    throw new Error(`path escapes the workspace: ${opts.prefix}`);
 
   let failed = false;
   const fail = (err: Error) => {
@@ -91,7 +92,8 @@ export function confineTar(input: Readable, opts: ConfineOptions): Readable {
 function check(header: Pick<tarStream.Header, 'name' | 'type' | 'linkname'>, prefix: string): string | undefined {
   const name = header.name;
   const type = header.type ?? 'file';
-  if (type !== 'file' && type !== 'directory' && type !== 'symlink' && type !== 'link') return `entry type ${type} refused: ${name}`;
+  if (type !== 'file' && type !== 'directory' && type !== 'symlink' && type !== 'link')
+    return `entry type ${type} refused: ${name}`;
   if (name.includes('\0')) return 'entry name contains a NUL byte';
   if (path.posix.isAbsolute(name)) return `absolute entry refused: ${name}`;
   const norm = path.posix.normalize(name);
@@ -111,7 +113,8 @@ function check(header: Pick<tarStream.Header, 'name' | 'type' | 'linkname'>, pre
 export function stripTarPrefix(input: Readable, strip: string): Readable {
   const extract = tarStream.extract();
   const pack = tarStream.pack();
-  const cut = (n: string) => (n === strip || n === `${strip}/` ? '' : n.startsWith(`${strip}/`) ? n.slice(strip.length + 1) : n);
+  const cut = (n: string) =>
+    n === strip || n === `${strip}/` ? '' : n.startsWith(`${strip}/`) ? n.slice(strip.length + 1) : n;
   extract.on('entry', (header, stream, next) => {
     stream.on('error', () => undefined);
     const name = cut(header.name);
@@ -119,8 +122,9 @@ export function stripTarPrefix(input: Readable, strip: string): Readable {
       stream.resume();
       return stream.on('end', next);
     }
-    const entry = pack.entry({ ...header, name, linkname: header.type === 'link' && header.linkname ? cut(header.linkname) : header.linkname }, (err) =>
-      err ? pack.destroy(err) : next(),
+    const entry = pack.entry(
+      { ...header, name, linkname: header.type === 'link' && header.linkname ? cut(header.linkname) : header.linkname },
+      (err) => (err ? pack.destroy(err) : next()),
     );
     stream.pipe(entry);
   });
@@ -135,7 +139,11 @@ export function stripTarPrefix(input: Readable, strip: string): Readable {
  * All or nothing: the confined archive is spooled to a temp file first, so only an upload
  * that passed every check is handed to `apply` (as the spooled file's path).
  */
-export async function withConfinedArchive(tar: Readable, opts: ConfineOptions, apply: (spooled: string) => Promise<unknown>): Promise<void> {
+export async function withConfinedArchive(
+  tar: Readable,
+  opts: ConfineOptions,
+  apply: (spooled: string) => Promise<unknown>,
+): Promise<void> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tether-put-'));
   const spool = path.join(dir, 'archive.tar');
   try {

@@ -5,7 +5,9 @@ export class QueueFullError extends Error {
     readonly waiting: number,
     readonly limit: number,
   ) {
-    super(`tenant ${tenant} already has ${waiting} CreateRuns waiting for admission, the limit (queuedCreates) is ${limit}`);
+    super(
+      `tenant ${tenant} already has ${waiting} CreateRuns waiting for admission, the limit (queuedCreates) is ${limit}`,
+    );
     this.name = 'QueueFullError';
   }
 }

@@ -38,13 +38,20 @@ export class Tenancy {
     const wait = bucket.take();
     if (wait > 0) {
       const rate = this.policy(tenant)[kind];
-      throw new ResourceExhausted(`tenant ${tenant} is over its ${kind} rate limit (${rate.perSecond}/s, burst ${rate.burst}); retry in ${wait} ms`, { retryAfterMs: wait });
+      throw new ResourceExhausted(
+        `tenant ${tenant} is over its ${kind} rate limit (${rate.perSecond}/s, burst ${rate.burst}); retry in ${wait} ms`,
+        { retryAfterMs: wait },
+      );
     }
   }
 
   /** Refuses a run that would put the tenant over a quota, naming it, its limit and the use. */
   checkQuota(tenant: string, inUse: Reserved, limits: ResourceLimits): void {
-    const v = exceededQuota(this.policy(tenant), inUse, { memoryMb: limits.memoryMb, cpuMillis: limits.cpuMillis, diskMb: limits.diskMb });
+    const v = exceededQuota(this.policy(tenant), inUse, {
+      memoryMb: limits.memoryMb,
+      cpuMillis: limits.cpuMillis,
+      diskMb: limits.diskMb,
+    });
     if (!v) return;
     const message = describeViolation(tenant, v);
     throw new ResourceExhausted(message, { quota: { subject: `tenant:${tenant}/${v.quota}`, description: message } });
@@ -55,7 +62,8 @@ export class Tenancy {
     try {
       return this.admission.submit(tenant, this.policy(tenant).queuedCreates, start);
     } catch (err) {
-      if (err instanceof QueueFullError) throw new ResourceExhausted(`${err.message}; retry later`, { retryAfterMs: 1000 });
+      if (err instanceof QueueFullError)
+        throw new ResourceExhausted(`${err.message}; retry later`, { retryAfterMs: 1000 });
       throw err;
     }
   }

@@ -30,7 +30,9 @@ export interface TenantPolicy {
 const rate = Type.Object(
   {
     perSecond: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'tokens added per second' })),
-    burst: Type.Optional(Type.Integer({ minimum: 1, description: 'bucket size: how many calls may arrive at once after a quiet period' })),
+    burst: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'bucket size: how many calls may arrive at once after a quiet period' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -70,7 +72,7 @@ export const tenancySchema = Type.Object(
       default: {},
       docDefault: 'built-in (docs/tenancy.md)',
       description:
-        'every tenant\'s policy, over the built-in one: `liveRuns` (default `runs.maxPerTenant`), `memoryMb`, `cpuMillis`, `diskMb` (totals of live runs), `createRun` and `callTool` rates (`perSecond`, `burst`), `queuedCreates`',
+        "every tenant's policy, over the built-in one: `liveRuns` (default `runs.maxPerTenant`), `memoryMb`, `cpuMillis`, `diskMb` (totals of live runs), `createRun` and `callTool` rates (`perSecond`, `burst`), `queuedCreates`",
     }),
     tenants: Type.Unsafe<Record<string, PolicyOverrides>>({
       type: 'object',
@@ -79,7 +81,13 @@ export const tenancySchema = Type.Object(
       description: 'policy overrides by tenant name; every name must be a tenant some token maps to',
     }),
     admission: Type.Object(
-      { concurrency: Type.Integer({ minimum: 1, default: 8, description: 'CreateRuns that talk to the engine at once, across all tenants' }) },
+      {
+        concurrency: Type.Integer({
+          minimum: 1,
+          default: 8,
+          description: 'CreateRuns that talk to the engine at once, across all tenants',
+        }),
+      },
       { additionalProperties: false },
     ),
   },
@@ -100,7 +108,9 @@ export function checkTenancy(tenancy: TenancyConfig, tokens: Record<string, stri
   const known = new Set(Object.values(tokens));
   for (const name of Object.keys(tenancy.tenants)) {
     if (!known.has(name)) {
-      throw new Error(`invalid config: tenancy.tenants.${name}: no token maps to tenant "${name}" (known tenants: ${[...known].sort().join(', ') || 'none'})`);
+      throw new Error(
+        `invalid config: tenancy.tenants.${name}: no token maps to tenant "${name}" (known tenants: ${[...known].sort().join(', ') || 'none'})`,
+      );
     }
   }
 }

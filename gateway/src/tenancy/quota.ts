@@ -20,10 +20,15 @@ export interface QuotaViolation {
  * The first quota a new run would exceed, or undefined when it fits. Exactly at the limit
  * fits: a quota of 4096 MiB admits runs reserving 4096 MiB in total.
  */
-export function exceededQuota(policy: TenantPolicy, inUse: Reserved, asked: Omit<Reserved, 'liveRuns'>): QuotaViolation | undefined {
+export function exceededQuota(
+  policy: TenantPolicy,
+  inUse: Reserved,
+  asked: Omit<Reserved, 'liveRuns'>,
+): QuotaViolation | undefined {
   const want: Reserved = { liveRuns: 1, ...asked };
   for (const quota of ['liveRuns', 'memoryMb', 'cpuMillis', 'diskMb'] as const) {
-    if (inUse[quota] + want[quota] > policy[quota]) return { quota, limit: policy[quota], inUse: inUse[quota], asked: want[quota] };
+    if (inUse[quota] + want[quota] > policy[quota])
+      return { quota, limit: policy[quota], inUse: inUse[quota], asked: want[quota] };
   }
   return undefined;
 }

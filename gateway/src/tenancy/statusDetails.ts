@@ -30,12 +30,28 @@ function encodeStatus(code: number, message: string, detail: ResourceExhausted['
   if (detail.retryAfterMs !== undefined) {
     const ms = detail.retryAfterMs;
     // RetryInfo { Duration retry_delay = 1 }, Duration { int64 seconds = 1; int32 nanos = 2 }
-    const info = new BinaryWriter().tag(1, 2).fork().tag(1, 0).int64(Math.floor(ms / 1000)).tag(2, 0).int32((ms % 1000) * 1_000_000).join().finish();
+    const info = new BinaryWriter()
+      .tag(1, 2)
+      .fork()
+      .tag(1, 0)
+      .int64(Math.floor(ms / 1000))
+      .tag(2, 0)
+      .int32((ms % 1000) * 1_000_000)
+      .join()
+      .finish();
     any(w, 3, 'type.googleapis.com/google.rpc.RetryInfo', info);
   }
   if (detail.quota) {
     // QuotaFailure { repeated Violation violations = 1 }, Violation { subject = 1; description = 2 }
-    const failure = new BinaryWriter().tag(1, 2).fork().tag(1, 2).string(detail.quota.subject).tag(2, 2).string(detail.quota.description).join().finish();
+    const failure = new BinaryWriter()
+      .tag(1, 2)
+      .fork()
+      .tag(1, 2)
+      .string(detail.quota.subject)
+      .tag(2, 2)
+      .string(detail.quota.description)
+      .join()
+      .finish();
     any(w, 3, 'type.googleapis.com/google.rpc.QuotaFailure', failure);
   }
   return Buffer.from(w.finish());

@@ -1,4 +1,9 @@
-import { WatchersCommand, WorkerEvent, type WatchSnapshot, type WorkerEventPayload } from '../../../protocol/src/workers';
+import {
+  WatchersCommand,
+  WorkerEvent,
+  type WatchSnapshot,
+  type WorkerEventPayload,
+} from '../../../protocol/src/workers';
 import type { RunnerClient } from '../runs/RunnerClient';
 
 type Sink = (e: WorkerEventPayload) => void;

@@ -10,13 +10,22 @@ import {
   type WatchWorkersRequest,
   type WorkerEvent,
 } from '../../../gen/tether/v1/gateway_pb';
-import { ReportCommand, type ReportReply, type WorkerEventPayload, type WorkerStatus as RunnerWorkerStatus } from '../../../protocol/src/workers';
+import {
+  ReportCommand,
+  type ReportReply,
+  type WorkerEventPayload,
+  type WorkerStatus as RunnerWorkerStatus,
+} from '../../../protocol/src/workers';
 import { GatewayError, invalid, notFound } from '../errors';
 import type { Edge } from '../grpc/edge';
 import type { ReadyRun, RunManager } from '../runs/RunManager';
 import { WorkerWatch } from './WorkerWatch';
 
-const KIND: Record<WorkerEventPayload['kind'], WorkerEventKind> = { START: WorkerEventKind.START, SEND: WorkerEventKind.SEND, KILL: WorkerEventKind.KILL };
+const KIND: Record<WorkerEventPayload['kind'], WorkerEventKind> = {
+  START: WorkerEventKind.START,
+  SEND: WorkerEventKind.SEND,
+  KILL: WorkerEventKind.KILL,
+};
 
 const STATUS: Partial<Record<WorkerStatus, RunnerWorkerStatus>> = {
   [WorkerStatus.RUNNING]: 'running',
@@ -33,12 +42,20 @@ const REPLY_CODE: Record<Exclude<ReportReply, { ok: true }>['code'], status> = {
 };
 
 function toProto(e: WorkerEventPayload): WorkerEvent {
-  return create(WorkerEventSchema, { kind: KIND[e.kind], workerId: e.workerId, label: e.label, tier: e.tier, brief: e.brief, message: e.message ?? '' });
+  return create(WorkerEventSchema, {
+    kind: KIND[e.kind],
+    workerId: e.workerId,
+    label: e.label,
+    tier: e.tier,
+    brief: e.brief,
+    message: e.message ?? '',
+  });
 }
 
 function vibeRun(runs: RunManager, tenant: string, runId: string): ReadyRun {
   const run = runs.ready(tenant, runId);
-  if (!run.spec.features.vibe) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} was created without vibe mode; it has no workers`);
+  if (!run.spec.features.vibe)
+    throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} was created without vibe mode; it has no workers`);
   return run;
 }
 
@@ -77,8 +94,15 @@ export function workerHandlers(runs: RunManager, edge: Edge) {
       if (!req.workerId) throw invalid('ReportWorker needs a worker_id');
       const st = STATUS[req.status];
       if (!st) throw invalid('ReportWorker needs a status: RUNNING (progress), DONE, FAILED or KILLED');
-      const reply = await run.runner.command(ReportCommand.type, { workerId: req.workerId, status: st, text: req.text });
-      if (!reply.ok) throw reply.code === 'not_found' ? notFound(reply.message) : new GatewayError(REPLY_CODE[reply.code], reply.message);
+      const reply = await run.runner.command(ReportCommand.type, {
+        workerId: req.workerId,
+        status: st,
+        text: req.text,
+      });
+      if (!reply.ok)
+        throw reply.code === 'not_found'
+          ? notFound(reply.message)
+          : new GatewayError(REPLY_CODE[reply.code], reply.message);
       return create(ReportWorkerResponseSchema, {});
     }),
   };

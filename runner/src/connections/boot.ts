@@ -23,12 +23,14 @@ export async function readBoot(stdin: Readable): Promise<Boot> {
   } finally {
     line.fill(0);
   }
-  if (typeof parsed.secret !== 'string' || !/^[0-9a-f]{64}$/.test(parsed.secret)) throw new Error('the boot line carries no valid secret');
+  if (typeof parsed.secret !== 'string' || !/^[0-9a-f]{64}$/.test(parsed.secret))
+    throw new Error('the boot line carries no valid secret');
   const secret = Buffer.from(parsed.secret, 'hex');
   parsed.secret = undefined;
   const listen: BootLine['listen'] = {};
   const l = parsed.listen ?? {};
   if (typeof l.unix === 'string' && l.unix.startsWith('/')) listen.unix = l.unix;
-  if (l.tcp && typeof l.tcp.host === 'string' && Number.isInteger(l.tcp.port)) listen.tcp = { host: l.tcp.host, port: l.tcp.port };
+  if (l.tcp && typeof l.tcp.host === 'string' && Number.isInteger(l.tcp.port))
+    listen.tcp = { host: l.tcp.host, port: l.tcp.port };
   return { secret, listen };
 }

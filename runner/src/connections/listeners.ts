@@ -50,7 +50,9 @@ function open(secret: Buffer, sessions: Sessions, kind: string, start: (s: net.S
     acceptHandshake(socket, secret).then(
       () => {
         socket.setNoDelay(true);
-        sessions.serve(new SocketMessageReader(socket), new SocketMessageWriter(socket), label, socket, () => socket.destroy());
+        sessions.serve(new SocketMessageReader(socket), new SocketMessageWriter(socket), label, socket, () =>
+          socket.destroy(),
+        );
       },
       (err: Error) => {
         // One line per refused connection: a loop of garbage must not flood the log.

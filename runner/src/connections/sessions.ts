@@ -1,5 +1,10 @@
 import type { Readable } from 'node:stream';
-import { createMessageConnection, type MessageConnection, type MessageReader, type MessageWriter } from 'vscode-jsonrpc/node';
+import {
+  createMessageConnection,
+  type MessageConnection,
+  type MessageReader,
+  type MessageWriter,
+} from 'vscode-jsonrpc/node';
 import { AskRequest, BridgeRequest, ProgressNotification } from '../../../protocol/src/calls';
 import {
   CommandRequest,
@@ -32,7 +37,10 @@ export class Sessions {
   private readonly watchers = new Set<MessageConnection>();
   private readonly open = new Set<MessageConnection>();
 
-  constructor(private readonly version: string, private readonly stop: (code: number) => Promise<void>) {}
+  constructor(
+    private readonly version: string,
+    private readonly stop: (code: number) => Promise<void>,
+  ) {}
 
   get context(): RunContext | undefined {
     return this.run;
@@ -43,7 +51,13 @@ export class Sessions {
   }
 
   /** Serves one authenticated connection until it closes; `onClose` is told when it does. */
-  serve(reader: MessageReader, writer: MessageWriter, label: string, source: Readable, onClose?: () => void): MessageConnection {
+  serve(
+    reader: MessageReader,
+    writer: MessageWriter,
+    label: string,
+    source: Readable,
+    onClose?: () => void,
+  ): MessageConnection {
     const connection = createMessageConnection(reader, writer);
     this.open.add(connection);
     connection.onRequest(InitializeRequest.type, async (params) => {
@@ -51,7 +65,10 @@ export class Sessions {
       this.watchers.add(connection);
       return result;
     });
-    connection.onRequest(PingRequest.type, async () => ({ runId: this.run?.runId ?? null, connections: this.open.size }));
+    connection.onRequest(PingRequest.type, async () => ({
+      runId: this.run?.runId ?? null,
+      connections: this.open.size,
+    }));
     connection.onRequest(CallToolRequest.type, async (params, token) => {
       if (!this.run || !this.registry) throw new Error('runner not initialized');
       const abort = new AbortController();
@@ -61,7 +78,8 @@ export class Sessions {
         callId,
         surface: params.surface,
         signal: abort.signal,
-        progress: (text) => void connection.sendNotification(ProgressNotification.type, { callId, text }).catch(() => undefined),
+        progress: (text) =>
+          void connection.sendNotification(ProgressNotification.type, { callId, text }).catch(() => undefined),
         ask: (card) => connection.sendRequest(AskRequest.type, { callId, card }),
         callTool: (tool, args) => connection.sendRequest(BridgeRequest.type, { callId, tool, arguments: args }),
       };
@@ -93,7 +111,8 @@ export class Sessions {
   private async initialize(params: InitializeParams): Promise<InitializeResult> {
     if (this.initializing) {
       const result = await this.initializing;
-      if (params.runId !== this.run?.runId) throw new Error(`runner belongs to run ${this.run?.runId}, not ${params.runId}`);
+      if (params.runId !== this.run?.runId)
+        throw new Error(`runner belongs to run ${this.run?.runId}, not ${params.runId}`);
       return result;
     }
     this.initializing = (async () => {

@@ -59,7 +59,11 @@ export class CappedTail<T> {
 /** The last `limit` bytes of a byte stream. */
 export class ByteTail extends CappedTail<Buffer> {
   constructor(limit: number) {
-    super(limit, (b) => b.length, (b, n) => b.subarray(n));
+    super(
+      limit,
+      (b) => b.length,
+      (b, n) => b.subarray(n),
+    );
   }
 
   toBuffer(): Buffer {
@@ -70,7 +74,11 @@ export class ByteTail extends CappedTail<Buffer> {
 /** The last `limit` characters of a text stream. */
 export class TextTail extends CappedTail<string> {
   constructor(limit: number) {
-    super(limit, (s) => s.length, (s, n) => s.slice(n));
+    super(
+      limit,
+      (s) => s.length,
+      (s, n) => s.slice(n),
+    );
   }
 
   text(): string {

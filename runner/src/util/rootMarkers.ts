@@ -8,11 +8,26 @@ export interface MarkerHit {
 }
 
 /** Dependencies, build output and tool caches: never where a project's root is. Hidden folders are skipped too. */
-const SKIP_DIRS = new Set(['node_modules', '.git', '.venv', 'venv', '__pycache__', '.cache', '.dart_tool', 'dist', 'build', 'target', 'vendor']);
+const SKIP_DIRS = new Set([
+  'node_modules',
+  '.git',
+  '.venv',
+  'venv',
+  '__pycache__',
+  '.cache',
+  '.dart_tool',
+  'dist',
+  'build',
+  'target',
+  'vendor',
+]);
 
 /** A marker is a file or a folder (`.clangd` may be either). */
 async function exists(p: string): Promise<boolean> {
-  return fs.stat(p).then((s) => s.isFile() || s.isDirectory(), () => false);
+  return fs.stat(p).then(
+    (s) => s.isFile() || s.isDirectory(),
+    () => false,
+  );
 }
 
 /**
@@ -20,7 +35,11 @@ async function exists(p: string): Promise<boolean> {
  * markers. Nearest wins, so a Go module nested in a TypeScript repo is its own root; a
  * marker above `root` never counts, and a `fromDir` outside it finds nothing.
  */
-export async function findMarkerUp(root: string, fromDir: string, markers: readonly string[]): Promise<MarkerHit | undefined> {
+export async function findMarkerUp(
+  root: string,
+  fromDir: string,
+  markers: readonly string[],
+): Promise<MarkerHit | undefined> {
   let dir = path.resolve(fromDir);
   const top = path.resolve(root);
   if (dir !== top && !dir.startsWith(top + path.sep)) return undefined;
@@ -35,7 +54,11 @@ export async function findMarkerUp(root: string, fromDir: string, markers: reado
  * Markers in `root` and the folders below it, shallowest first, bounded by depth and by the
  * number of folders read so that a huge tree costs little.
  */
-export async function findMarkersDown(root: string, markers: readonly string[], bounds: { maxDepth?: number; maxDirs?: number } = {}): Promise<MarkerHit[]> {
+export async function findMarkersDown(
+  root: string,
+  markers: readonly string[],
+  bounds: { maxDepth?: number; maxDirs?: number } = {},
+): Promise<MarkerHit[]> {
   const { maxDepth = 2, maxDirs = 500 } = bounds;
   const hits: MarkerHit[] = [];
   let level = [path.resolve(root)];
@@ -52,7 +75,8 @@ export async function findMarkersDown(root: string, markers: readonly string[], 
       }
       for (const e of entries) {
         if (markers.includes(e.name)) hits.push({ dir, marker: e.name });
-        else if (e.isDirectory() && !SKIP_DIRS.has(e.name) && !e.name.startsWith('.')) next.push(path.join(dir, e.name));
+        else if (e.isDirectory() && !SKIP_DIRS.has(e.name) && !e.name.startsWith('.'))
+          next.push(path.join(dir, e.name));
       }
     }
     level = next;

@@ -13,7 +13,13 @@ let runId: string;
 
 before(async () => {
   t = await startTestGateway({
-    runner: { vibe: { maxLiveWorkers: 3, killGraceMs: 500, tiers: { fast: { backend: 'command', command: ['sh', '-c', SCRIPTED_WORKER] }, good: { backend: 'client' } } } },
+    runner: {
+      vibe: {
+        maxLiveWorkers: 3,
+        killGraceMs: 500,
+        tiers: { fast: { backend: 'command', command: ['sh', '-c', SCRIPTED_WORKER] }, good: { backend: 'client' } },
+      },
+    },
   });
   const run = await t.alice.createRun({ features: { vibe: true } });
   assert.equal(run.error, '');
@@ -25,7 +31,11 @@ after(async () => {
 
 async function tool(name: string, args: Record<string, unknown>) {
   const r = await t.alice.callTool(runId, name, args);
-  return { text: resultText(r.result), isError: !!r.result.isError, data: r.result.structuredJson ? JSON.parse(r.result.structuredJson) : undefined };
+  return {
+    text: resultText(r.result),
+    isError: !!r.result.isError,
+    data: r.result.structuredJson ? JSON.parse(r.result.structuredJson) : undefined,
+  };
 }
 
 /** A platform's view of one WatchWorkers stream: events in order, awaited one by one. */
@@ -97,7 +107,8 @@ test('a command worker that fails, and one killed with its whole process tree', 
   assert.match(failed.data.last_result, /exited with code 3/);
 
   const slow = await tool('vibe_spawn', { brief: 'SLOW', label: 'sleeper' });
-  for (let i = 0; i < 100 && (await tool('read', { path: 'sleeper.pid' })).isError; i++) await new Promise((r) => setTimeout(r, 50));
+  for (let i = 0; i < 100 && (await tool('read', { path: 'sleeper.pid' })).isError; i++)
+    await new Promise((r) => setTimeout(r, 50));
   const check = async () => {
     const c = await tool('vibe_spawn', { brief: 'CHECK', label: 'check' });
     return (await tool('vibe_wait', { worker_id: c.data.id, timeout_seconds: 30 })).data.last_result;
@@ -107,7 +118,12 @@ test('a command worker that fails, and one killed with its whole process tree', 
   // A client that cancels a long wait is answered at once; the worker keeps running.
   const cancel = new AbortController();
   setTimeout(() => cancel.abort('enough'), 200);
-  const cancelled = await t.alice.callTool(runId, 'vibe_wait', { worker_id: slow.data.id, timeout_seconds: 600 }, { signal: cancel.signal });
+  const cancelled = await t.alice.callTool(
+    runId,
+    'vibe_wait',
+    { worker_id: slow.data.id, timeout_seconds: 600 },
+    { signal: cancel.signal },
+  );
   assert.equal(cancelled.result.isError, true);
   assert.match(resultText(cancelled.result), /cancelled/);
   assert.equal(await check(), 'alive');
@@ -126,15 +142,27 @@ test('a client worker: START, progress, SEND, result by ReportWorker; KILL; a re
   const spawned = await tool('vibe_spawn', { brief: 'design the cache', label: 'designer', tier: 'good' });
   const id = spawned.data.id;
   const start = await platform.next();
-  assert.deepEqual([start.kind, start.workerId, start.label, start.tier, start.brief], [WorkerEventKind.START, id, 'designer', 'good', 'design the cache']);
+  assert.deepEqual(
+    [start.kind, start.workerId, start.label, start.tier, start.brief],
+    [WorkerEventKind.START, id, 'designer', 'good', 'design the cache'],
+  );
 
   await t.alice.reportWorker({ runId, workerId: id, status: WorkerStatus.RUNNING, text: 'sketching options' });
-  assert.match((await tool('vibe_list', {})).text, new RegExp(`${id} "designer" \\(good\\) running, .* — sketching options`));
-  assert.match((await tool('vibe_wait', { worker_id: id, timeout_seconds: 0.1 })).text, /still running.*Latest progress: sketching options/);
+  assert.match(
+    (await tool('vibe_list', {})).text,
+    new RegExp(`${id} "designer" \\(good\\) running, .* — sketching options`),
+  );
+  assert.match(
+    (await tool('vibe_wait', { worker_id: id, timeout_seconds: 0.1 })).text,
+    /still running.*Latest progress: sketching options/,
+  );
 
   await tool('vibe_send', { worker_id: id, message: 'keep it under 100 lines' });
   const send = await platform.next();
-  assert.deepEqual([send.kind, send.workerId, send.message, send.brief], [WorkerEventKind.SEND, id, 'keep it under 100 lines', 'design the cache\n\nkeep it under 100 lines']);
+  assert.deepEqual(
+    [send.kind, send.workerId, send.message, send.brief],
+    [WorkerEventKind.SEND, id, 'keep it under 100 lines', 'design the cache\n\nkeep it under 100 lines'],
+  );
 
   const waiting = tool('vibe_wait', { worker_id: id, timeout_seconds: 30 });
   await t.alice.reportWorker({ runId, workerId: id, status: WorkerStatus.DONE, text: 'an LRU with a 5 minute TTL' });
@@ -142,7 +170,9 @@ test('a client worker: START, progress, SEND, result by ReportWorker; KILL; a re
   assert.equal(done.data.status, 'done');
   assert.equal(done.data.last_result, 'an LRU with a 5 minute TTL');
 
-  const late = (await t.alice.reportWorker({ runId, workerId: id, status: WorkerStatus.DONE, text: 'again' }).catch((e) => e)) as ServiceError;
+  const late = (await t.alice
+    .reportWorker({ runId, workerId: id, status: WorkerStatus.DONE, text: 'again' })
+    .catch((e) => e)) as ServiceError;
   assert.equal(late.code, status.FAILED_PRECONDITION);
   assert.match(late.details, /already settled/);
 
@@ -162,17 +192,36 @@ test('a client worker: START, progress, SEND, result by ReportWorker; KILL; a re
 });
 
 test('ReportWorker and WatchWorkers refuse what is not theirs: other tenants, command workers, bad input, runs without vibe', async () => {
-  const codeOf = (p: Promise<unknown>) => p.then(() => status.OK, (e: ServiceError) => e.code);
-  assert.equal(await codeOf(t.bob.reportWorker({ runId, workerId: 'w1', status: WorkerStatus.DONE, text: '' })), status.NOT_FOUND);
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => status.OK,
+      (e: ServiceError) => e.code,
+    );
+  assert.equal(
+    await codeOf(t.bob.reportWorker({ runId, workerId: 'w1', status: WorkerStatus.DONE, text: '' })),
+    status.NOT_FOUND,
+  );
   const bobWatch = new Watcher(t.bob, runId);
   await assert.rejects(bobWatch.ended, (e: ServiceError) => e.code === status.NOT_FOUND);
-  assert.equal(await codeOf(t.alice.reportWorker({ runId, workerId: 'w1', status: WorkerStatus.DONE, text: '' })), status.FAILED_PRECONDITION);
-  assert.equal(await codeOf(t.alice.reportWorker({ runId, workerId: 'w99', status: WorkerStatus.DONE, text: '' })), status.NOT_FOUND);
-  assert.equal(await codeOf(t.alice.reportWorker({ runId, workerId: 'w1', status: WorkerStatus.UNSPECIFIED, text: '' })), status.INVALID_ARGUMENT);
+  assert.equal(
+    await codeOf(t.alice.reportWorker({ runId, workerId: 'w1', status: WorkerStatus.DONE, text: '' })),
+    status.FAILED_PRECONDITION,
+  );
+  assert.equal(
+    await codeOf(t.alice.reportWorker({ runId, workerId: 'w99', status: WorkerStatus.DONE, text: '' })),
+    status.NOT_FOUND,
+  );
+  assert.equal(
+    await codeOf(t.alice.reportWorker({ runId, workerId: 'w1', status: WorkerStatus.UNSPECIFIED, text: '' })),
+    status.INVALID_ARGUMENT,
+  );
 
   const plain = await t.alice.createRun({});
   const plainWatch = new Watcher(t.alice, plain.runId);
-  await assert.rejects(plainWatch.ended, (e: ServiceError) => e.code === status.FAILED_PRECONDITION && /without vibe mode/.test(e.details));
+  await assert.rejects(
+    plainWatch.ended,
+    (e: ServiceError) => e.code === status.FAILED_PRECONDITION && /without vibe mode/.test(e.details),
+  );
   assert.ok(!(await t.alice.listTools(plain.runId)).some((x) => x.name.startsWith('vibe_')));
   await t.alice.deleteRun(plain.runId);
 });

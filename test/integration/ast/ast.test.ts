@@ -21,7 +21,12 @@ before(async () => {
   const run = await t.alice.createRun({ features: { ast: true }, approvals: { write: Approval.AUTO } });
   assert.equal(run.error, '');
   runId = run.runId;
-  await t.alice.putFileMap(runId, { 'lib/a.dart': WIDGET, 'lib/b.dart': WIDGET, 'py/m1.py': MODULE, 'py/m2.py': MODULE });
+  await t.alice.putFileMap(runId, {
+    'lib/a.dart': WIDGET,
+    'lib/b.dart': WIDGET,
+    'py/m1.py': MODULE,
+    'py/m2.py': MODULE,
+  });
 });
 
 after(async () => {
@@ -38,7 +43,10 @@ test('ast_grep finds the guard that disposes what it checked (Dart)', async () =
   const r = await call('ast_grep', { pattern: 'if ($X != null) $X.dispose()', language: 'dart' });
   assert.equal(r.isError, false, r.text);
   assert.equal(r.structured.total, 2);
-  assert.deepEqual(r.structured.matches.map((m: { file: string; start_line: number }) => `${m.file}:${m.start_line}`), ['lib/a.dart:10', 'lib/b.dart:10']);
+  assert.deepEqual(
+    r.structured.matches.map((m: { file: string; start_line: number }) => `${m.file}:${m.start_line}`),
+    ['lib/a.dart:10', 'lib/b.dart:10'],
+  );
 });
 
 test('ast_edit stages, resolve accept writes every file', async () => {
@@ -48,7 +56,10 @@ test('ast_edit stages, resolve accept writes every file', async () => {
   const ok = await call('resolve', { edit_id: r.structured.edit_id, action: 'accept' });
   assert.equal(ok.isError, false, ok.text);
   const after = await call('ast_grep', { pattern: '$X.dispose()', language: 'dart', path: 'lib/a.dart' });
-  assert.deepEqual(after.structured.matches.map((m: { captures: { X: string } }) => m.captures.X), ['main', 'main', 'other', 'c', 'main']);
+  assert.deepEqual(
+    after.structured.matches.map((m: { captures: { X: string } }) => m.captures.X),
+    ['main', 'main', 'other', 'c', 'main'],
+  );
 });
 
 test('resolve accept writes nothing when a file changed after staging', async () => {

@@ -53,21 +53,35 @@ export function python(t: TestGateway): string {
   return t.config.provider === 'docker' ? 'python3' : '/usr/bin/python3';
 }
 
-export async function debugRun(t: TestGateway, conversationId: string, files: Record<string, string>): Promise<DebugRun> {
-  const created = await t.alice.createRun({ conversationId, features: { debug: true }, approvals: { exec: Approval.AUTO, write: Approval.AUTO } });
+export async function debugRun(
+  t: TestGateway,
+  conversationId: string,
+  files: Record<string, string>,
+): Promise<DebugRun> {
+  const created = await t.alice.createRun({
+    conversationId,
+    features: { debug: true },
+    approvals: { exec: Approval.AUTO, write: Approval.AUTO },
+  });
   assert.equal(created.error, '');
   const runId = created.runId;
   await t.alice.putFileMap(runId, files);
   const docker = t.config.provider === 'docker';
   const container = () => {
-    const id = execFileSync('docker', ['ps', '-q', '--filter', `label=${LABELS.runId}=${runId}`], { encoding: 'utf8' }).trim().split('\n')[0];
+    const id = execFileSync('docker', ['ps', '-q', '--filter', `label=${LABELS.runId}=${runId}`], { encoding: 'utf8' })
+      .trim()
+      .split('\n')[0];
     assert.ok(id, `no container for run ${runId}`);
     return id;
   };
   const hostWorkspace = path.join(t.config.stateDir, 'workspaces', runId);
   const call = async (args: Record<string, unknown>): Promise<Reply> => {
     const r = await t.alice.callTool(runId, 'debug', args, { deadlineMs: 180_000 });
-    return { text: resultText(r.result), isError: r.result.isError, structured: JSON.parse(r.result.structuredJson || '{}') };
+    return {
+      text: resultText(r.result),
+      isError: r.result.isError,
+      structured: JSON.parse(r.result.structuredJson || '{}'),
+    };
   };
   return {
     runId,
@@ -83,7 +97,9 @@ export async function debugRun(t: TestGateway, conversationId: string, files: Re
       return r;
     },
     async exec(argv) {
-      const { stdout } = docker ? await run('docker', ['exec', '-w', '/workspace', container(), ...argv]) : await run(argv[0], argv.slice(1), { cwd: hostWorkspace });
+      const { stdout } = docker
+        ? await run('docker', ['exec', '-w', '/workspace', container(), ...argv])
+        : await run(argv[0], argv.slice(1), { cwd: hostWorkspace });
       return stdout;
     },
     async spawnDetached(argv) {
@@ -93,7 +109,17 @@ export async function debugRun(t: TestGateway, conversationId: string, files: Re
         return child.pid!;
       }
       // Backgrounded by a shell without job control, setsid needs no fork: its pid leads the new group.
-      const { stdout } = await run('docker', ['exec', '-w', '/workspace', container(), 'sh', '-c', 'setsid "$@" >/dev/null 2>&1 & echo $!', 'sh', ...argv]);
+      const { stdout } = await run('docker', [
+        'exec',
+        '-w',
+        '/workspace',
+        container(),
+        'sh',
+        '-c',
+        'setsid "$@" >/dev/null 2>&1 & echo $!',
+        'sh',
+        ...argv,
+      ]);
       return Number(stdout.trim());
     },
     killGroup(pgid) {

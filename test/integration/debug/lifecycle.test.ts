@@ -29,7 +29,10 @@ test('a session past its TTL is terminated and cleaned up, says so once, and the
   assert.equal(await d.alive(adapterPid), false, 'the adapter was stopped at expiry');
   assert.equal(await d.alive(debuggee), false, 'the program was stopped at expiry');
   const expired = await d.fails({ op: 'stack' });
-  assert.match(expired.text, /no debug session is running \(the last session, dbg-1, ended: expired: debug sessions end after 3 seconds\)/);
+  assert.match(
+    expired.text,
+    /no debug session is running \(the last session, dbg-1, ended: expired: debug sessions end after 3 seconds\)/,
+  );
   assert.doesNotMatch((await d.ok({ op: 'status' })).text, /expired/, 'told once');
 
   const again = await d.ok({ op: 'launch', program: 'app.py' });

@@ -49,12 +49,17 @@ test('C with lldb-dap: breakpoint, stack, variables with a struct, step in, eval
   const frames = (await d.ok({ op: 'stack' })).structured.frames;
   assert.equal(frames[0].name, 'main');
   assert.equal(frames[0].file, 'c/prog.c');
-  const locals = (await d.ok({ op: 'scopes', frame_id: frames[0].id })).structured.scopes.find((s: { name: string }) => s.name === 'Locals');
+  const locals = (await d.ok({ op: 'scopes', frame_id: frames[0].id })).structured.scopes.find(
+    (s: { name: string }) => s.name === 'Locals',
+  );
   const vars = (await d.ok({ op: 'variables', reference: locals.reference })).structured.variables;
   assert.deepEqual({ total: values(vars).total, i: values(vars).i }, { total: '0', i: '1' });
   const origin = vars.find((v: { name: string }) => v.name === 'origin');
   assert.ok(origin.reference > 0, 'a struct has children');
-  assert.deepEqual(values((await d.ok({ op: 'variables', reference: origin.reference })).structured.variables), { x: '3', y: '4' });
+  assert.deepEqual(values((await d.ok({ op: 'variables', reference: origin.reference })).structured.variables), {
+    x: '3',
+    y: '4',
+  });
 
   const inScale = await d.ok({ op: 'step_in' });
   assert.equal(inScale.structured.function, 'scale');
@@ -84,10 +89,19 @@ test('Go with delve: breakpoint, stack, variables (struct and slice), evaluate, 
   const vars = (await d.ok({ op: 'variables', reference: locals.reference })).structured.variables;
   assert.deepEqual({ total: values(vars).total, i: values(vars).i }, { total: '0', i: '1' });
   const origin = vars.find((v: { name: string }) => v.name === 'origin');
-  assert.deepEqual(values((await d.ok({ op: 'variables', reference: origin.reference })).structured.variables), { X: '3', Y: '4' });
+  assert.deepEqual(values((await d.ok({ op: 'variables', reference: origin.reference })).structured.variables), {
+    X: '3',
+    Y: '4',
+  });
   const names = vars.find((v: { name: string }) => v.name === 'names');
-  assert.deepEqual(Object.values(values((await d.ok({ op: 'variables', reference: names.reference })).structured.variables)), ['"a"', '"b"', '"c"']);
-  assert.equal((await d.ok({ op: 'evaluate', expression: 'origin.X + i', frame_id: frames[0].id })).structured.value, '4');
+  assert.deepEqual(
+    Object.values(values((await d.ok({ op: 'variables', reference: names.reference })).structured.variables)),
+    ['"a"', '"b"', '"c"'],
+  );
+  assert.equal(
+    (await d.ok({ op: 'evaluate', expression: 'origin.X + i', frame_id: frames[0].id })).structured.value,
+    '4',
+  );
 
   await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [] });
   const ended = await d.ok({ op: 'continue' });
@@ -98,7 +112,7 @@ test('Go with delve: breakpoint, stack, variables (struct and slice), evaluate, 
   assert.doesNotMatch(await d.exec(['ls', '-a', 'go']), /tether-debug/);
 });
 
-test('a Go program that does not build: the compiler\'s words in the error, no session left, the next launch works', async () => {
+test("a Go program that does not build: the compiler's words in the error, no session left, the next launch works", async () => {
   const r = await d.fails({ op: 'launch', program: 'gobad' });
   assert.match(r.text, /Build error/i);
   assert.match(r.text, /main\.go:4:\d+: undefined: undefinedThing/);
@@ -111,7 +125,16 @@ test('a Go program that does not build: the compiler\'s words in the error, no s
 test('attach to a headless dlv serving a built Go binary inside the sandbox', async () => {
   await d.exec(['sh', '-c', 'cd go && go build -gcflags="all=-N -l" -o prog .']);
   const port = 7000 + Math.floor(Math.random() * 1000);
-  const server = await d.spawnDetached(['dlv', 'exec', '--headless', '--listen', `127.0.0.1:${port}`, '--accept-multiclient', '--api-version=2', 'go/prog']);
+  const server = await d.spawnDetached([
+    'dlv',
+    'exec',
+    '--headless',
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--accept-multiclient',
+    '--api-version=2',
+    'go/prog',
+  ]);
   await d.ok({ op: 'breakpoints', file: 'go/main.go', lines: [19] });
   let r = await d.call({ op: 'attach', port, adapter: 'delve' });
   for (let i = 0; i < 40 && r.isError && /ECONNREFUSED/.test(r.text); i++) {
@@ -130,7 +153,10 @@ test('attach to a headless dlv serving a built Go binary inside the sandbox', as
 
 // lldb-server always launches its program with ASLR off, which needs personality(2): the
 // container's seccomp profile refuses it, so there is no gdb-remote server to attach to there.
-const noGdbServer = (process.env.TETHER_TEST_PROVIDER ?? 'process') === 'docker' ? 'lldb-server cannot start a program under the sandbox seccomp profile' : false;
+const noGdbServer =
+  (process.env.TETHER_TEST_PROVIDER ?? 'process') === 'docker'
+    ? 'lldb-server cannot start a program under the sandbox seccomp profile'
+    : false;
 
 test('attach lldb to an lldb-server gdbserver running the C program', { skip: noGdbServer }, async () => {
   const port = 8000 + Math.floor(Math.random() * 1000);

@@ -48,7 +48,13 @@ test('breakpoint in a loop, stack, scopes, variables, evaluate per frame, steps,
 
   const stack = await d.ok({ op: 'stack' });
   const frames = stack.structured.frames;
-  assert.deepEqual(frames.map((f: any) => [f.name, f.file, f.line]), [['main', 'app.py', 12], ['<module>', 'app.py', 19]]);
+  assert.deepEqual(
+    frames.map((f: any) => [f.name, f.file, f.line]),
+    [
+      ['main', 'app.py', 12],
+      ['<module>', 'app.py', 19],
+    ],
+  );
   const [mainFrame, moduleFrame] = frames.map((f: any) => f.id);
 
   const scopes = await d.ok({ op: 'scopes', frame_id: mainFrame });
@@ -86,7 +92,9 @@ test('breakpoint in a loop, stack, scopes, variables, evaluate per frame, steps,
   assert.equal(again.structured.line, 12);
   const fresh = (await d.ok({ op: 'stack' })).structured.frames[0].id;
   const ref = (await d.ok({ op: 'scopes', frame_id: fresh })).structured.scopes[0].reference;
-  const now = Object.fromEntries((await d.ok({ op: 'variables', reference: ref })).structured.variables.map((v: any) => [v.name, v.value]));
+  const now = Object.fromEntries(
+    (await d.ok({ op: 'variables', reference: ref })).structured.variables.map((v: any) => [v.name, v.value]),
+  );
   assert.equal(now.i, '1');
   assert.equal(now.total, '0');
 
@@ -124,9 +132,15 @@ test('bad input: outside the workspace, line 0, past the end, a missing program,
   assert.match((await d.fails({ op: 'breakpoints', file: '../etc/passwd', lines: [1] })).text, /escapes the workspace/);
   assert.match((await d.fails({ op: 'breakpoints', file: '/etc/passwd', lines: [1] })).text, /escapes the workspace/);
   assert.match((await d.fails({ op: 'breakpoints', file: 'app.py', lines: [0] })).text, /invalid arguments/);
-  assert.match((await d.fails({ op: 'breakpoints', file: 'app.py', lines: [400] })).text, /past the end of app\.py \(19 lines\)/);
+  assert.match(
+    (await d.fails({ op: 'breakpoints', file: 'app.py', lines: [400] })).text,
+    /past the end of app\.py \(19 lines\)/,
+  );
   assert.match((await d.fails({ op: 'launch', program: 'nope.py' })).text, /program not found: nope\.py/);
-  assert.match((await d.fails({ op: 'launch', program: 'requirements.txt' })).text, /no debug adapter fits requirements\.txt: tried dart .* debugpy .* lldb .* delve/);
+  assert.match(
+    (await d.fails({ op: 'launch', program: 'requirements.txt' })).text,
+    /no debug adapter fits requirements\.txt: tried dart .* debugpy .* lldb .* delve/,
+  );
   assert.match((await d.fails({ op: 'launch' })).text, /missing required argument "program"/);
   assert.match((await d.fails({ op: 'scopes', frame_id: 1 })).text, /no debug session is running/);
 });
@@ -180,7 +194,6 @@ test('attach to a debugpy-started process listening on a port inside the sandbox
   assert.match(ended.text, /left running/);
   assert.equal(await d.alive(pid), true, 'detaching left the program running');
   d.killGroup(group);
-
 });
 
 test('an adapter killed mid-session: a clear error, its program gone with it, the next launch works', async () => {

@@ -48,7 +48,9 @@ test("tenant A's burst of creates does not starve tenant B's one; a full line is
   assert.ok(bAt <= 4, `B finished after ${bAt} of A's 12 creates`);
 
   // A thirteenth and fourteenth waiting create: A's line holds ten, so a burst of 14 has 2 refused.
-  const more = await Promise.allSettled(Array.from({ length: 14 }, () => t!.alice.createRun({ conversationId: 'more' })));
+  const more = await Promise.allSettled(
+    Array.from({ length: 14 }, () => t!.alice.createRun({ conversationId: 'more' })),
+  );
   const moreRefused = more.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason);
   assert.equal(moreRefused.length, 2);
   for (const e of moreRefused) {

@@ -37,7 +37,10 @@ print(json.dumps({'written': written, 'error': err}))
 `;
 
 async function fill(client: TetherClient, runId: string, path: string, total: number) {
-  const out = await client.callTool(runId, 'eval', { code: fillCell(path, total), description: 'fill a disk for the test' });
+  const out = await client.callTool(runId, 'eval', {
+    code: fillCell(path, total),
+    description: 'fill a disk for the test',
+  });
   const text = resultText(out.result);
   const m = /\{"written": (\d+), "error": (null|"[^"]*")\}/.exec(text);
   assert.ok(m, text);
@@ -84,7 +87,9 @@ test('a 6 GiB write stops at the default 2 GiB limit with ENOSPC; the run lives,
   const freeAfter = await fs.statfs(t.config.stateDir);
   const dropped = (freeBefore.bavail - freeAfter.bavail) * freeBefore.bsize;
   const held = (await fs.stat(disk.image)).blocks * 512;
-  console.log(`# 6 GiB attempt: wrote ${Math.round(res.written / MiB)} MiB in ${ms} ms, then "${res.error}"; host free space dropped ${Math.round(dropped / MiB)} MiB; the image holds ${Math.round(held / MiB)} MiB`);
+  console.log(
+    `# 6 GiB attempt: wrote ${Math.round(res.written / MiB)} MiB in ${ms} ms, then "${res.error}"; host free space dropped ${Math.round(dropped / MiB)} MiB; the image holds ${Math.round(held / MiB)} MiB`,
+  );
   assert.match(res.error ?? '', /^28 No space left on device/, 'ENOSPC inside the run');
   assert.ok(res.written > (limitMb - 128) * MiB && res.written <= limitMb * MiB, `wrote ${res.written}`);
   assert.ok(held <= limitMb * MiB, `the image holds ${held} bytes, at most the limit`);
@@ -99,10 +104,17 @@ test('a 6 GiB write stops at the default 2 GiB limit with ENOSPC; the run lives,
 
   const usage = (await t.alice.getRun(run.runId)).usage;
   assert.ok(usage, 'GetRun reports usage');
-  assert.ok(Number(usage.diskBytes) > (limitMb - 128) * MiB && Number(usage.diskBytes) <= limitMb * MiB, `disk ${usage.diskBytes}`);
+  assert.ok(
+    Number(usage.diskBytes) > (limitMb - 128) * MiB && Number(usage.diskBytes) <= limitMb * MiB,
+    `disk ${usage.diskBytes}`,
+  );
   assert.ok(Number(usage.memoryBytes) > MiB, `memory ${usage.memoryBytes}`);
   assert.ok(Number(usage.cpuTimeMs) > 100, `cpu ${usage.cpuTimeMs}`);
-  assert.equal((await t.alice.listRuns()).find((r) => r.runId === run.runId)?.usage, undefined, 'ListRuns does not measure');
+  assert.equal(
+    (await t.alice.listRuns()).find((r) => r.runId === run.runId)?.usage,
+    undefined,
+    'ListRuns does not measure',
+  );
 
   // Deleting the file gives the space back to the host (the volume is mounted with discard).
   await execIn(await containerOf(run.runId), ['rm', '/workspace/big.bin']);
@@ -127,8 +139,15 @@ test('a requested disk_mb sizes the workspace; above the maximum or with a host 
   const df = await execIn(await containerOf(run.runId), ['stat', '-f', '-c', '%T', '/workspace']);
   assert.match(df.stdout, /ext2\/ext3|ext4/);
   await t.alice.deleteRun(run.runId);
-  await assert.rejects(t.alice.createRun({ limits: { diskMb: 10 ** 6 } }), (e: { code: number; details: string }) => e.code === status.INVALID_ARGUMENT && /disk_mb .* maximum/.test(e.details));
-  await assert.rejects(t.alice.createRun({ limits: { diskMb: 8 } }), (e: { code: number; details: string }) => e.code === status.INVALID_ARGUMENT && /at least 16/.test(e.details));
+  await assert.rejects(
+    t.alice.createRun({ limits: { diskMb: 10 ** 6 } }),
+    (e: { code: number; details: string }) =>
+      e.code === status.INVALID_ARGUMENT && /disk_mb .* maximum/.test(e.details),
+  );
+  await assert.rejects(
+    t.alice.createRun({ limits: { diskMb: 8 } }),
+    (e: { code: number; details: string }) => e.code === status.INVALID_ARGUMENT && /at least 16/.test(e.details),
+  );
 });
 
 test('/tmp and home are capped at a quarter of the memory limit: ENOSPC, not an OOM kill', async () => {
@@ -166,7 +185,10 @@ test('a restarted gateway re-attaches to the same volume and loop device; a cras
   assert.match(await read(t.alice, run.runId, 'a.txt'), /before restart/);
   const res = await fill(t.alice, run.runId, 'f.bin', 256 * MiB);
   assert.match(res.error ?? '', /^28 /, 'still limited after the restart');
-  assert.ok(Number((await t.alice.getRun(run.runId)).usage?.diskBytes) > 32 * MiB, 'usage found through the volume label');
+  assert.ok(
+    Number((await t.alice.getRun(run.runId)).usage?.diskBytes) > 32 * MiB,
+    'usage found through the volume label',
+  );
 
   assert.equal(existsSync(orphanDisk.image), false, 'the orphan image is swept');
   assert.notEqual(backingOf(orphanDisk.device), orphanDisk.image, 'and its loop device detached');

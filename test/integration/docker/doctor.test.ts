@@ -9,7 +9,10 @@ import { runnerImage } from './support';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '../../../../bin/tether');
-const config = (docker: Partial<ReturnType<typeof defaultConfig>['docker']>) => ({ ...defaultConfig(), docker: { ...defaultConfig().docker, ...docker } });
+const config = (docker: Partial<ReturnType<typeof defaultConfig>['docker']>) => ({
+  ...defaultConfig(),
+  docker: { ...defaultConfig().docker, ...docker },
+});
 const byName = (checks: Awaited<ReturnType<typeof diagnose>>) => Object.fromEntries(checks.map((c) => [c.name, c]));
 
 test('doctor: a reachable engine, its default runtime and the built image are all ok', async () => {
@@ -25,10 +28,20 @@ test('doctor: the warm pool as configured, and a warning when its limits keep it
   const c = byName(await diagnose(config({ image: runnerImage() })));
   assert.equal(c.pool.status, 'ok');
   assert.match(c.pool.detail, /2 warm sandbox\(es\) for the default limits/);
-  const small = byName(await diagnose({ ...config({ image: runnerImage() }), pool: { size: 4, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 } }));
+  const small = byName(
+    await diagnose({
+      ...config({ image: runnerImage() }),
+      pool: { size: 4, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 },
+    }),
+  );
   assert.equal(small.pool.status, 'warn');
   assert.match(small.pool.fix ?? '', /keeps the pool at 2/);
-  const off = byName(await diagnose({ ...config({ image: runnerImage() }), pool: { size: 0, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 } }));
+  const off = byName(
+    await diagnose({
+      ...config({ image: runnerImage() }),
+      pool: { size: 0, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 },
+    }),
+  );
   assert.match(off.pool.detail, /^off/);
 });
 
@@ -44,7 +57,9 @@ test('doctor: no engine on the socket fails with the fix; the CLI exits non-zero
   const c = byName(await diagnose(config({ socketPath: '/nonexistent/docker.sock' })));
   assert.equal(c.engine.status, 'fail');
   assert.match(c.engine.fix ?? '', /setup\.sh/);
-  const res = await run(process.execPath, [bin, 'doctor'], { env: { ...process.env, DOCKER_SOCKET: '/nonexistent/docker.sock' } }).then(
+  const res = await run(process.execPath, [bin, 'doctor'], {
+    env: { ...process.env, DOCKER_SOCKET: '/nonexistent/docker.sock' },
+  }).then(
     () => ({ code: 0, out: '' }),
     (e) => ({ code: e.code as number, out: String(e.stdout) }),
   );
@@ -53,7 +68,9 @@ test('doctor: no engine on the socket fails with the fix; the CLI exits non-zero
 });
 
 test('doctor: the CLI reports ready against this machine', async () => {
-  const { stdout } = await run(process.execPath, [bin, 'doctor'], { env: { ...process.env, TETHER_IMAGE: runnerImage(), TETHER_TOKENS: 'a=b' } });
+  const { stdout } = await run(process.execPath, [bin, 'doctor'], {
+    env: { ...process.env, TETHER_IMAGE: runnerImage(), TETHER_TOKENS: 'a=b' },
+  });
   assert.match(stdout, /ok\s+engine/);
   assert.match(stdout, /ok\s+image/);
   assert.match(stdout, /ready: the gateway can create runs/);

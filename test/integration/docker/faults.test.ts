@@ -38,8 +38,16 @@ function pendingCall(client: TetherClient, runId: string) {
   let asked!: (q: Question) => void;
   const question = new Promise<Question>((r) => (asked = r));
   const outcome = client
-    .callTool(runId, 'ask_user', { question: 'hold on?' }, { onQuestion: (q) => (asked(q), new Promise(() => undefined)) })
-    .then((o) => ({ ok: true as const, text: resultText(o.result), code: undefined }), (e) => ({ ok: false as const, text: String(e.details ?? e.message), code: e.code as number }));
+    .callTool(
+      runId,
+      'ask_user',
+      { question: 'hold on?' },
+      { onQuestion: (q) => (asked(q), new Promise(() => undefined)) },
+    )
+    .then(
+      (o) => ({ ok: true as const, text: resultText(o.result), code: undefined }),
+      (e) => ({ ok: false as const, text: String(e.details ?? e.message), code: e.code as number }),
+    );
   return { question, outcome };
 }
 
@@ -67,7 +75,10 @@ test('killing a run container mid-call ends the call with UNAVAILABLE at once; t
     return r.state === RunState.FAILED && /killed|exit/.test(r.error) ? r : undefined;
   });
   assert.match(run.error, /killed|exit/);
-  const again = await t.alice.callTool(runId, 'read', { path: 'a.txt' }).then(() => undefined, (e) => e.code);
+  const again = await t.alice.callTool(runId, 'read', { path: 'a.txt' }).then(
+    () => undefined,
+    (e) => e.code,
+  );
   assert.equal(again, status.FAILED_PRECONDITION);
   // Its work is not lost: the dead run's workspace can still be taken out until DeleteRun.
   const saved = (await t.alice.getFiles(runId, 'work.txt')).toString('utf8');
@@ -93,11 +104,17 @@ test('deleting a run during a call ends the call, removes the container and its 
   await assert.rejects(t.alice.getRun(runId), (e: { code: number }) => e.code === status.NOT_FOUND);
 });
 
-test('two tenants: neither can see, call or delete the other one\'s runs', async () => {
+test("two tenants: neither can see, call or delete the other one's runs", async () => {
   const a = await newRun(t.alice, { 'secret.txt': 'alice only\n' });
   const b = await newRun(t.bob, { 'secret.txt': 'bob only\n' });
-  assert.deepEqual((await t.alice.listRuns()).map((r) => r.runId).filter((id) => id === b), []);
-  assert.deepEqual((await t.bob.listRuns()).map((r) => r.runId).filter((id) => id === a), []);
+  assert.deepEqual(
+    (await t.alice.listRuns()).map((r) => r.runId).filter((id) => id === b),
+    [],
+  );
+  assert.deepEqual(
+    (await t.bob.listRuns()).map((r) => r.runId).filter((id) => id === a),
+    [],
+  );
   const notFound = (e: { code: number }) => e.code === status.NOT_FOUND;
   await assert.rejects(t.bob.getRun(a), notFound);
   await assert.rejects(t.bob.callTool(a, 'read', { path: 'secret.txt' }), notFound);
@@ -130,30 +147,55 @@ test('a gateway restart with runs live: they keep answering with their workspace
   assert.equal((await containersOf(runId, false)).length, 1, 'the run container outlives the gateway');
   // A workspace volume whose container was never made (the gateway died in between).
   const leftover = `tether-ws-run-leftover-${process.pid}`;
-  await docker.createVolume({ Name: leftover, Labels: { 'dev.tether.managed': 'true', 'dev.tether.instance': instance, 'dev.tether.run-id': 'run-leftover', 'dev.tether.tenant': 'alice' } });
+  await docker.createVolume({
+    Name: leftover,
+    Labels: {
+      'dev.tether.managed': 'true',
+      'dev.tether.instance': instance,
+      'dev.tether.run-id': 'run-leftover',
+      'dev.tether.tenant': 'alice',
+    },
+  });
 
   t = await start();
   const run = await t.alice.getRun(runId);
   assert.equal(run.state, RunState.READY, run.error);
   assert.equal((await containersOf(runId))[0].Id, before, 'the same container, re-attached');
   assert.match(await read(t.alice, runId, 'src/keep.txt'), /survives the restart/);
-  assert.match((await t.alice.callTool(runId, 'write', { path: 'after.txt', content: 'new\n' })).result.isError ? 'error' : 'ok', /ok/);
+  assert.match(
+    (await t.alice.callTool(runId, 'write', { path: 'after.txt', content: 'new\n' })).result.isError ? 'error' : 'ok',
+    /ok/,
+  );
   assert.match(await read(t.alice, runId, 'after.txt'), /new/);
   // The dead one was an orphan: removed on recovery, unknown to the new gateway.
   assert.equal((await containersOf(failed)).length, 0);
   await assert.rejects(t.alice.getRun(failed), (e: { code: number }) => e.code === status.NOT_FOUND);
-  await assert.rejects(docker.getVolume(leftover).inspect(), (e: { statusCode: number }) => e.statusCode === 404, 'the leftover volume is swept');
+  await assert.rejects(
+    docker.getVolume(leftover).inspect(),
+    (e: { statusCode: number }) => e.statusCode === 404,
+    'the leftover volume is swept',
+  );
   await t.alice.deleteRun(runId);
 });
 
 test('an idle run is stopped after the idle timeout and its container removed', async () => {
-  const idle = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: `${instance}-idle`, runs: { idleTimeoutSeconds: 1 } as never });
+  const idle = await startTestGateway({
+    provider: 'docker',
+    docker: dockerConfig(),
+    instance: `${instance}-idle`,
+    runs: { idleTimeoutSeconds: 1 } as never,
+  });
   try {
     const run = await idle.alice.createRun({ conversationId: 'idle' });
     assert.equal(run.state, RunState.READY, run.error);
     assert.equal((await containersOf(run.runId)).length, 1);
     // The sweeper looks every 5 s.
-    await until('the idle run container to vanish', async () => (await containersOf(run.runId)).length === 0, 15000, 250);
+    await until(
+      'the idle run container to vanish',
+      async () => (await containersOf(run.runId)).length === 0,
+      15000,
+      250,
+    );
     const after = await idle.alice.getRun(run.runId);
     assert.equal(after.state, RunState.STOPPED);
     assert.match(after.error, /idle/);
@@ -180,7 +222,10 @@ test('PutFiles: an archive with one bad entry is refused whole, with the reason;
     [{ name: 'up', type: 'symlink', linkname: '../../..' }, /leaves the workspace/],
     [{ name: 'fifo', type: 'fifo' }, /fifo refused/],
   ] as [Record<string, unknown>, RegExp][]) {
-    await assert.rejects(t.alice.putFiles(runId, await tarWith(bad)), (e: { code: number; details: string }) => e.code === status.INVALID_ARGUMENT && why.test(e.details));
+    await assert.rejects(
+      t.alice.putFiles(runId, await tarWith(bad)),
+      (e: { code: number; details: string }) => e.code === status.INVALID_ARGUMENT && why.test(e.details),
+    );
   }
   const first = await t.alice.callTool(runId, 'read', { path: 'first.txt' });
   assert.equal(first.result.isError, true, 'nothing of a refused archive was written');
@@ -202,7 +247,15 @@ test('a gateway killed outright (SIGKILL): the next one re-attaches, and the run
   const port = 20000 + (process.pid % 20000);
   const serve = () => {
     const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
-      env: { ...process.env, TETHER_TOKENS: 'crash-token=acme', TETHER_INSTANCE: crashInstance, TETHER_LISTEN: `127.0.0.1:${port}`, TETHER_IMAGE: dockerConfig().image, TETHER_PROVIDER: 'docker', TETHER_POOL_SIZE: '0' },
+      env: {
+        ...process.env,
+        TETHER_TOKENS: 'crash-token=acme',
+        TETHER_INSTANCE: crashInstance,
+        TETHER_LISTEN: `127.0.0.1:${port}`,
+        TETHER_IMAGE: dockerConfig().image,
+        TETHER_PROVIDER: 'docker',
+        TETHER_POOL_SIZE: '0',
+      },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     const ready = new Promise<void>((resolve, reject) => {

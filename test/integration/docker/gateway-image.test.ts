@@ -94,8 +94,12 @@ test('the gateway image gives a run a size-limited workspace on a loop device, a
   const device = volume.Options?.device as string;
   assert.match(device, /^\/dev\/loop\d+$/);
   assert.ok(loopBound(device));
-  const cell = "import os\nn = 0\ntry:\n    with open('f.bin', 'wb') as f:\n        while n < (200 << 20): n += f.write(b'\\0' * (1 << 20))\nexcept OSError as e:\n    print('stopped', n >> 20, e.strerror)";
-  const out = await client.callTool(run.runId, 'eval', { code: cell, description: 'fill the workspace past its disk limit' });
+  const cell =
+    "import os\nn = 0\ntry:\n    with open('f.bin', 'wb') as f:\n        while n < (200 << 20): n += f.write(b'\\0' * (1 << 20))\nexcept OSError as e:\n    print('stopped', n >> 20, e.strerror)";
+  const out = await client.callTool(run.runId, 'eval', {
+    code: cell,
+    description: 'fill the workspace past its disk limit',
+  });
   const m = /stopped (\d+) No space left on device/.exec(resultText(out.result));
   assert.ok(m && Number(m[1]) <= 48, resultText(out.result));
   const usage = (await client.getRun(run.runId)).usage;
@@ -105,14 +109,24 @@ test('the gateway image gives a run a size-limited workspace on a loop device, a
 });
 
 test('stopping the gateway container stops and removes its runs', async () => {
-  const runs = await Promise.all([client.createRun({ conversationId: 'a' }), client.createRun({ conversationId: 'b' })]);
+  const runs = await Promise.all([
+    client.createRun({ conversationId: 'a' }),
+    client.createRun({ conversationId: 'b' }),
+  ]);
   for (const r of runs) assert.equal(r.state, RunState.READY, r.error);
   const boxes = (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat();
   assert.equal(boxes.length, 2);
   const volumes = boxes.map((b) => b.Mounts.find((m) => m.Destination === '/workspace')!.Name!);
-  const devices = await Promise.all(volumes.map(async (v) => (await docker.getVolume(v).inspect()).Options?.device as string));
+  const devices = await Promise.all(
+    volumes.map(async (v) => (await docker.getVolume(v).inspect()).Options?.device as string),
+  );
   await gateway.stop({ timeout: 15_000 });
-  await until('the run containers to vanish', async () => (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat().length === 0, 10000);
-  for (const v of volumes) await assert.rejects(docker.getVolume(v).inspect(), /no such volume/i, `volume ${v} was removed`);
+  await until(
+    'the run containers to vanish',
+    async () => (await Promise.all(runs.map((r) => containersOf(r.runId)))).flat().length === 0,
+    10000,
+  );
+  for (const v of volumes)
+    await assert.rejects(docker.getVolume(v).inspect(), /no such volume/i, `volume ${v} was removed`);
   for (const d of devices) assert.equal(loopBound(d), false, `${d} was detached`);
 });

@@ -7,8 +7,10 @@ import { runScript, runnerImage, type ExecResult } from './support';
 const CHECKS: Record<string, string> = {
   user: 'id -u; id -g; stat -c %u /workspace',
   node: 'node -e "console.log(process.versions.node)"',
-  runner: 'test -f /opt/tether/dist/runner/src/main.js && node -e "require(\'/opt/tether/node_modules/vscode-jsonrpc/node\'); console.log(\'ok\')"',
-  python: 'python3 -c "import debugpy, pandas, matplotlib; matplotlib.use(\'Agg\'); import matplotlib.pyplot as plt; print(\'ok\', debugpy.__version__, pandas.__version__)"',
+  runner:
+    "test -f /opt/tether/dist/runner/src/main.js && node -e \"require('/opt/tether/node_modules/vscode-jsonrpc/node'); console.log('ok')\"",
+  python:
+    "python3 -c \"import debugpy, pandas, matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; print('ok', debugpy.__version__, pandas.__version__)\"",
   venv: 'python3 -m venv /tmp/v && /tmp/v/bin/python -c "print(\'ok\')" && python3 -m pip --version',
   tsls: 'typescript-language-server --version && tsc --version',
   pyright: 'pyright --version',
@@ -30,7 +32,11 @@ before(async () => {
   const res = await runScript(runnerImage(), script);
   for (const [name] of Object.entries(CHECKS)) {
     const m = new RegExp(`@@${name}\\n([\\s\\S]*?)@@${name}:exit=(\\d+)`).exec(res.stdout);
-    sections.set(name, { exitCode: m ? Number(m[2]) : null, stdout: m?.[1] ?? '', stderr: m ? '' : res.stdout + res.stderr });
+    sections.set(name, {
+      exitCode: m ? Number(m[2]) : null,
+      stdout: m?.[1] ?? '',
+      stderr: m ? '' : res.stdout + res.stderr,
+    });
   }
 });
 
@@ -56,4 +62,5 @@ test('delve', () => check('delve', /Delve Debugger/));
 test('go and gopls', () => check('go', /go version go1\.[\s\S]*gopls/));
 test('gcc compiles and the program runs; g++ and make exist', () => check('cc', /exit=42\n.*g\+\+[\s\S]*GNU Make/));
 test('git', () => check('git', /git version/));
-test('rust-analyzer and dart are absent (tools report them missing)', () => check('absent', /no rust-analyzer\nno dart/));
+test('rust-analyzer and dart are absent (tools report them missing)', () =>
+  check('absent', /no rust-analyzer\nno dart/));

@@ -67,8 +67,10 @@ getent hosts deb.debian.org || echo "no dns"`);
 });
 
 test('the root filesystem is read-only; workspace, /tmp and HOME are writable', async () => {
-  const r = await sh('for d in /usr /etc /opt/tether /; do touch $d/probe 2>/dev/null && echo "WROTE $d" || echo "ro $d"; done; ' +
-    'for d in /workspace /tmp "$HOME"; do touch $d/probe && echo "rw $d"; done; grep " / " /proc/mounts');
+  const r = await sh(
+    'for d in /usr /etc /opt/tether /; do touch $d/probe 2>/dev/null && echo "WROTE $d" || echo "ro $d"; done; ' +
+      'for d in /workspace /tmp "$HOME"; do touch $d/probe && echo "rw $d"; done; grep " / " /proc/mounts',
+  );
   assert.doesNotMatch(r.stdout, /WROTE/, r.stdout);
   assert.match(r.stdout, /ro \/usr\nro \/etc\nro \/opt\/tether\nro \/\n/);
   assert.match(r.stdout, /rw \/workspace\nrw \/tmp\nrw \/home\/tether\n/);
@@ -76,13 +78,21 @@ test('the root filesystem is read-only; workspace, /tmp and HOME are writable', 
 });
 
 test('no process is root, none holds capabilities, none can gain privileges', async () => {
-  const r = await sh('id -u; stat -c %u /workspace/hello.txt; for f in /proc/[0-9]*/status; do awk \'/^(Name|Uid|CapEff|CapPrm|NoNewPrivs):/ {printf "%s %s ", $1, $2} END {print ""}\' $f 2>/dev/null; done');
+  const r = await sh(
+    'id -u; stat -c %u /workspace/hello.txt; for f in /proc/[0-9]*/status; do awk \'/^(Name|Uid|CapEff|CapPrm|NoNewPrivs):/ {printf "%s %s ", $1, $2} END {print ""}\' $f 2>/dev/null; done',
+  );
   const [uid, owner, ...procs] = r.stdout.trim().split('\n');
   assert.equal(uid, '1000');
   assert.equal(owner, '1000', 'files put by PutFiles belong to the run user');
   const seen = procs.filter((l) => l.startsWith('Name:'));
-  assert.ok(seen.some((l) => /Name: node /.test(l)), `the runner is among the processes:\n${r.stdout}`);
-  assert.ok(seen.some((l) => /Name: docker-init /.test(l)), `init is among the processes:\n${r.stdout}`);
+  assert.ok(
+    seen.some((l) => /Name: node /.test(l)),
+    `the runner is among the processes:\n${r.stdout}`,
+  );
+  assert.ok(
+    seen.some((l) => /Name: docker-init /.test(l)),
+    `init is among the processes:\n${r.stdout}`,
+  );
   for (const p of seen.map((l) => `${l.trim()} `)) {
     assert.match(p, /Uid: 1000 /, p);
     assert.match(p, /CapPrm: 0000000000000000 /, p);
@@ -94,7 +104,8 @@ test('no process is root, none holds capabilities, none can gain privileges', as
 test('a fork bomb hits the pids limit and the run survives', async () => {
   // Forks until the kernel refuses; every child holds its pid for a few seconds, so the
   // run is saturated while the tool call below is made.
-  const bomb = sh(`python3 - <<'PY'
+  const bomb = sh(
+    `python3 - <<'PY'
 import os, time
 n = 0
 try:
@@ -105,9 +116,15 @@ try:
 except OSError as e:
     print("fork refused after", n, "errno", e.errno, flush=True)
 time.sleep(4)
-PY`, 20000);
+PY`,
+    20000,
+  );
   await new Promise((r) => setTimeout(r, 1500));
-  assert.equal(await read(runId, 'hello.txt').then((s) => s.includes('hello from the workspace')), true, 'the runner answers while the pids are exhausted');
+  assert.equal(
+    await read(runId, 'hello.txt').then((s) => s.includes('hello from the workspace')),
+    true,
+    'the runner answers while the pids are exhausted',
+  );
   const r = await bomb;
   const m = /fork refused after (\d+) errno 11/.exec(r.stdout);
   assert.ok(m, r.stdout + r.stderr);
@@ -121,7 +138,9 @@ test('a memory hog is OOM-killed: its run is FAILED with the reason, the gateway
   const hog = await t.alice.createRun({ conversationId: 'hog', limits: { memoryMb: 128 } });
   assert.equal(hog.state, RunState.READY, hog.error);
   const hogBox = await containerOf(hog.runId);
-  const r = await execIn(hogBox, ['python3', '-c', 'b = [bytearray(16 << 20) for _ in range(64)]; print("survived")'], { timeoutMs: 20000 });
+  const r = await execIn(hogBox, ['python3', '-c', 'b = [bytearray(16 << 20) for _ in range(64)]; print("survived")'], {
+    timeoutMs: 20000,
+  });
   assert.doesNotMatch(r.stdout, /survived/);
   let last = '';
   const failed = await until('the hog run to fail', async () => {
@@ -131,7 +150,10 @@ test('a memory hog is OOM-killed: its run is FAILED with the reason, the gateway
     return run.state === RunState.FAILED && /memory limit|OOM/.test(run.error) ? run : undefined;
   }).catch((err: Error) => assert.fail(`${err.message}; the run is ${last}; the hog printed ${JSON.stringify(r)}`));
   assert.match(failed.error, /memory limit|OOM/);
-  const call = await t.alice.callTool(hog.runId, 'read', { path: 'x' }).then(() => 'answered', (e) => e.code);
+  const call = await t.alice.callTool(hog.runId, 'read', { path: 'x' }).then(
+    () => 'answered',
+    (e) => e.code,
+  );
   assert.notEqual(call, 'answered');
   // The other run and the gateway are untouched.
   assert.match(await read(runId, 'hello.txt'), /hello from the workspace/);

@@ -12,7 +12,11 @@ const CALLS = 200;
 let t: TestGateway;
 
 before(async () => {
-  t = await startTestGateway({ provider: 'docker', docker: dockerConfig(), limits: { default: { memoryMb: 512, cpuMillis: 1000, pids: 256 } } as never });
+  t = await startTestGateway({
+    provider: 'docker',
+    docker: dockerConfig(),
+    limits: { default: { memoryMb: 512, cpuMillis: 1000, pids: 256 } } as never,
+  });
 });
 after(async () => {
   await t?.close();
@@ -20,7 +24,9 @@ after(async () => {
 });
 
 test(`${RUNS} runs at once, each answering ${CALLS} concurrent reads`, async () => {
-  const runs = await Promise.all(Array.from({ length: RUNS }, (_, i) => t.alice.createRun({ conversationId: `load-${i}` })));
+  const runs = await Promise.all(
+    Array.from({ length: RUNS }, (_, i) => t.alice.createRun({ conversationId: `load-${i}` })),
+  );
   for (const r of runs) assert.equal(r.state, RunState.READY, r.error);
   await Promise.all(runs.map((r, i) => t.alice.putFileMap(r.runId, { 'data.txt': `run ${i} ${r.runId}\n` })));
 
@@ -29,7 +35,10 @@ test(`${RUNS} runs at once, each answering ${CALLS} concurrent reads`, async () 
       Promise.all(
         Array.from({ length: CALLS }, () =>
           t.alice.callTool(r.runId, 'read', { path: 'data.txt' }).then(
-            (o) => ({ ok: !o.result.isError && resultText(o.result).includes(`run ${i} ${r.runId}`), why: resultText(o.result) }),
+            (o) => ({
+              ok: !o.result.isError && resultText(o.result).includes(`run ${i} ${r.runId}`),
+              why: resultText(o.result),
+            }),
             (e) => ({ ok: false, why: String(e.details ?? e.message) }),
           ),
         ),

@@ -36,7 +36,11 @@ test(`a run under the ${RUNTIME} runtime answers tools, moves files and stays ha
   assert.ok((await t.alice.getFiles(run.runId, 'b.txt')).includes('written inside'));
   const box = await containerOf(run.runId);
   assert.equal((await box.inspect()).HostConfig.Runtime, RUNTIME);
-  const probe = await execIn(box, ['bash', '-c', 'id -u; touch /usr/x 2>/dev/null && echo WROTE || echo ro; ls /sys/class/net 2>/dev/null || echo no-sysfs-net; dmesg 2>/dev/null | head -1']);
+  const probe = await execIn(box, [
+    'bash',
+    '-c',
+    'id -u; touch /usr/x 2>/dev/null && echo WROTE || echo ro; ls /sys/class/net 2>/dev/null || echo no-sysfs-net; dmesg 2>/dev/null | head -1',
+  ]);
   assert.match(probe.stdout, /^1000\nro\n/, probe.stdout + probe.stderr);
   assert.doesNotMatch(probe.stdout, /eth0/);
   await t.alice.deleteRun(run.runId);

@@ -42,7 +42,11 @@ export interface ExecResult {
 }
 
 /** Runs a command inside a run's container, as the run's user: the test's probe from within. */
-export async function execIn(container: Docker.Container, cmd: string[], opts: { timeoutMs?: number } = {}): Promise<ExecResult> {
+export async function execIn(
+  container: Docker.Container,
+  cmd: string[],
+  opts: { timeoutMs?: number } = {},
+): Promise<ExecResult> {
   const exec = await container.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
   const stream = await exec.start({ hijack: true, stdin: false });
   const out = new PassThrough();
@@ -58,7 +62,11 @@ export async function execIn(container: Docker.Container, cmd: string[], opts: {
     stream.on('error', () => (clearTimeout(timer), resolve()));
   });
   const info = await exec.inspect().catch(() => undefined);
-  return { exitCode: info?.ExitCode ?? null, stdout: Buffer.concat(chunks.out).toString(), stderr: Buffer.concat(chunks.err).toString() };
+  return {
+    exitCode: info?.ExitCode ?? null,
+    stdout: Buffer.concat(chunks.out).toString(),
+    stderr: Buffer.concat(chunks.err).toString(),
+  };
 }
 
 /** Runs a one-off container of `image` with a bash script and returns its output. */
@@ -75,10 +83,19 @@ export async function runScript(image: string, script: string): Promise<ExecResu
     HostConfig: { NetworkMode: 'none', AutoRemove: false },
   })) as [{ StatusCode: number }, Docker.Container];
   await container.remove({ force: true }).catch(() => undefined);
-  return { exitCode: res.StatusCode, stdout: Buffer.concat(chunks.out).toString(), stderr: Buffer.concat(chunks.err).toString() };
+  return {
+    exitCode: res.StatusCode,
+    stdout: Buffer.concat(chunks.out).toString(),
+    stderr: Buffer.concat(chunks.err).toString(),
+  };
 }
 
-export async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 15000, everyMs = 100): Promise<T> {
+export async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs = 15000,
+  everyMs = 100,
+): Promise<T> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -91,7 +108,15 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined | f
 /** Removes whatever a test's gateway instance left behind (after a failure, say). */
 export async function removeInstance(instance: string): Promise<void> {
   const filters = JSON.stringify({ label: [`${LABELS.instance}=${instance}`] });
-  for (const c of await docker.listContainers({ all: true, filters })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  for (const c of await docker.listContainers({ all: true, filters }))
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .catch(() => undefined);
   const { Volumes } = await docker.listVolumes({ filters });
-  for (const v of Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => undefined);
+  for (const v of Volumes ?? [])
+    await docker
+      .getVolume(v.Name)
+      .remove()
+      .catch(() => undefined);
 }

@@ -74,9 +74,32 @@ test('the gateway reaches a Docker run through its socket, not the engine', asyn
 test('two gateways on one run: calls, questions and bridged calls each reach their own caller', async () => {
   const runId = await newRun({ 'a.txt': 'shared file\n' });
   const second = await secondGateway(runId);
-  const init = await second.initialize({ runId, conversationId: 'transport', workspace: '/workspace', features: { lsp: false, ast: false, debug: false, eval: true, questions: { enabled: true, targetSpace: 'test' }, vibe: false }, settings: {} }, 10000);
+  const init = await second.initialize(
+    {
+      runId,
+      conversationId: 'transport',
+      workspace: '/workspace',
+      features: {
+        lsp: false,
+        ast: false,
+        debug: false,
+        eval: true,
+        questions: { enabled: true, targetSpace: 'test' },
+        vibe: false,
+      },
+      settings: {},
+    },
+    10000,
+  );
   const tools = init.tools.map((x) => x.name).sort();
-  assert.deepEqual(tools, t.gateway.runs.ready('alice', runId).tools.map((x) => x.name).sort(), 'the same tools, without initializing again');
+  assert.deepEqual(
+    tools,
+    t.gateway.runs
+      .ready('alice', runId)
+      .tools.map((x) => x.name)
+      .sort(),
+    'the same tools, without initializing again',
+  );
   assert.ok(tools.includes('ask_user') && tools.includes('eval'), tools.join(','));
   assert.equal(second.transport, 'unix');
   const surface = { maxTier: 'write' } as never;
@@ -85,15 +108,35 @@ test('two gateways on one run: calls, questions and bridged calls each reach the
   const [viaGrpc, viaSecond] = await Promise.all([
     Promise.all(
       Array.from({ length: rounds }, async (_, i) => {
-        const asked = await t.alice.callTool(runId, 'ask_user', { question: `first gateway ${i}?` }, { onQuestion: () => ({ freeText: `answer from grpc ${i}` }) });
-        const bridged = await t.alice.callTool(runId, 'eval', { code: 'print(tool("read", {"path": "a.txt"}))', description: 'bridge through the first gateway' });
+        const asked = await t.alice.callTool(
+          runId,
+          'ask_user',
+          { question: `first gateway ${i}?` },
+          { onQuestion: () => ({ freeText: `answer from grpc ${i}` }) },
+        );
+        const bridged = await t.alice.callTool(runId, 'eval', {
+          code: 'print(tool("read", {"path": "a.txt"}))',
+          description: 'bridge through the first gateway',
+        });
         return { asked: text(asked.result), bridged: text(bridged.result) };
       }),
     ),
     Promise.all(
       Array.from({ length: rounds }, async (_, i) => {
-        const asked = await second.callTool('ask_user', { question: `second gateway ${i}?` }, surface, hooks(`second ${i}`), never);
-        const bridged = await second.callTool('eval', { code: 'print(tool("read", {"path": "a.txt"}))', description: 'bridge through the second gateway' }, surface, hooks(`second ${i}`), never);
+        const asked = await second.callTool(
+          'ask_user',
+          { question: `second gateway ${i}?` },
+          surface,
+          hooks(`second ${i}`),
+          never,
+        );
+        const bridged = await second.callTool(
+          'eval',
+          { code: 'print(tool("read", {"path": "a.txt"}))', description: 'bridge through the second gateway' },
+          surface,
+          hooks(`second ${i}`),
+          never,
+        );
         return { asked: rpcText(asked), bridged: rpcText(bridged) };
       }),
     ),
@@ -126,7 +169,12 @@ function rawConnection(runId: string, send: string): Promise<{ closed: boolean; 
 
 test('a connection without the secret, with a wrong one, or sending garbage is closed; the run goes on', async () => {
   const runId = await newRun({ 'a.txt': 'still served\n' });
-  const jsonRpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { callId: 'x', tool: 'read', arguments: { path: 'a.txt' } } });
+  const jsonRpc = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { callId: 'x', tool: 'read', arguments: { path: 'a.txt' } },
+  });
   const attempts = {
     'no secret (JSON-RPC at once)': `Content-Length: ${jsonRpc.length}\r\n\r\n${jsonRpc}`,
     'wrong secret': `tether-runner/1 ${'ab'.repeat(16)}\n${'00'.repeat(32)}\n`,
@@ -182,7 +230,8 @@ test('code in the run cannot read the secret: not in the environment, files, /pr
   assert.match(said, /ENVSECRET False/, said);
   assert.match(said, /MEM \['denied'\]/, said);
   // The same from a process the engine starts in the container as the run's user.
-  const scan = 'import glob, sys\ns = sys.argv[1][::-1].encode()\nfor p in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):\n  try:\n    if s in open(p, "rb").read(): print(p)\n  except OSError: pass\nprint("done")';
+  const scan =
+    'import glob, sys\ns = sys.argv[1][::-1].encode()\nfor p in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):\n  try:\n    if s in open(p, "rb").read(): print(p)\n  except OSError: pass\nprint("done")';
   const exec = await execIn(await containerOf(runId), ['python3', '-c', scan, [...secret].reverse().join('')]);
   assert.equal(exec.stdout.trim(), 'done', exec.stdout + exec.stderr);
   await t.alice.deleteRun(runId);
@@ -199,7 +248,12 @@ test('a restarted gateway re-attaches through the socket', async () => {
     first.alice.close();
     first.bob.close();
     await first.gateway.close({ keepRuns: true });
-    second = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: restartInstance, stateDir: first.config.stateDir });
+    second = await startTestGateway({
+      provider: 'docker',
+      docker: dockerConfig(),
+      instance: restartInstance,
+      stateDir: first.config.stateDir,
+    });
     assert.equal(second.gateway.runs.ready('alice', run.runId).runner.transport, 'unix');
     const out = await second.alice.callTool(run.runId, 'read', { path: 'kept.txt' });
     assert.match(text(out.result), /through a restart/);
@@ -212,7 +266,12 @@ test('a restarted gateway re-attaches through the socket', async () => {
 
 test('with the fast path off the run works over stdio', async () => {
   const offInstance = `${instance}-stdio`;
-  const off = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: offInstance, fastPath: false });
+  const off = await startTestGateway({
+    provider: 'docker',
+    docker: dockerConfig(),
+    instance: offInstance,
+    fastPath: false,
+  });
   try {
     const run = await off.alice.createRun({ conversationId: 'stdio' });
     assert.equal(run.state, RunState.READY, run.error);

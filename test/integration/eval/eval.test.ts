@@ -36,7 +36,12 @@ after(async () => {
 });
 
 async function cell(code: string, extra: Record<string, unknown> = {}, opts: CallOptions = {}) {
-  const out = await t.alice.callTool(runId, 'eval', { code, description: 'run a cell for the test suite', ...extra }, opts);
+  const out = await t.alice.callTool(
+    runId,
+    'eval',
+    { code, description: 'run a cell for the test suite', ...extra },
+    opts,
+  );
   return { ...out, text: resultText(out.result), structured: JSON.parse(out.result.structuredJson || '{}') };
 }
 
@@ -72,7 +77,10 @@ describe('python', () => {
     assert.equal(a.text, 'set x\n\n21');
     const b = await cell('def f():\n    return 1 / 0\ny = 5\nf()');
     assert.equal(b.result.isError, true);
-    assert.match(b.text, /cell line 4, in <module>\n {4}f\(\)\n {2}cell line 2, in f\n {4}return 1 \/ 0\nZeroDivisionError: division by zero/);
+    assert.match(
+      b.text,
+      /cell line 4, in <module>\n {4}f\(\)\n {2}cell line 2, in f\n {4}return 1 \/ 0\nZeroDivisionError: division by zero/,
+    );
     assert.equal(b.structured.error.type, 'ZeroDivisionError');
     const c = await cell('x + y, math.pi > 3');
     assert.equal(c.text, '(25, True)');
@@ -98,7 +106,14 @@ describe('python', () => {
     const tables = r.result.content.flatMap((c) => (c.item.case === 'table' ? [c.item.value] : []));
     assert.equal(tables.length, 2);
     assert.deepEqual(tables[0].columns, ['', 'n', 'sq']);
-    assert.deepEqual(tables[0].rows.map((row) => row.cells), [['0', '0', '0'], ['1', '1', '1'], ['2', '2', '4']]);
+    assert.deepEqual(
+      tables[0].rows.map((row) => row.cells),
+      [
+        ['0', '0', '0'],
+        ['1', '1', '1'],
+        ['2', '2', '4'],
+      ],
+    );
     assert.equal(tables[0].omittedRows, 0);
     assert.equal(tables[1].rows.length, 50);
     assert.equal(tables[1].omittedRows, 70);
@@ -138,7 +153,9 @@ describe('python', () => {
   });
 
   // Off Docker, %pip would install into the host's interpreter: this case runs in the runner image only.
-  test('%pip installs for the kernel, evicts the old module, and says plainly when there is no network', { skip: !docker && 'needs the runner image' }, async () => {
+  test('%pip installs for the kernel, evicts the old module, and says plainly when there is no network', {
+    skip: !docker && 'needs the runner image',
+  }, async () => {
     // Two versions of a tiny wheel, made in the workspace (the run has no network).
     const make = await cell(
       'import zipfile, os\n' +
@@ -155,10 +172,14 @@ describe('python', () => {
         'w1, w2 = wheel(1), wheel(2)',
     );
     assert.ok(!make.result.isError, make.text);
-    const v1 = await cell('%pip install --no-index --quiet wheels/v1/tetherdemo-1.0-py3-none-any.whl\nimport tetherdemo\ntetherdemo.VERSION');
+    const v1 = await cell(
+      '%pip install --no-index --quiet wheels/v1/tetherdemo-1.0-py3-none-any.whl\nimport tetherdemo\ntetherdemo.VERSION',
+    );
     assert.ok(!v1.result.isError, v1.text);
     assert.match(v1.text, /1$/);
-    const v2 = await cell('%pip install --no-index --quiet --upgrade wheels/v2/tetherdemo-2.0-py3-none-any.whl\nimport tetherdemo\ntetherdemo.VERSION');
+    const v2 = await cell(
+      '%pip install --no-index --quiet --upgrade wheels/v2/tetherdemo-2.0-py3-none-any.whl\nimport tetherdemo\ntetherdemo.VERSION',
+    );
     assert.ok(!v2.result.isError, v2.text);
     assert.match(v2.text, /evicted from sys\.modules[^\n]*tetherdemo/);
     assert.match(v2.text, /2$/);
@@ -172,9 +193,13 @@ describe('python', () => {
     assert.ok(!read.result.isError, read.text);
     assert.match(read.text, /^1\n\n'\s+1\\thello from the workspace'$/);
     const cards: string[] = [];
-    const write = await cell('tool("write", {"path": "notes/new.txt", "content": "from a cell"})\nopen("notes/new.txt").read()', {}, {
-      onQuestion: (q) => (cards.push(q.question), { approved: true }),
-    });
+    const write = await cell(
+      'tool("write", {"path": "notes/new.txt", "content": "from a cell"})\nopen("notes/new.txt").read()',
+      {},
+      {
+        onQuestion: (q) => (cards.push(q.question), { approved: true }),
+      },
+    );
     assert.ok(!write.result.isError, write.text);
     assert.deepEqual(cards, ['Allow write (write tier)?']);
     assert.match(write.text, /'from a cell'$/);
@@ -191,14 +216,23 @@ describe('python', () => {
         'str(js), same',
     );
     assert.ok(!r.result.isError, r.text);
-    assert.match(r.text, /^\('42', 'eval refused: the Python interpreter is busy running the cell that is waiting on this call/);
+    assert.match(
+      r.text,
+      /^\('42', 'eval refused: the Python interpreter is busy running the cell that is waiting on this call/,
+    );
   });
 
   test('a tool only the client has: forwarded when it accepts bridge calls, unknown otherwise', async () => {
     const code = 'tool("client_lookup", {"q": "owls"})';
-    const accepted = await cell(code, {}, {
-      onBridgeCall: (b) => ({ content: [{ item: { case: 'text', value: `looked up ${JSON.parse(b.argumentsJson).q} via ${b.tool}` } }] }),
-    });
+    const accepted = await cell(
+      code,
+      {},
+      {
+        onBridgeCall: (b) => ({
+          content: [{ item: { case: 'text', value: `looked up ${JSON.parse(b.argumentsJson).q} via ${b.tool}` } }],
+        }),
+      },
+    );
     assert.ok(!accepted.result.isError, accepted.text);
     assert.equal(accepted.text, "'looked up owls via client_lookup'");
     assert.equal(accepted.bridgeCalls.length, 1);
@@ -208,12 +242,16 @@ describe('python', () => {
   });
 
   test('waiting in a bridged call does not count against the inactivity budget', async () => {
-    const r = await cell('import time\nt0 = time.time()\nanswer = tool("client_slow", {})\nround(time.time() - t0) >= 2, str(answer)', { timeout_seconds: 1 }, {
-      onBridgeCall: async () => {
-        await new Promise((res) => setTimeout(res, 2500));
-        return { content: [{ item: { case: 'text', value: 'worth the wait' } }] };
+    const r = await cell(
+      'import time\nt0 = time.time()\nanswer = tool("client_slow", {})\nround(time.time() - t0) >= 2, str(answer)',
+      { timeout_seconds: 1 },
+      {
+        onBridgeCall: async () => {
+          await new Promise((res) => setTimeout(res, 2500));
+          return { content: [{ item: { case: 'text', value: 'worth the wait' } }] };
+        },
       },
-    });
+    );
     assert.ok(!r.result.isError, r.text);
     assert.equal(r.text, "(True, 'worth the wait')");
   });
@@ -251,7 +289,11 @@ describe('python', () => {
     await cell('survivor = "kept"');
     const abort = new AbortController();
     setTimeout(() => abort.abort('changed my mind'), 500);
-    const r = await cell('import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    interrupted = True\n    raise', {}, { signal: abort.signal });
+    const r = await cell(
+      'import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    interrupted = True\n    raise',
+      {},
+      { signal: abort.signal },
+    );
     assert.equal(r.result.isError, true);
     assert.match(r.text, /cancelled/);
     // The next cell queues behind the cancelled one: it answers because the interrupt stopped it.
@@ -259,7 +301,10 @@ describe('python', () => {
   });
 
   test('a passed deadline interrupts the cell too', async () => {
-    await assert.rejects(cell('import time\ntime.sleep(60)', {}, { deadlineMs: 800 }), (e: ServiceError) => e.code === status.DEADLINE_EXCEEDED);
+    await assert.rejects(
+      cell('import time\ntime.sleep(60)', {}, { deadlineMs: 800 }),
+      (e: ServiceError) => e.code === status.DEADLINE_EXCEEDED,
+    );
     // Queued behind the sleeping cell, this answers only because the deadline interrupted it.
     assert.equal((await cell('"awake"')).text, "'awake'");
   });
@@ -268,7 +313,10 @@ describe('python', () => {
     await cell('doomed = 1');
     const r = await cell('import os\nos._exit(1)');
     assert.equal(r.result.isError, true);
-    assert.match(r.text, /The Python interpreter exited with code 1 during the cell, so it has been reset and its state .* is lost/);
+    assert.match(
+      r.text,
+      /The Python interpreter exited with code 1 during the cell, so it has been reset and its state .* is lost/,
+    );
     assert.equal(r.structured.interpreterReset, true);
     const after = await cell('"doomed" in globals(), 1 + 1');
     assert.equal(after.text, '(False, 2)');
@@ -276,7 +324,11 @@ describe('python', () => {
 
   test('a 50 MB print is capped, not carried whole', async () => {
     let progressChars = 0;
-    const r = await cell('print("x" * 50_000_000)\nprint("the end")', {}, { onProgress: (p) => (progressChars += p.length) });
+    const r = await cell(
+      'print("x" * 50_000_000)\nprint("the end")',
+      {},
+      { onProgress: (p) => (progressChars += p.length) },
+    );
     assert.ok(!r.result.isError, r.text);
     assert.ok(r.text.length < 40_000, `result text is ${r.text.length} chars`);
     assert.match(r.text, /… \d+ characters of output omitted …/);
@@ -293,7 +345,8 @@ describe('python', () => {
 });
 
 describe('javascript', () => {
-  const js = (code: string, extra: Record<string, unknown> = {}, opts: CallOptions = {}) => cell(code, { language: 'javascript', ...extra }, opts);
+  const js = (code: string, extra: Record<string, unknown> = {}, opts: CallOptions = {}) =>
+    cell(code, { language: 'javascript', ...extra }, opts);
 
   test('state, echo, console.log, redeclaration and top-level await', async () => {
     const a = await js('const n = 20\nconsole.log("set", { n })\nn + 1');
@@ -318,7 +371,13 @@ describe('javascript', () => {
     assert.ok(!r.result.isError, r.text);
     const table = r.result.content.find((c) => c.item.case === 'table');
     assert.ok(table && table.item.case === 'table');
-    assert.deepEqual(table.item.value.rows.map((row) => row.cells), [['0', 'hello', 'fulfilled'], ['1', 'nope', 'rejected']]);
+    assert.deepEqual(
+      table.item.value.rows.map((row) => row.cells),
+      [
+        ['0', 'hello', 'fulfilled'],
+        ['1', 'nope', 'rejected'],
+      ],
+    );
     assert.match(r.text, /1$/);
   });
 
@@ -334,10 +393,17 @@ describe('javascript', () => {
 test('a read-capped surface never reaches eval, and a bridged write under a read cap is an unknown tool', async () => {
   // Over gRPC: plan mode is capped at read, so eval is absent exactly like a tool that does not exist.
   const absent = (tool: string) =>
-    t.alice.callTool(runId, tool, { code: '1', description: 'run a cell for the test suite' }, { surface: { mode: SurfaceMode.PLAN } }).then(
-      () => assert.fail('expected NOT_FOUND'),
-      (e: ServiceError) => e,
-    );
+    t.alice
+      .callTool(
+        runId,
+        tool,
+        { code: '1', description: 'run a cell for the test suite' },
+        { surface: { mode: SurfaceMode.PLAN } },
+      )
+      .then(
+        () => assert.fail('expected NOT_FOUND'),
+        (e: ServiceError) => e,
+      );
   const [evalErr, unknownErr] = await Promise.all([absent('eval'), absent('no_such_tool')]);
   assert.equal(evalErr.code, status.NOT_FOUND);
   assert.equal(evalErr.code, unknownErr.code);
@@ -346,15 +412,32 @@ test('a read-capped surface never reaches eval, and a bridged write under a read
   // Inside the gateway: the bridge of a cell whose caller is capped at read (the cap a bridged
   // call inherits) refuses write with the very answer an unknown tool gets.
   const run = t.gateway.runs.ready('alice', runId);
-  const fakeCall = { getDeadline: () => Infinity, on: () => undefined, write: () => true, end: () => undefined, cancelled: false, destroyed: false, writableEnded: false };
+  const fakeCall = {
+    getDeadline: () => Infinity,
+    on: () => undefined,
+    write: () => true,
+    end: () => undefined,
+    cancelled: false,
+    destroyed: false,
+    writableEnded: false,
+  };
   const stream = new CallStream(fakeCall as never, create(CallToolStartSchema, { acceptsBridgeCalls: false }), '', 60);
-  const invoker = new ToolInvoker() as unknown as { bridge(r: unknown, tool: string, args: unknown, caller: unknown, depth: number): Promise<RunnerResult> };
-  const code = 'out = []\nfor name in ("write", "read"):\n    try:\n        tool(name, {"path": "notes/capped.txt", **({"content": "x"} if name == "write" else {})})\n        out.append(name + ": ran")\n    except ToolError as e:\n        out.append(name + ": " + str(e))\nout';
-  const result = await run.runner.callTool('eval', { code, description: 'call write under a read cap' }, { maxTier: 'read' }, {
-    progress: () => undefined,
-    ask: async () => ({ kind: 'unavailable', reason: 'none' }),
-    bridge: (name, args) => invoker.bridge(run, name, args, { cap: 'read', stream }, 1),
-  }, new AbortController().signal);
+  const invoker = new ToolInvoker() as unknown as {
+    bridge(r: unknown, tool: string, args: unknown, caller: unknown, depth: number): Promise<RunnerResult>;
+  };
+  const code =
+    'out = []\nfor name in ("write", "read"):\n    try:\n        tool(name, {"path": "notes/capped.txt", **({"content": "x"} if name == "write" else {})})\n        out.append(name + ": ran")\n    except ToolError as e:\n        out.append(name + ": " + str(e))\nout';
+  const result = await run.runner.callTool(
+    'eval',
+    { code, description: 'call write under a read cap' },
+    { maxTier: 'read' },
+    {
+      progress: () => undefined,
+      ask: async () => ({ kind: 'unavailable', reason: 'none' }),
+      bridge: (name, args) => invoker.bridge(run, name, args, { cap: 'read', stream }, 1),
+    },
+    new AbortController().signal,
+  );
   const text = result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
   assert.ok(!result.isError, text);
   assert.match(text, /\['write: unknown tool: write', ["']read: [^"']*(ENOENT|no such file)/i);

@@ -9,7 +9,16 @@ import * as k8s from '@kubernetes/client-node';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { runnerImage } from '../docker/support';
-import { AttachedRunner, adminConfig, deleteNamespace, execInPod, manifestObjects, statusCode, tokenConfig, until } from './support';
+import {
+  AttachedRunner,
+  adminConfig,
+  deleteNamespace,
+  execInPod,
+  manifestObjects,
+  statusCode,
+  tokenConfig,
+  until,
+} from './support';
 
 const SYSTEM_NS = 'tether-system';
 const RUNS_NS = 'tether-runs';
@@ -23,7 +32,12 @@ function runPod(name: string, image: string): k8s.V1Pod {
     kind: 'Pod',
     metadata: {
       name,
-      labels: { 'dev.tether.managed': 'true', 'dev.tether.instance': 'test', 'dev.tether.run-id': name, 'dev.tether.tenant': 'tenant-a' },
+      labels: {
+        'dev.tether.managed': 'true',
+        'dev.tether.instance': 'test',
+        'dev.tether.run-id': name,
+        'dev.tether.tenant': 'tenant-a',
+      },
     },
     spec: {
       restartPolicy: 'Never',
@@ -105,7 +119,18 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
   it('accepts every manifest of deploy/kubernetes: namespaces and RBAC applied, the rest on a server-side dry run', async () => {
     const all = manifestObjects();
     const kinds = all.map((o) => o.kind);
-    for (const kind of ['Namespace', 'ServiceAccount', 'Role', 'RoleBinding', 'ConfigMap', 'Secret', 'Deployment', 'Service', 'NetworkPolicy', 'RuntimeClass']) {
+    for (const kind of [
+      'Namespace',
+      'ServiceAccount',
+      'Role',
+      'RoleBinding',
+      'ConfigMap',
+      'Secret',
+      'Deployment',
+      'Service',
+      'NetworkPolicy',
+      'RuntimeClass',
+    ]) {
       assert.ok(kinds.includes(kind), `deploy/kubernetes has a ${kind}`);
     }
     const applied = all.filter((o) => ['Namespace', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind!));
@@ -117,7 +142,10 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
     const deployment = all.find((o) => o.kind === 'Deployment') as k8s.V1Deployment;
     assert.equal(deployment.spec?.replicas, 2);
     // The dry run persisted nothing.
-    await assert.rejects(admin.makeApiClient(k8s.AppsV1Api).readNamespacedDeployment('tether-gateway', SYSTEM_NS), (e) => statusCode(e) === 404);
+    await assert.rejects(
+      admin.makeApiClient(k8s.AppsV1Api).readNamespacedDeployment('tether-gateway', SYSTEM_NS),
+      (e) => statusCode(e) === 404,
+    );
   });
 
   it('grants the gateway ServiceAccount run pods and their streams in the runs namespace only', async () => {
@@ -135,12 +163,30 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
       return review.body.status?.allowed === true;
     };
     for (const [verb, resource, sub] of [
-      ['create', 'pods'], ['delete', 'pods'], ['get', 'pods'], ['list', 'pods'], ['watch', 'pods'],
-      ['create', 'pods', 'exec'], ['get', 'pods', 'exec'], ['create', 'pods', 'attach'],
+      ['create', 'pods'],
+      ['delete', 'pods'],
+      ['get', 'pods'],
+      ['list', 'pods'],
+      ['watch', 'pods'],
+      ['create', 'pods', 'exec'],
+      ['get', 'pods', 'exec'],
+      ['create', 'pods', 'attach'],
     ] as const) {
-      assert.equal(await may(RUNS_NS, verb, resource, sub), true, `${verb} ${resource}${sub ? '/' + sub : ''} in ${RUNS_NS}`);
-      assert.equal(await may('default', verb, resource, sub), false, `${verb} ${resource}${sub ? '/' + sub : ''} in default`);
-      assert.equal(await may(SYSTEM_NS, verb, resource, sub), false, `${verb} ${resource}${sub ? '/' + sub : ''} in ${SYSTEM_NS}`);
+      assert.equal(
+        await may(RUNS_NS, verb, resource, sub),
+        true,
+        `${verb} ${resource}${sub ? `/${sub}` : ''} in ${RUNS_NS}`,
+      );
+      assert.equal(
+        await may('default', verb, resource, sub),
+        false,
+        `${verb} ${resource}${sub ? `/${sub}` : ''} in default`,
+      );
+      assert.equal(
+        await may(SYSTEM_NS, verb, resource, sub),
+        false,
+        `${verb} ${resource}${sub ? `/${sub}` : ''} in ${SYSTEM_NS}`,
+      );
     }
     assert.equal(await may(RUNS_NS, 'get', 'secrets'), false, 'no secrets');
     assert.equal(await may(RUNS_NS, 'update', 'pods'), false, 'no pod updates');
@@ -155,7 +201,10 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
     gateway = tokenConfig(admin, token.body.status!.token);
     // The token really authenticates, and the API server enforces the Role.
     await gateway.makeApiClient(k8s.CoreV1Api).listNamespacedPod(RUNS_NS);
-    await assert.rejects(gateway.makeApiClient(k8s.CoreV1Api).listNamespacedPod('default'), (e) => statusCode(e) === 403);
+    await assert.rejects(
+      gateway.makeApiClient(k8s.CoreV1Api).listNamespacedPod('default'),
+      (e) => statusCode(e) === 403,
+    );
   });
 
   it('runs a hardened runner pod as the gateway: exec, attach with JSON-RPC, limits read back, delete', async () => {
@@ -167,7 +216,12 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
     const running = await until('the run pod to be Running', 180_000, async () => {
       const pod = (await api.readNamespacedPod(name, RUNS_NS)).body;
       const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
-      if (waiting && ['ErrImageNeverPull', 'CreateContainerConfigError', 'CreateContainerError', 'InvalidImageName'].includes(waiting.reason ?? '')) {
+      if (
+        waiting &&
+        ['ErrImageNeverPull', 'CreateContainerConfigError', 'CreateContainerError', 'InvalidImageName'].includes(
+          waiting.reason ?? '',
+        )
+      ) {
         throw new Error(`run pod cannot start: ${waiting.reason}: ${waiting.message}`);
       }
       if (pod.status?.phase === 'Failed') throw new Error(`run pod failed: ${JSON.stringify(pod.status)}`);
@@ -182,14 +236,23 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
 
     // The pod sees only lo: the runner process has no route anywhere.
     const ifaces = await execInPod(gateway, RUNS_NS, name, 'runner', ['cat', '/proc/net/dev']);
-    const names = ifaces.stdout.split('\n').slice(2).map((l) => l.split(':')[0].trim()).filter(Boolean);
+    const names = ifaces.stdout
+      .split('\n')
+      .slice(2)
+      .map((l) => l.split(':')[0].trim())
+      .filter(Boolean);
     assert.deepEqual(names, ['lo']);
     const whoami = await execInPod(gateway, RUNS_NS, name, 'runner', ['id', '-u']);
     assert.equal(whoami.stdout.trim(), '1000');
     const rootfs = await execInPod(gateway, RUNS_NS, name, 'runner', ['touch', '/opt/x']);
     assert.equal(rootfs.status.status, 'Failure', 'the root filesystem is read-only');
     assert.match(rootfs.stderr, /Read-only file system/);
-    const caps = await execInPod(gateway, RUNS_NS, name, 'runner', ['grep', '-E', '^(CapEff|NoNewPrivs|Seccomp):', '/proc/self/status']);
+    const caps = await execInPod(gateway, RUNS_NS, name, 'runner', [
+      'grep',
+      '-E',
+      '^(CapEff|NoNewPrivs|Seccomp):',
+      '/proc/self/status',
+    ]);
     assert.match(caps.stdout, /CapEff:\s+0000000000000000/);
     assert.match(caps.stdout, /NoNewPrivs:\s+1/);
     assert.match(caps.stdout, /Seccomp:\s+2/);
@@ -201,14 +264,22 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
         runId: name,
         conversationId: 'conv-k8s',
         workspace: '/workspace',
-        features: { lsp: false, ast: false, debug: false, eval: false, questions: { enabled: false, targetSpace: '' }, vibe: false },
+        features: {
+          lsp: false,
+          ast: false,
+          debug: false,
+          eval: false,
+          questions: { enabled: false, targetSpace: '' },
+          vibe: false,
+        },
         settings: {},
       });
       assert.equal(reply.error, undefined, JSON.stringify(reply.error));
       const result = reply.result as { version: string; tools: { name: string }[] };
       assert.equal(typeof result.version, 'string');
       const tools = result.tools.map((t) => t.name);
-      for (const tool of ['read', 'write', 'edit']) assert.ok(tools.includes(tool), `initialize lists ${tool}: ${tools.join(',')}`);
+      for (const tool of ['read', 'write', 'edit'])
+        assert.ok(tools.includes(tool), `initialize lists ${tool}: ${tools.join(',')}`);
     } finally {
       runner.close();
     }
@@ -218,7 +289,10 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
     const spec = pod.spec!;
     const container = spec.containers[0];
     assert.equal(spec.automountServiceAccountToken, false);
-    assert.ok(!container.volumeMounts?.some((m) => m.mountPath.startsWith('/var/run/secrets')), 'no service account token mounted');
+    assert.ok(
+      !container.volumeMounts?.some((m) => m.mountPath.startsWith('/var/run/secrets')),
+      'no service account token mounted',
+    );
     assert.equal(spec.securityContext?.runAsNonRoot, true);
     assert.equal(spec.securityContext?.runAsUser, 1000);
     assert.equal(spec.securityContext?.seccompProfile?.type, 'RuntimeDefault');
@@ -244,7 +318,10 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
   it('refuses a run pod below the restricted profile in the runs namespace', async () => {
     assert.ok(gateway, 'the RBAC test made the gateway credentials');
     const pod = runPod('run-privileged', runnerImage());
-    pod.spec!.containers[0].securityContext = { ...pod.spec!.containers[0].securityContext, allowPrivilegeEscalation: true };
+    pod.spec!.containers[0].securityContext = {
+      ...pod.spec!.containers[0].securityContext,
+      allowPrivilegeEscalation: true,
+    };
     await assert.rejects(
       gateway.makeApiClient(k8s.CoreV1Api).createNamespacedPod(RUNS_NS, pod),
       (e) => statusCode(e) === 403 && /allowPrivilegeEscalation/.test(JSON.stringify((e as { body?: unknown }).body)),

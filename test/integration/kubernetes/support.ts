@@ -32,8 +32,14 @@ export function tokenConfig(admin: k8s.KubeConfig, token: string): k8s.KubeConfi
 /** Every object of the manifests in deploy/kubernetes (optional/ included), in file order. */
 export function manifestObjects(): k8s.KubernetesObject[] {
   const files = [
-    ...readdirSync(MANIFESTS).filter((f) => f.endsWith('.yaml')).sort().map((f) => path.join(MANIFESTS, f)),
-    ...readdirSync(path.join(MANIFESTS, 'optional')).filter((f) => f.endsWith('.yaml')).sort().map((f) => path.join(MANIFESTS, 'optional', f)),
+    ...readdirSync(MANIFESTS)
+      .filter((f) => f.endsWith('.yaml'))
+      .sort()
+      .map((f) => path.join(MANIFESTS, f)),
+    ...readdirSync(path.join(MANIFESTS, 'optional'))
+      .filter((f) => f.endsWith('.yaml'))
+      .sort()
+      .map((f) => path.join(MANIFESTS, 'optional', f)),
   ];
   return files.flatMap((f) => k8s.loadAllYaml(readFileSync(f, 'utf8')) as k8s.KubernetesObject[]).filter(Boolean);
 }
@@ -89,7 +95,14 @@ export interface ExecOutput {
 }
 
 /** Runs a command in a pod's container through the API server (pods/exec over WebSocket). */
-export async function execInPod(kc: k8s.KubeConfig, ns: string, pod: string, container: string, command: string[], timeoutMs = 30_000): Promise<ExecOutput> {
+export async function execInPod(
+  kc: k8s.KubeConfig,
+  ns: string,
+  pod: string,
+  container: string,
+  command: string[],
+  timeoutMs = 30_000,
+): Promise<ExecOutput> {
   const out = collector();
   const err = collector();
   const status = await new Promise<k8s.V1Status>((resolve, reject) => {
@@ -128,7 +141,10 @@ export class AttachedRunner {
     const id = this.nextId++;
     const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }), 'utf8');
     const reply = new Promise<Record<string, unknown>>((resolve, reject) => {
-      const timer = setTimeout(() => (this.waiting.delete(id), reject(new Error(`${method}: no reply in ${timeoutMs} ms`))), timeoutMs);
+      const timer = setTimeout(
+        () => (this.waiting.delete(id), reject(new Error(`${method}: no reply in ${timeoutMs} ms`))),
+        timeoutMs,
+      );
       this.waiting.set(id, (msg) => (clearTimeout(timer), resolve(msg)));
     });
     this.stdin.write(Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, 'ascii'), body]));

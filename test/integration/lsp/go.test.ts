@@ -15,22 +15,43 @@ after(async () => {
 });
 
 test('gopls: definition, type_definition, implementation, references, hover', async () => {
-  assert.match(await r.ok('lsp', { action: 'definition', file: 'use.go', line: 8, symbol: 'TotalArea' }), /shapes\.go:21: func TotalArea\(shapes \[\]Shape\) float64 \{/);
-  assert.match(await r.ok('lsp', { action: 'type_definition', file: 'use.go', line: 4, symbol: 'Unit' }), /shapes\.go:11: type Circle struct \{/);
-  assert.match(await r.ok('lsp', { action: 'implementation', file: 'shapes.go', line: 6, symbol: 'Shape' }), /shapes\.go:11: type Circle struct \{/);
+  assert.match(
+    await r.ok('lsp', { action: 'definition', file: 'use.go', line: 8, symbol: 'TotalArea' }),
+    /shapes\.go:21: func TotalArea\(shapes \[\]Shape\) float64 \{/,
+  );
+  assert.match(
+    await r.ok('lsp', { action: 'type_definition', file: 'use.go', line: 4, symbol: 'Unit' }),
+    /shapes\.go:11: type Circle struct \{/,
+  );
+  assert.match(
+    await r.ok('lsp', { action: 'implementation', file: 'shapes.go', line: 6, symbol: 'Shape' }),
+    /shapes\.go:11: type Circle struct \{/,
+  );
   const refs = await r.ok('lsp', { action: 'references', file: 'shapes.go', line: 21, symbol: 'TotalArea' });
   assert.match(refs, /^2 references/);
   assert.match(refs, /use\.go:8: return TotalArea/);
-  assert.match(await r.ok('lsp', { action: 'hover', file: 'use.go', line: 8, symbol: 'TotalArea' }), /TotalArea sums the areas of the shapes\./);
+  assert.match(
+    await r.ok('lsp', { action: 'hover', file: 'use.go', line: 8, symbol: 'TotalArea' }),
+    /TotalArea sums the areas of the shapes\./,
+  );
 });
 
 test('gopls: symbols, diagnostics on write, code_actions, and go vet for "*"', async () => {
   assert.match(await r.ok('lsp', { action: 'symbols', query: 'TotalAr' }), /function TotalArea .*— shapes\.go:21/);
-  assert.match(await r.ok('lsp', { action: 'symbols', file: 'shapes.go' }), /^struct Circle struct\{\.\.\.\} — line 11$/m);
+  assert.match(
+    await r.ok('lsp', { action: 'symbols', file: 'shapes.go' }),
+    /^struct Circle struct\{\.\.\.\} — line 11$/m,
+  );
   const w = await r.ok('write', { path: 'bad.go', content: 'package geometry\n\nvar Bad int = "s"\n' });
-  assert.match(w, /new diagnostics in bad\.go \(gopls\):\nbad\.go:3:15: error .*cannot use "s" \(untyped string constant\) as int value/);
+  assert.match(
+    w,
+    /new diagnostics in bad\.go \(gopls\):\nbad\.go:3:15: error .*cannot use "s" \(untyped string constant\) as int value/,
+  );
   assert.match(await r.ok('lsp', { action: 'diagnostics', file: 'bad.go' }), /bad\.go:3:15: error/);
-  assert.match(await r.ok('lsp', { action: 'code_actions', file: 'bad.go', line: 3, symbol: 'Bad' }), /code action|no code actions/);
+  assert.match(
+    await r.ok('lsp', { action: 'code_actions', file: 'bad.go', line: 3, symbol: 'Bad' }),
+    /code action|no code actions/,
+  );
   const all = await r.ok('lsp', { action: 'diagnostics', file: '*' });
   assert.match(all, /checker: go vet \.\/\.\.\. in \. \(workspace root\) — exit 2/);
   assert.match(all, /bad\.go:3:15: cannot use "s"/);

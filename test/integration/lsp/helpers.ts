@@ -60,7 +60,9 @@ export async function lspRun(t: TestGateway, files: Record<string, string>): Pro
 /** Kills a process of a run's sandbox: inside its container (docker) or on this host (process). */
 export function killInRun(t: TestGateway, runId: string, pid: number): void {
   if (t.config.provider === 'docker') {
-    const id = execFileSync('docker', ['ps', '-q', '--filter', `label=${LABELS.runId}=${runId}`], { encoding: 'utf8' }).trim().split('\n')[0];
+    const id = execFileSync('docker', ['ps', '-q', '--filter', `label=${LABELS.runId}=${runId}`], { encoding: 'utf8' })
+      .trim()
+      .split('\n')[0];
     assert.ok(id, `no container for run ${runId}`);
     execFileSync('docker', ['exec', id, 'sh', '-c', `kill -9 ${pid}`]);
   } else process.kill(pid, 'SIGKILL');
@@ -69,7 +71,11 @@ export function killInRun(t: TestGateway, runId: string, pid: number): void {
 /** The pid `lsp status` shows for a server id. */
 export function pidOf(status: string, serverId: string): number {
   const section = status.split('\n').findIndex((l) => l.startsWith(`${serverId} (`));
-  const m = status.split('\n').slice(section + 1).find((l) => l.startsWith('  running for'))?.match(/pid (\d+)/);
+  const m = status
+    .split('\n')
+    .slice(section + 1)
+    .find((l) => l.startsWith('  running for'))
+    ?.match(/pid (\d+)/);
   assert.ok(m, `no running ${serverId} in status:\n${status}`);
   return Number(m[1]);
 }

@@ -27,12 +27,19 @@ test('lsp is read tier, lsp_rename write tier; a run without the feature has nei
 
 test('status: which servers can run for which root, and which half is missing for the others', async () => {
   const s = await r.ok('lsp', { action: 'status' });
-  assert.match(s, /^typescript \(TypeScript, JavaScript\): can run \(starts on first use\); roots: \. \(workspace root\)/m);
+  assert.match(
+    s,
+    /^typescript \(TypeScript, JavaScript\): can run \(starts on first use\); roots: \. \(workspace root\)/m,
+  );
   assert.match(s, /^gopls \(Go\): can run .*roots: tools\/geo/m);
   assert.match(s, /^pyright \(Python\): cannot run: no root marker/m);
   assert.match(s, /^dart \(Dart\): cannot run: no root marker and binary not found.*binary not found: dart/m);
   // The runner image has no rust-analyzer (a development host may).
-  if (t.config.provider === 'docker') assert.match(s, /^rust-analyzer \(Rust\): cannot run: no root marker and binary not found.*binary not found: rust-analyzer/m);
+  if (t.config.provider === 'docker')
+    assert.match(
+      s,
+      /^rust-analyzer \(Rust\): cannot run: no root marker and binary not found.*binary not found: rust-analyzer/m,
+    );
 });
 
 test('definition through an import, past non-ASCII text (UTF-16 columns)', async () => {
@@ -42,14 +49,23 @@ test('definition through an import, past non-ASCII text (UTF-16 columns)', async
 });
 
 test('type_definition, implementation, references, hover', async () => {
-  assert.match(await r.ok('lsp', { action: 'type_definition', file: 'src/main.ts', line: 3, symbol: 'first' }), /src\/shapes\.ts:2: export interface Shape \{/);
+  assert.match(
+    await r.ok('lsp', { action: 'type_definition', file: 'src/main.ts', line: 3, symbol: 'first' }),
+    /src\/shapes\.ts:2: export interface Shape \{/,
+  );
   const impl = await r.ok('lsp', { action: 'implementation', file: 'src/shapes.ts', line: 2, symbol: 'Shape' });
   assert.match(impl, /src\/shapes\.ts:6: export class Circle/);
   assert.match(impl, /src\/shapes\.ts:13: export class Square/);
   const refs = await r.ok('lsp', { action: 'references', file: 'src/shapes.ts', line: 21, symbol: 'totalArea' });
   assert.match(refs, /^4 references for src\/shapes\.ts:21 "totalArea":/);
   assert.match(refs, /src\/main\.ts:5: export const total = totalArea\(shapes\)/);
-  const hover = await r.ok('lsp', { action: 'hover', file: 'src/main.ts', line: 5, symbol: 'totalArea', occurrence: 2 });
+  const hover = await r.ok('lsp', {
+    action: 'hover',
+    file: 'src/main.ts',
+    line: 5,
+    symbol: 'totalArea',
+    occurrence: 2,
+  });
   assert.match(hover, /totalArea\(shapes: Shape\[\]\): number/);
   assert.match(hover, /Sums the areas of the shapes\./);
 });
@@ -87,29 +103,64 @@ test('bad input: clear errors that show what is there', async () => {
   const twice = await r.fails('lsp', { action: 'definition', file: 'src/main.ts', line: 5, symbol: 'totalArea' });
   assert.match(twice, /occurs 2 times on line 5 \(#1 at column 22: .*; #2 at column 42: .*\); pass occurrence \(1-2\)/);
   assert.match(await r.fails('lsp', { action: 'hover', file: 'src/main.ts', line: 0, symbol: 'x' }), /line/);
-  assert.match(await r.fails('lsp', { action: 'hover', file: 'src/main.ts', line: 99, symbol: 'x' }), /line 99 is out of range: the file has 6 lines/);
-  assert.match(await r.fails('lsp', { action: 'hover', file: '../../etc/passwd', line: 1, symbol: 'root' }), /escapes the workspace/);
+  assert.match(
+    await r.fails('lsp', { action: 'hover', file: 'src/main.ts', line: 99, symbol: 'x' }),
+    /line 99 is out of range: the file has 6 lines/,
+  );
+  assert.match(
+    await r.fails('lsp', { action: 'hover', file: '../../etc/passwd', line: 1, symbol: 'root' }),
+    /escapes the workspace/,
+  );
   assert.match(await r.fails('lsp', { action: 'diagnostics', file: 'README.md' }), /file not found: README\.md/);
-  assert.match(await r.fails('lsp_rename', { file: 'src/shapes.ts', line: 6, symbol: 'Circle', new_name: '2circle' }), /not a valid TypeScript\/JavaScript identifier/);
-  assert.match(await r.fails('lsp_rename', { file: 'src/shapes.ts', line: 6, symbol: 'Circle', new_name: 'class' }), /reserved word/);
-  assert.match(await r.fails('lsp_rename', { file: 'src/shapes.ts', line: 1, symbol: 'Something', new_name: 'Thing' }), /no renameable symbol|cannot rename/);
+  assert.match(
+    await r.fails('lsp_rename', { file: 'src/shapes.ts', line: 6, symbol: 'Circle', new_name: '2circle' }),
+    /not a valid TypeScript\/JavaScript identifier/,
+  );
+  assert.match(
+    await r.fails('lsp_rename', { file: 'src/shapes.ts', line: 6, symbol: 'Circle', new_name: 'class' }),
+    /reserved word/,
+  );
+  assert.match(
+    await r.fails('lsp_rename', { file: 'src/shapes.ts', line: 1, symbol: 'Something', new_name: 'Thing' }),
+    /no renameable symbol|cannot rename/,
+  );
 });
 
 test('diagnostics on write: reported once, not repeated when unrelated or moved, then exactly the new one', async () => {
   const first = await r.ok('write', { path: 'src/calc.ts', content: 'export const a: number = "one";\n' });
-  assert.match(first, /new diagnostics in src\/calc\.ts \(typescript\):\nsrc\/calc\.ts:1:14: error \[2322\] Type 'string' is not assignable to type 'number'\./);
+  assert.match(
+    first,
+    /new diagnostics in src\/calc\.ts \(typescript\):\nsrc\/calc\.ts:1:14: error \[2322\] Type 'string' is not assignable to type 'number'\./,
+  );
   // An unrelated file, then an unrelated change to the same file: nothing repeated.
   assert.doesNotMatch(await r.ok('write', { path: 'src/other.ts', content: 'export const ok = 1;\n' }), /diagnostics/);
-  assert.doesNotMatch(await r.ok('edit', { path: 'src/calc.ts', old_string: '"one";\n', new_string: '"one";\nexport const c = 3;\n' }), /diagnostics/);
+  assert.doesNotMatch(
+    await r.ok('edit', { path: 'src/calc.ts', old_string: '"one";\n', new_string: '"one";\nexport const c = 3;\n' }),
+    /diagnostics/,
+  );
   // The bad line moves down four lines: same problem, not news.
-  const moved = await r.ok('edit', { path: 'src/calc.ts', old_string: 'export const a', new_string: '// one\n// two\n// three\n// four\nexport const a' });
+  const moved = await r.ok('edit', {
+    path: 'src/calc.ts',
+    old_string: 'export const a',
+    new_string: '// one\n// two\n// three\n// four\nexport const a',
+  });
   assert.doesNotMatch(moved, /diagnostics/);
   // Fixed, and a new error brought in: exactly the new one.
   const patched = await r.ok('apply_patch', {
-    patch: ['*** Begin Patch', '*** Update File: src/calc.ts', '@@', '-export const a: number = "one";', '+export const a: number = 1;', '+export const b: string = 2;', '*** End Patch'].join('\n'),
+    patch: [
+      '*** Begin Patch',
+      '*** Update File: src/calc.ts',
+      '@@',
+      '-export const a: number = "one";',
+      '+export const a: number = 1;',
+      '+export const b: string = 2;',
+      '*** End Patch',
+    ].join('\n'),
   });
   const reported = patched.split('\n').filter((l) => l.startsWith('src/calc.ts:'));
-  assert.deepEqual(reported, ["src/calc.ts:6:14: error [2322] Type 'number' is not assignable to type 'string'. (typescript)"]);
+  assert.deepEqual(reported, [
+    "src/calc.ts:6:14: error [2322] Type 'number' is not assignable to type 'string'. (typescript)",
+  ]);
 });
 
 test('rename across files: every file or none', async () => {
@@ -117,18 +168,36 @@ test('rename across files: every file or none', async () => {
   assert.match(out, /renamed "Circle" to "Disc": \d+ edit\(s\) in 3 file\(s\)/);
   assert.match(out, /src\/main\.ts: 2 edit\(s\)/);
   assert.match(out, /src\/more\.ts: 2 edit\(s\)/);
-  assert.match(await r.ok('read', { path: 'src/more.ts' }), /import \{ Disc \} from '\.\/shapes';[\s\S]*new Disc\(10\)/);
-  assert.match(await r.ok('lsp', { action: 'definition', file: 'src/more.ts', line: 3, symbol: 'Disc' }), /src\/shapes\.ts:6: export class Disc implements Shape/);
+  assert.match(
+    await r.ok('read', { path: 'src/more.ts' }),
+    /import \{ Disc \} from '\.\/shapes';[\s\S]*new Disc\(10\)/,
+  );
+  assert.match(
+    await r.ok('lsp', { action: 'definition', file: 'src/more.ts', line: 3, symbol: 'Disc' }),
+    /src\/shapes\.ts:6: export class Disc implements Shape/,
+  );
 });
 
 test('a killed server restarts on the next call, and status shows the crash; reload restarts on purpose', async () => {
   const pid = pidOf(await r.ok('lsp', { action: 'status' }), 'typescript');
   killInRun(t, r.runId, pid);
   await new Promise((res) => setTimeout(res, 300));
-  assert.match(await r.ok('lsp', { action: 'hover', file: 'src/shapes.ts', line: 21, symbol: 'totalArea' }), /totalArea\(shapes: Shape\[\]\): number/);
+  assert.match(
+    await r.ok('lsp', { action: 'hover', file: 'src/shapes.ts', line: 21, symbol: 'totalArea' }),
+    /totalArea\(shapes: Shape\[\]\): number/,
+  );
   const s = await r.ok('lsp', { action: 'status' });
-  assert.match(s, /last crash for \. \(workspace root\): .*\(killed by SIGKILL; 1 crash\(es\) this run; restarted on next call\)/);
+  assert.match(
+    s,
+    /last crash for \. \(workspace root\): .*\(killed by SIGKILL; 1 crash\(es\) this run; restarted on next call\)/,
+  );
   assert.notEqual(pidOf(s, 'typescript'), pid);
-  assert.match(await r.ok('lsp', { action: 'reload', file: 'src/main.ts' }), /restarted on next use: typescript \(\. \(workspace root\), was pid \d+\)/);
-  assert.match(await r.ok('lsp', { action: 'references', file: 'src/shapes.ts', line: 21, symbol: 'totalArea' }), /4 references/);
+  assert.match(
+    await r.ok('lsp', { action: 'reload', file: 'src/main.ts' }),
+    /restarted on next use: typescript \(\. \(workspace root\), was pid \d+\)/,
+  );
+  assert.match(
+    await r.ok('lsp', { action: 'references', file: 'src/shapes.ts', line: 21, symbol: 'totalArea' }),
+    /4 references/,
+  );
 });

@@ -54,7 +54,10 @@ test('the container deletes exactly the runs its clients created and did not del
   }
   // A wrong token is refused with the typed error.
   const stranger = tether.newClient('not-the-token');
-  await assert.rejects(stranger.listRuns(), (e) => isTetherError(e, Status.UNAUTHENTICATED) && e.codeName === 'UNAUTHENTICATED');
+  await assert.rejects(
+    stranger.listRuns(),
+    (e) => isTetherError(e, Status.UNAUTHENTICATED) && e.codeName === 'UNAUTHENTICATED',
+  );
   await tether.stop();
   leftover = undefined;
 });

@@ -7,7 +7,12 @@ import { GO_ON, cardOf, resultOf } from '../../../runner/src/tools/ask/askUser';
 import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
 import { runnerContext, runnerFor } from '../../helpers/runner';
 
-const single: QuestionCard = { question: 'Which database?', options: [{ label: 'Postgres' }, { label: 'SQLite' }], allowFreeText: false, multiSelect: false };
+const single: QuestionCard = {
+  question: 'Which database?',
+  options: [{ label: 'Postgres' }, { label: 'SQLite' }],
+  allowFreeText: false,
+  multiSelect: false,
+};
 const multi: QuestionCard = { ...single, multiSelect: true, options: [...single.options, { label: 'MySQL' }] };
 const free: QuestionCard = { question: 'Name?', options: [], allowFreeText: true, multiSelect: false };
 const answer = (a: Parameters<typeof create<typeof AnswerSchema>>[1]) => create(AnswerSchema, a);
@@ -23,17 +28,33 @@ test('ask_user exists only when questions are enabled with a target space, and i
 test('the card: free text defaults on only without options; unanswerable cards are refused', () => {
   assert.equal(cardOf({ question: 'Name?' }).allowFreeText, true);
   assert.equal(cardOf({ question: 'Pick', options: [{ label: 'a' }, { label: 'b' }] }).allowFreeText, false);
-  assert.throws(() => cardOf({ question: 'Nothing?', allow_free_text: false }), /give options, or allow a typed answer/);
-  assert.throws(() => cardOf({ question: 'Two?', options: [{ label: 'a' }], multi_select: true }), /at least two options/);
+  assert.throws(
+    () => cardOf({ question: 'Nothing?', allow_free_text: false }),
+    /give options, or allow a typed answer/,
+  );
+  assert.throws(
+    () => cardOf({ question: 'Two?', options: [{ label: 'a' }], multi_select: true }),
+    /at least two options/,
+  );
   assert.throws(() => cardOf({ question: 'Dup', options: [{ label: 'A' }, { label: 'a' }] }), /same label/);
   assert.throws(() => cardOf({ question: '   ', allow_free_text: true }), /blank/);
-  assert.deepEqual(cardOf({ question: ' Why? ', context: ' because ', options: [{ label: ' x ', description: '' }, { label: 'y', description: 'the y' }] }), {
-    question: 'Why?',
-    context: 'because',
-    options: [{ label: 'x' }, { label: 'y', description: 'the y' }],
-    allowFreeText: false,
-    multiSelect: false,
-  });
+  assert.deepEqual(
+    cardOf({
+      question: ' Why? ',
+      context: ' because ',
+      options: [
+        { label: ' x ', description: '' },
+        { label: 'y', description: 'the y' },
+      ],
+    }),
+    {
+      question: 'Why?',
+      context: 'because',
+      options: [{ label: 'x' }, { label: 'y', description: 'the y' }],
+      allowFreeText: false,
+      multiSelect: false,
+    },
+  );
 });
 
 test('answers are checked against the card: out of range, several when one is allowed, free text when not allowed', () => {
@@ -48,14 +69,25 @@ test('answers are checked against the card: out of range, several when one is al
   assert.equal(rejectReason(multi, answer({ selected: [1, 3] })), undefined);
   assert.equal(rejectReason(free, answer({ freeText: 'tether' })), undefined);
   assert.equal(rejectReason(single, answer({ skipped: true, selected: [9] })), undefined);
-  assert.deepEqual(outcomeOf(answer({ selected: [1, 3], freeText: '  both ' })), { kind: 'answered', selected: [1, 3], freeText: 'both' });
+  assert.deepEqual(outcomeOf(answer({ selected: [1, 3], freeText: '  both ' })), {
+    kind: 'answered',
+    selected: [1, 3],
+    freeText: 'both',
+  });
 });
 
 test('results: an answer names the chosen options; skip is a success, timeout and no human are errors', () => {
   const chose = resultOf(multi, { kind: 'answered', selected: [1, 3], freeText: 'and fast' });
   assert.ok(!chose.isError);
   assert.match((chose.content[0] as { text: string }).text, /1\. Postgres[\s\S]*3\. MySQL[\s\S]*They added: and fast/);
-  assert.deepEqual(chose.structured, { status: 'answered', selected: [{ number: 1, label: 'Postgres' }, { number: 3, label: 'MySQL' }], free_text: 'and fast' });
+  assert.deepEqual(chose.structured, {
+    status: 'answered',
+    selected: [
+      { number: 1, label: 'Postgres' },
+      { number: 3, label: 'MySQL' },
+    ],
+    free_text: 'and fast',
+  });
 
   const skipped = resultOf(single, { kind: 'skipped' });
   assert.ok(!skipped.isError);
@@ -79,7 +111,11 @@ test('the tool hands the card to the call and reads the outcome', async () => {
       return { kind: 'answered', selected: [2] };
     },
   });
-  const r = await call('ask_user', { question: 'Which database?', options: [{ label: 'Postgres' }, { label: 'SQLite' }] }, ctx);
+  const r = await call(
+    'ask_user',
+    { question: 'Which database?', options: [{ label: 'Postgres' }, { label: 'SQLite' }] },
+    ctx,
+  );
   assert.deepEqual(seen, single);
   assert.match((r.content[0] as { text: string }).text, /The user chose 2\. SQLite/);
   const refused = await call('ask_user', { question: 'Nothing?', allow_free_text: false }, ctx);
@@ -88,14 +124,22 @@ test('the tool hands the card to the call and reads the outcome', async () => {
 
 test('a question skipped or timed out is not shown again in the run; an answered one may be asked again', async () => {
   const { call } = await runnerFor({ questions: { enabled: true, targetSpace: 'conv-1' } });
-  const outcomes: QuestionOutcome[] = [{ kind: 'skipped' }, { kind: 'timeout' }, { kind: 'answered', selected: [1] }, { kind: 'answered', selected: [2] }];
+  const outcomes: QuestionOutcome[] = [
+    { kind: 'skipped' },
+    { kind: 'timeout' },
+    { kind: 'answered', selected: [1] },
+    { kind: 'answered', selected: [2] },
+  ];
   let shown = 0;
   const ctx = runnerContext({ ask: async () => (shown++, outcomes.shift()!) });
   const opts = [{ label: 'Postgres' }, { label: 'SQLite' }];
   assert.ok(!(await call('ask_user', { question: 'Which database?', options: opts }, ctx)).isError);
   const again = await call('ask_user', { question: '  which   DATABASE ', options: opts }, ctx);
   assert.ok(!again.isError);
-  assert.match((again.content[0] as { text: string }).text, /already asked in this run and skipped; it was not shown again\. The user skipped/);
+  assert.match(
+    (again.content[0] as { text: string }).text,
+    /already asked in this run and skipped; it was not shown again\. The user skipped/,
+  );
   assert.equal(shown, 1);
 
   assert.equal((await call('ask_user', { question: 'Which port?', options: opts }, ctx)).isError, true);

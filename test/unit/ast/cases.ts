@@ -48,7 +48,11 @@ export const CASES: DiffCase[] = [
   { lang: 'typescript', pattern: '$X = $X + 1', rewrite: '$X += 1' },
   { lang: 'typescript', pattern: '($N) => $B' },
   { lang: 'typescript', pattern: 'await $E' },
-  { lang: 'typescript', pattern: 'if ($C) { $$$T } else { $$$E }', rewrite: 'if (!($C)) {\n  $$$E\n} else {\n  $$$T\n}' },
+  {
+    lang: 'typescript',
+    pattern: 'if ($C) { $$$T } else { $$$E }',
+    rewrite: 'if (!($C)) {\n  $$$E\n} else {\n  $$$T\n}',
+  },
   { lang: 'typescript', pattern: 'new $C($$$)' },
   { lang: 'typescript', pattern: "import { $$$N } from 'node:fs/promises'" },
   { lang: 'typescript', pattern: 'foo.bar($A)', none: true },

@@ -37,11 +37,20 @@ function oracle(c: DiffCase, dir: string, rewrite?: string): Span[] {
   return parsed.map((m) => ({ file: m.file, start: m.range.byteOffset.start, end: m.range.byteOffset.end }));
 }
 
-async function ours(c: DiffCase, dir: string, rewrite?: string): Promise<{ spans: Span[]; rewritten: Map<string, string> }> {
+async function ours(
+  c: DiffCase,
+  dir: string,
+  rewrite?: string,
+): Promise<{ spans: Span[]; rewritten: Map<string, string> }> {
   const spans: Span[] = [];
   const rewritten = new Map<string, string>();
   const engine = new InProcessEngine(64 * 2 ** 20);
-  const found = await searchWorkspace(new Workspace(dir), engine, { pattern: c.pattern, language: c.lang, rewrite, limit: 1e6 }, 2 ** 21);
+  const found = await searchWorkspace(
+    new Workspace(dir),
+    engine,
+    { pattern: c.pattern, language: c.lang, rewrite, limit: 1e6 },
+    2 ** 21,
+  );
   for (const f of found.files) {
     const source = readFileSync(f.abs, 'utf8');
     const byte = (i: number) => Buffer.byteLength(source.slice(0, i));

@@ -15,8 +15,18 @@ const put = (root: string, rel: string, content: string) => {
 };
 
 /** A run with only the ast family (and the file tools, whose writes it observes). */
-function astRun(settings: { workers: number; cacheMB?: number }, options: AstOptions = {}, workspace = tempWorkspace()) {
-  const run = new RunContext({ runId: 'run-test', conversationId: 'conv-test', workspace, features: { ...NO_FEATURES, ast: true }, settings: { ast: settings } });
+function astRun(
+  settings: { workers: number; cacheMB?: number },
+  options: AstOptions = {},
+  workspace = tempWorkspace(),
+) {
+  const run = new RunContext({
+    runId: 'run-test',
+    conversationId: 'conv-test',
+    workspace,
+    features: { ...NO_FEATURES, ast: true },
+    settings: { ast: settings },
+  });
   const registry = new ToolRegistry(run.workspace.root);
   registerFiles(registry, run);
   const family = registerAst(registry, run, options)!;
@@ -24,12 +34,19 @@ function astRun(settings: { workers: number; cacheMB?: number }, options: AstOpt
   const grep = async (pattern: string) => {
     const r = await call('ast_grep', { pattern, language: 'python', max_results: 1000 });
     assert.ok(!r.isError, JSON.stringify(r.content));
-    return r.structured as { total: number; matches: { file: string; start_line: number; text: string }[]; stats: { filesPrefiltered: number } };
+    return r.structured as {
+      total: number;
+      matches: { file: string; start_line: number; text: string }[];
+      stats: { filesPrefiltered: number };
+    };
   };
   return { run, workspace, family, call, grep, stop: () => run.stop() };
 }
 
-const pyFile = (i: number) => `import os\n\ndef f${i}(items):\n    out = []\n    for x in items:\n        out.append(x + ${i})\n    return out\n`.repeat(8) + (i % 3 === 0 ? `\nraise ValueError(${i}) from None\n` : '');
+const pyFile = (i: number) =>
+  `import os\n\ndef f${i}(items):\n    out = []\n    for x in items:\n        out.append(x + ${i})\n    return out\n`.repeat(
+    8,
+  ) + (i % 3 === 0 ? `\nraise ValueError(${i}) from None\n` : '');
 
 test('files that arrive are indexed in the background; the next query reads and parses nothing', async () => {
   const r = astRun({ workers: 0 });

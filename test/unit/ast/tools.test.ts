@@ -30,9 +30,15 @@ test('dart: a guard that disposes what it checked matches, one that disposes som
   put(workspace, 'lib/widget.dart', DART_WIDGET);
   const r = await call('ast_grep', { pattern: 'if ($X != null) $X.dispose()', language: 'dart' });
   assert.ok(!r.isError, textOf(r));
-  const s = r.structured as { total: number; matches: { file: string; start_line: number; text: string; captures: Record<string, string> }[] };
+  const s = r.structured as {
+    total: number;
+    matches: { file: string; start_line: number; text: string; captures: Record<string, string> }[];
+  };
   assert.equal(s.total, 1);
-  assert.deepEqual(s.matches.map((m) => [m.file, m.start_line, m.text, m.captures.X]), [['lib/widget.dart', 10, 'if (main != null) main.dispose();', 'main']]);
+  assert.deepEqual(
+    s.matches.map((m) => [m.file, m.start_line, m.text, m.captures.X]),
+    [['lib/widget.dart', 10, 'if (main != null) main.dispose();', 'main']],
+  );
 });
 
 test('dart: dispose($X) → $X.dispose() staged across four files, written on accept', async () => {
@@ -46,7 +52,9 @@ test('dart: dispose($X) → $X.dispose() staged across four files, written on ac
   assert.equal(read(workspace, 'lib/w1.dart'), DART_WIDGET, 'nothing is written before resolve');
   const ok = await call('resolve', { edit_id: 'edit_1', action: 'accept' });
   assert.ok(!ok.isError, textOf(ok));
-  const expected = DART_WIDGET.replace('    dispose(other);', '    other.dispose();').replace('    dispose(c);', '    c.dispose();').replace('    dispose(main);', '    main.dispose();');
+  const expected = DART_WIDGET.replace('    dispose(other);', '    other.dispose();')
+    .replace('    dispose(c);', '    c.dispose();')
+    .replace('    dispose(main);', '    main.dispose();');
   assert.notEqual(expected, DART_WIDGET);
   for (let i = 1; i <= 4; i++) assert.equal(read(workspace, `lib/w${i}.dart`), expected);
   // The declaration `void dispose(Controller? c) {}` is not a call and stays.
@@ -55,7 +63,8 @@ test('dart: dispose($X) → $X.dispose() staged across four files, written on ac
 
 async function fourFileEdit(settings: Record<string, unknown> = {}) {
   const h = await runnerFor({ ast: true }, settings);
-  for (let i = 1; i <= 4; i++) put(h.workspace, `src/m${i}.py`, `def f${i}(x):\n    print(x)\n    return old_api(x, ${i})\n`);
+  for (let i = 1; i <= 4; i++)
+    put(h.workspace, `src/m${i}.py`, `def f${i}(x):\n    print(x)\n    return old_api(x, ${i})\n`);
   const r = await h.call('ast_edit', { pattern: 'old_api($A, $B)', rewrite: 'new_api($B, $A)', language: 'python' });
   assert.ok(!r.isError, textOf(r));
   assert.match(textOf(r), /\(proposed\) 4 replacements in 4 files/);
@@ -70,7 +79,10 @@ test('resolve accept refuses the whole change when one of four files changed mea
   assert.equal(r.isError, true);
   assert.match(textOf(r), /nothing was written/);
   assert.match(textOf(r), /src\/m3\.py/);
-  assert.deepEqual([1, 2, 4].map((i) => read(workspace, `src/m${i}.py`)), [before[0], before[1], before[3]]);
+  assert.deepEqual(
+    [1, 2, 4].map((i) => read(workspace, `src/m${i}.py`)),
+    [before[0], before[1], before[3]],
+  );
   assert.equal(read(workspace, 'src/m3.py'), `${before[2]}# touched\n`);
   const again = await call('resolve', { edit_id: id, action: 'accept' });
   assert.match(textOf(again), /already resolved \(rejected\)/);
@@ -82,7 +94,10 @@ test('resolve accept rolls back when a target is read-only, and a second resolve
   const r = await call('resolve', { edit_id: id, action: 'accept' });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /nothing was written.*read-only/);
-  assert.deepEqual([1, 2, 3, 4].map((i) => read(workspace, `src/m${i}.py`)), before);
+  assert.deepEqual(
+    [1, 2, 3, 4].map((i) => read(workspace, `src/m${i}.py`)),
+    before,
+  );
   chmodSync(path.join(workspace, 'src/m4.py'), 0o644);
   const ok = await call('resolve', { edit_id: id, action: 'accept' });
   assert.ok(!ok.isError, textOf(ok));
@@ -100,19 +115,33 @@ test('resolve: discard, unknown ids and expiry', async () => {
   const expired = await call('resolve', { edit_id: id, action: 'accept' });
   assert.equal(expired.isError, true);
   assert.match(textOf(expired), /edit_1 expired/);
-  assert.deepEqual([1, 2, 3, 4].map((i) => read(workspace, `src/m${i}.py`)), before);
+  assert.deepEqual(
+    [1, 2, 3, 4].map((i) => read(workspace, `src/m${i}.py`)),
+    before,
+  );
 
   const fresh = await fourFileEdit();
   const d = await fresh.call('resolve', { edit_id: fresh.id, action: 'discard' });
   assert.match(textOf(d), /discarded edit_1/);
-  assert.deepEqual([1, 2, 3, 4].map((i) => read(fresh.workspace, `src/m${i}.py`)), fresh.before);
-  assert.match(textOf(await fresh.call('resolve', { edit_id: fresh.id, action: 'accept' })), /already resolved \(discarded\)/);
+  assert.deepEqual(
+    [1, 2, 3, 4].map((i) => read(fresh.workspace, `src/m${i}.py`)),
+    fresh.before,
+  );
+  assert.match(
+    textOf(await fresh.call('resolve', { edit_id: fresh.id, action: 'accept' })),
+    /already resolved \(discarded\)/,
+  );
 });
 
 test('accept tells the write observers (diagnostics, caches) which files changed', async () => {
   const h = await fourFileEdit();
   const seen: string[] = [];
-  h.run.observeWrites({ async afterWrite(paths) { seen.push(...paths); return [{ type: 'text', text: 'observer saw the write' }]; } });
+  h.run.observeWrites({
+    async afterWrite(paths) {
+      seen.push(...paths);
+      return [{ type: 'text', text: 'observer saw the write' }];
+    },
+  });
   const r = await h.call('resolve', { edit_id: h.id, action: 'accept' });
   assert.match(textOf(r), /observer saw the write/);
   assert.deepEqual(seen.map((p) => path.basename(p)).sort(), ['m1.py', 'm2.py', 'm3.py', 'm4.py']);
@@ -132,7 +161,8 @@ test('bad input gets a clear error and changes nothing', async () => {
   await err({ pattern: 'print($A)', language: 'klingon' }, /unknown language "klingon"; supported: .*python.*rust/);
   await err({ pattern: 'print($A)', path: '../outside' }, /escapes the workspace/);
   await err({ pattern: 'print($A)', path: '/etc' }, /escapes the workspace/);
-  for (const max of [0, -1, 1e9, 2.5]) await err({ pattern: 'print($A)', max_results: max }, /max_results must be an integer from 1 to 1000/);
+  for (const max of [0, -1, 1e9, 2.5])
+    await err({ pattern: 'print($A)', max_results: max }, /max_results must be an integer from 1 to 1000/);
   await err({ pattern: 'x'.repeat(2 * 1024 * 1024), language: 'python' }, /limit is 10000/);
   await err({ pattern: 'a b c', language: 'python' }, /separate python nodes|does not parse/);
   await err({ pattern: 'print($A)', path: 'missing.py' }, /path not found/);
@@ -146,7 +176,14 @@ test('the JSON schemas reject bad input at the edge', () => {
   const ajv = new Ajv({ allErrors: true });
   const grep = ajv.compile(grepSchema);
   assert.equal(grep({ pattern: 'f($A)' }), true);
-  for (const bad of [{ pattern: '' }, { pattern: 'f', max_results: 0 }, { pattern: 'f', max_results: -1 }, { pattern: 'f', max_results: 1e9 }, { pattern: 'x'.repeat(2 * 1024 * 1024) }, { pattern: 'f', extra: 1 }]) {
+  for (const bad of [
+    { pattern: '' },
+    { pattern: 'f', max_results: 0 },
+    { pattern: 'f', max_results: -1 },
+    { pattern: 'f', max_results: 1e9 },
+    { pattern: 'x'.repeat(2 * 1024 * 1024) },
+    { pattern: 'f', extra: 1 },
+  ]) {
     assert.equal(grep(bad), false, JSON.stringify(bad).slice(0, 60));
   }
   assert.equal(ajv.compile(editSchema)({ pattern: 'f($A)' }), false, 'rewrite is required');
@@ -160,10 +197,17 @@ test('max_results cuts the list and the total is still reported', async () => {
   const { call, workspace } = await runnerFor({ ast: true });
   put(workspace, 'many.py', `${Array.from({ length: 30 }, (_, i) => `print(${i})`).join('\n')}\n`);
   const r = await call('ast_grep', { pattern: 'print($N)', max_results: 5 });
-  const s = r.structured as { total: number; shown: number; matches: { start_line: number; captures: { N: string } }[] };
+  const s = r.structured as {
+    total: number;
+    shown: number;
+    matches: { start_line: number; captures: { N: string } }[];
+  };
   assert.equal(s.total, 30);
   assert.equal(s.shown, 5);
-  assert.deepEqual(s.matches.map((m) => m.captures.N), ['0', '1', '2', '3', '4']);
+  assert.deepEqual(
+    s.matches.map((m) => m.captures.N),
+    ['0', '1', '2', '3', '4'],
+  );
   assert.match(textOf(r), /^30 matches in 1 file, showing the first 5/);
 });
 
@@ -178,7 +222,11 @@ test('directory search: each file in its own language; .gitignore, binary and la
   put(workspace, 'blob.py', 'foo(6)\n\0\0binary');
   put(workspace, 'big.py', `foo(7)\n${'# pad\n'.repeat(2000)}`);
   const r = await call('ast_grep', { pattern: 'foo($A)' });
-  const s = r.structured as { total: number; matches: { file: string }[]; stats: { skippedBinary: number; skippedLarge: number } };
+  const s = r.structured as {
+    total: number;
+    matches: { file: string }[];
+    stats: { skippedBinary: number; skippedLarge: number };
+  };
   assert.deepEqual(s.matches.map((m) => m.file).sort(), ['a.py', 'b.ts', 'c.go']);
   assert.equal(s.stats.skippedBinary, 1);
   assert.equal(s.stats.skippedLarge, 1);
@@ -195,7 +243,8 @@ test('directory search: each file in its own language; .gitignore, binary and la
 test('the tree cache serves repeated queries and sees changes (write tools and outside edits)', async () => {
   const { call, workspace } = await runnerFor({ ast: true });
   put(workspace, 'a.py', 'foo(1)\n');
-  const count = async () => ((await call('ast_grep', { pattern: 'foo($A)', language: 'python' })).structured as { total: number }).total;
+  const count = async () =>
+    ((await call('ast_grep', { pattern: 'foo($A)', language: 'python' })).structured as { total: number }).total;
   assert.equal(await count(), 1);
   assert.equal(await count(), 1);
   const w = await call('write', { path: 'a.py', content: 'foo(1)\nfoo(2)\n' });
@@ -222,13 +271,22 @@ test('a cancelled search stops and says so', async () => {
 test('dart: more hand-written expectations (statement lists, independent metavariables, rewrite indentation)', async () => {
   const { call, workspace } = await runnerFor({ ast: true });
   put(workspace, 'lib/widget.dart', DART_WIDGET);
-  put(workspace, 'bin/main.dart', 'void main() {\n  if (ready) {\n    start();\n    run(1);\n  }\n  while (busy) {\n    wait();\n  }\n}\n');
+  put(
+    workspace,
+    'bin/main.dart',
+    'void main() {\n  if (ready) {\n    start();\n    run(1);\n  }\n  while (busy) {\n    wait();\n  }\n}\n',
+  );
   const grep = async (pattern: string) => {
     const r = await call('ast_grep', { pattern, language: 'dart' });
     assert.ok(!r.isError, textOf(r));
-    return (r.structured as { matches: { file: string; start_line: number; captures: Record<string, unknown> }[] }).matches.map((m) => [m.file, m.start_line, m.captures]);
+    return (
+      r.structured as { matches: { file: string; start_line: number; captures: Record<string, unknown> }[] }
+    ).matches.map((m) => [m.file, m.start_line, m.captures]);
   };
-  assert.deepEqual(await grep('$A.dispose()'), [['lib/widget.dart', 10, { A: 'main' }], ['lib/widget.dart', 11, { A: 'main' }]]);
+  assert.deepEqual(await grep('$A.dispose()'), [
+    ['lib/widget.dart', 10, { A: 'main' }],
+    ['lib/widget.dart', 11, { A: 'main' }],
+  ]);
   assert.deepEqual(await grep('if ($X != null) $Y.dispose()'), [
     ['lib/widget.dart', 10, { X: 'main', Y: 'main' }],
     ['lib/widget.dart', 11, { X: 'other', Y: 'main' }],
@@ -239,5 +297,8 @@ test('dart: more hand-written expectations (statement lists, independent metavar
   assert.match(textOf(e), /^\(proposed\) 1 replacement in 1 file/);
   const ok = await call('resolve', { edit_id: (e.structured as { edit_id: string }).edit_id, action: 'accept' });
   assert.ok(!ok.isError, textOf(ok));
-  assert.equal(read(workspace, 'bin/main.dart'), 'void main() {\n  if (!(ready)) return;\n  start();\n  run(1);\n  while (busy) {\n    wait();\n  }\n}\n');
+  assert.equal(
+    read(workspace, 'bin/main.dart'),
+    'void main() {\n  if (!(ready)) return;\n  start();\n  run(1);\n  while (busy) {\n    wait();\n  }\n}\n',
+  );
 });

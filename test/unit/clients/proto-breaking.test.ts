@@ -10,7 +10,11 @@ import * as path from 'node:path';
 const ROOT = path.resolve(__dirname, '../../../..');
 
 function breaking(module?: string) {
-  const r = spawnSync('bash', [path.join(ROOT, 'scripts/proto-breaking.sh'), ...(module ? [module] : [])], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync('bash', [path.join(ROOT, 'scripts/proto-breaking.sh'), ...(module ? [module] : [])], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 

@@ -14,7 +14,11 @@ function find(dir: string, name: string): string[] {
   if (!existsSync(dir)) return [];
   const out: string[] = [];
   for (const entry of readdirSync(dir)) {
-    if (['node_modules', 'dist', 'build', '.venv', 'venv', 'gen', '__pycache__'].includes(entry) || entry.startsWith('.')) continue;
+    if (
+      ['node_modules', 'dist', 'build', '.venv', 'venv', 'gen', '__pycache__'].includes(entry) ||
+      entry.startsWith('.')
+    )
+      continue;
     const p = path.join(dir, entry);
     if (statSync(p).isDirectory()) out.push(...find(p, name));
     else if (entry === name) out.push(p);
@@ -39,8 +43,16 @@ test('VERSION is a plain semantic version', () => {
 });
 
 test('the root package and every client manifest declare the VERSION', () => {
-  const manifests = [path.join(ROOT, 'package.json'), ...find(path.join(ROOT, 'clients'), 'package.json'), ...find(path.join(ROOT, 'clients'), 'pyproject.toml'), ...find(path.join(ROOT, 'clients', 'go'), 'version.go')];
-  assert.ok(manifests.some((m) => m.endsWith(path.join('clients', 'typescript', 'package.json'))), 'the TypeScript client is found');
+  const manifests = [
+    path.join(ROOT, 'package.json'),
+    ...find(path.join(ROOT, 'clients'), 'package.json'),
+    ...find(path.join(ROOT, 'clients'), 'pyproject.toml'),
+    ...find(path.join(ROOT, 'clients', 'go'), 'version.go'),
+  ];
+  assert.ok(
+    manifests.some((m) => m.endsWith(path.join('clients', 'typescript', 'package.json'))),
+    'the TypeScript client is found',
+  );
   for (const m of manifests) {
     const v = declared(m);
     assert.ok(v, `${path.relative(ROOT, m)} declares a version`);

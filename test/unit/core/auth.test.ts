@@ -19,7 +19,10 @@ test('a bearer token maps to its tenant', () => {
 
 test('no token and a wrong token are UNAUTHENTICATED', () => {
   for (const m of [md(), md('secret-a'), md('Bearer '), md('Bearer secret-c'), md('Bearer secret-a2')]) {
-    assert.throws(() => auth.authenticate(m), (e: unknown) => e instanceof GatewayError && e.code === status.UNAUTHENTICATED);
+    assert.throws(
+      () => auth.authenticate(m),
+      (e: unknown) => e instanceof GatewayError && e.code === status.UNAUTHENTICATED,
+    );
   }
 });
 
@@ -30,7 +33,11 @@ test('token lists parse and malformed ones are refused', () => {
 
 test('config: the process provider must be enabled explicitly, and tokens are required', () => {
   assert.throws(() => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_PROVIDER: 'process' } }), /without isolation/);
-  assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_PROVIDER: 'process', TETHER_ALLOW_PROCESS_PROVIDER: '1' } }).provider, 'process');
+  assert.equal(
+    loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_PROVIDER: 'process', TETHER_ALLOW_PROCESS_PROVIDER: '1' } })
+      .provider,
+    'process',
+  );
   assert.throws(() => loadConfig({ env: {} }), /no tokens/);
   assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a' } }).provider, 'docker');
 });

@@ -22,9 +22,14 @@ test("README's configuration table is the one the config schema generates", () =
 
 test('every config key documents itself, and the table has one row per key', () => {
   const leaves = configLeaves();
-  for (const { key, schema } of leaves) assert.ok(typeof schema.description === 'string' && schema.description.length > 0, `${key} has no description`);
+  for (const { key, schema } of leaves)
+    assert.ok(typeof schema.description === 'string' && schema.description.length > 0, `${key} has no description`);
   assert.equal(configTable().split('\n').length, leaves.length + 2);
-  assert.ok(configTable().includes('| `runs.maxPerTenant` | — | 50 | live runs per tenant (the default of `tenancy.default.liveRuns`) |'));
+  assert.ok(
+    configTable().includes(
+      '| `runs.maxPerTenant` | — | 50 | live runs per tenant (the default of `tenancy.default.liveRuns`) |',
+    ),
+  );
 });
 
 test("the schema's defaults are the built-in config", () => {
@@ -37,12 +42,23 @@ test("the schema's defaults are the built-in config", () => {
     workspaceRoots: [],
     stateDir: path.join(os.tmpdir(), 'tether'),
     fastPath: true,
-    limits: { default: { memoryMb: 2048, cpuMillis: 2000, pids: 512, diskMb: 2048 }, max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096, diskMb: 20480 } },
+    limits: {
+      default: { memoryMb: 2048, cpuMillis: 2000, pids: 512, diskMb: 2048 },
+      max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096, diskMb: 20480 },
+    },
     maxMessageBytes: 16 * 1024 * 1024,
     maxPutFilesBytes: 1024 * 1024 * 1024,
     runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
     questions: { timeoutSeconds: 600 },
-    docker: { socketPath: '/var/run/docker.sock', image: '', runtime: '', runtimeArgs: [], keepOnShutdown: false, user: '1000:1000', disk: 'loop' },
+    docker: {
+      socketPath: '/var/run/docker.sock',
+      image: '',
+      runtime: '',
+      runtimeArgs: [],
+      keepOnShutdown: false,
+      user: '1000:1000',
+      disk: 'loop',
+    },
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },
     templates: { allowed: {} },
     egress: { allowed: {}, testHosts: {} },
@@ -58,12 +74,27 @@ test("the schema's defaults are the built-in config", () => {
 });
 
 test('unknown keys in a config file are refused at start, naming the key', () => {
-  assert.throws(() => loadConfig({ file: configFile({ tokens: { t: 'a' }, listen_addr: 'x:1' }), env: {} }), /\/listen_addr is not a known key/);
-  assert.throws(() => loadConfig({ file: configFile({ tokens: { t: 'a' }, docker: { imag: 'x' } }), env: {} }), /\/docker\/imag is not a known key/);
-  assert.throws(() => loadConfig({ file: configFile({ runs: { maxPerTenant: 0 } }), env: {} }), /\/runs\/maxPerTenant must be >= 1/);
-  assert.throws(() => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_PROVIDER: 'podman' } }), /\/provider must be one of docker, process/);
+  assert.throws(
+    () => loadConfig({ file: configFile({ tokens: { t: 'a' }, listen_addr: 'x:1' }), env: {} }),
+    /\/listen_addr is not a known key/,
+  );
+  assert.throws(
+    () => loadConfig({ file: configFile({ tokens: { t: 'a' }, docker: { imag: 'x' } }), env: {} }),
+    /\/docker\/imag is not a known key/,
+  );
+  assert.throws(
+    () => loadConfig({ file: configFile({ runs: { maxPerTenant: 0 } }), env: {} }),
+    /\/runs\/maxPerTenant must be >= 1/,
+  );
+  assert.throws(
+    () => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_PROVIDER: 'podman' } }),
+    /\/provider must be one of docker, process/,
+  );
   assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_POOL_SIZE: '5' } }).pool.size, 5);
-  assert.throws(() => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_POOL_SIZE: 'five' } }), /\/pool\/size must be integer/);
+  assert.throws(
+    () => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_POOL_SIZE: 'five' } }),
+    /\/pool\/size must be integer/,
+  );
 });
 
 test('a file sets some keys, the environment then others, each by its type', () => {
@@ -84,8 +115,16 @@ test('a file sets some keys, the environment then others, each by its type', () 
   assert.deepEqual(cfg.workspaceRoots, ['/a', '/b']);
   assert.equal(cfg.allowProcessProvider, true);
   assert.equal(cfg.provider, 'process');
-  assert.deepEqual(cfg.docker, { ...defaultConfig().docker, image: 'img:1', runtime: 'runsc', socketPath: '/run/d.sock' });
+  assert.deepEqual(cfg.docker, {
+    ...defaultConfig().docker,
+    image: 'img:1',
+    runtime: 'runsc',
+    socketPath: '/run/d.sock',
+  });
   assert.deepEqual(cfg.runs, { ...defaultConfig().runs, maxPerTenant: 3 });
   assert.equal(cfg.listen, '127.0.0.1:1');
-  assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_ALLOW_PROCESS_PROVIDER: '0' } }).allowProcessProvider, false);
+  assert.equal(
+    loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_ALLOW_PROCESS_PROVIDER: '0' } }).allowProcessProvider,
+    false,
+  );
 });

@@ -5,7 +5,14 @@ import * as path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
 import { AskRequest, BridgeRequest, ProgressNotification } from '../../../protocol/src/calls';
-import { CommandRequest, FamilyCommand, InitializeRequest, RunEventNotification, RunEventType, ShutdownRequest } from '../../../protocol/src/run';
+import {
+  CommandRequest,
+  FamilyCommand,
+  InitializeRequest,
+  RunEventNotification,
+  RunEventType,
+  ShutdownRequest,
+} from '../../../protocol/src/run';
 import { CallToolRequest } from '../../../protocol/src/tools';
 import { WatchersCommand, WorkerEvent, type WorkerEventPayload } from '../../../protocol/src/workers';
 import { RunnerClient } from '../../../gateway/src/runs/RunnerClient';
@@ -16,19 +23,53 @@ import { NO_FEATURES, tempWorkspace } from '../../helpers/runner';
 const ROOT = path.resolve(__dirname, '../../../..');
 
 test('the method names on the wire stay as they are: a restarted gateway re-attaches to runners of the old version', () => {
-  const methods = [InitializeRequest, CallToolRequest, ShutdownRequest, CommandRequest, ProgressNotification, AskRequest, BridgeRequest, RunEventNotification].map((m) => m.type.method);
-  assert.deepEqual(methods, ['runner/initialize', 'tools/call', 'runner/shutdown', 'runner/command', 'call/progress', 'call/ask', 'call/bridge', 'run/event']);
-  assert.deepEqual([WatchersCommand.type.family, WatchersCommand.type.command, WorkerEvent.type.kind], ['vibe', 'watchers', 'vibe.worker']);
+  const methods = [
+    InitializeRequest,
+    CallToolRequest,
+    ShutdownRequest,
+    CommandRequest,
+    ProgressNotification,
+    AskRequest,
+    BridgeRequest,
+    RunEventNotification,
+  ].map((m) => m.type.method);
+  assert.deepEqual(methods, [
+    'runner/initialize',
+    'tools/call',
+    'runner/shutdown',
+    'runner/command',
+    'call/progress',
+    'call/ask',
+    'call/bridge',
+    'run/event',
+  ]);
+  assert.deepEqual(
+    [WatchersCommand.type.family, WatchersCommand.type.command, WorkerEvent.type.kind],
+    ['vibe', 'watchers', 'vibe.worker'],
+  );
 });
 
 /** The gateway's RunnerClient and a runner-side RunContext joined by in-memory stdio. */
 function connected() {
   const down = new PassThrough();
   const up = new PassThrough();
-  const sandbox = { id: 's', runId: 'r', workspacePath: '/w', secret: Buffer.alloc(32), stdio: async () => ({ stdin: down, stdout: up }), exited: new Promise(() => undefined) } as unknown as Sandbox;
+  const sandbox = {
+    id: 's',
+    runId: 'r',
+    workspacePath: '/w',
+    secret: Buffer.alloc(32),
+    stdio: async () => ({ stdin: down, stdout: up }),
+    exited: new Promise(() => undefined),
+  } as unknown as Sandbox;
   const client = new RunnerClient(sandbox);
   const runner = createMessageConnection(new StreamMessageReader(down), new StreamMessageWriter(up));
-  const run = new RunContext({ runId: 'r', conversationId: 'c', workspace: tempWorkspace(), features: NO_FEATURES, settings: {} });
+  const run = new RunContext({
+    runId: 'r',
+    conversationId: 'c',
+    workspace: tempWorkspace(),
+    features: NO_FEATURES,
+    settings: {},
+  });
   runner.onRequest(CommandRequest.type, (params) => run.command(params));
   run.sendEvent = (event) => void runner.sendNotification(RunEventNotification.type, event);
   runner.listen();
@@ -40,8 +81,14 @@ test('a family command reaches its handler in the runner and the typed reply com
   const event: WorkerEventPayload = { seq: 3, kind: 'START', workerId: 'w1', label: 'w1', tier: 'fast', brief: 'b' };
   run.handleCommand(WatchersCommand.type, ({ count }) => ({ seq: count, events: [event] }));
   assert.deepEqual(await client.command(WatchersCommand.type, { count: 2 }), { seq: 2, events: [event] });
-  await assert.rejects(client.command(new FamilyCommand<object, unknown>('vibe', 'nope'), {}), /unknown vibe command nope/);
-  await assert.rejects(client.command(new FamilyCommand<object, unknown>('lsp', 'probe'), {}), /no command handler for lsp in this run/);
+  await assert.rejects(
+    client.command(new FamilyCommand<object, unknown>('vibe', 'nope'), {}),
+    /unknown vibe command nope/,
+  );
+  await assert.rejects(
+    client.command(new FamilyCommand<object, unknown>('lsp', 'probe'), {}),
+    /no command handler for lsp in this run/,
+  );
   close();
 });
 
@@ -60,7 +107,9 @@ test('run events reach only the listeners of their kind', async () => {
 });
 
 function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [],
+  );
 }
 
 /** Every file of `from` that imports (even types) from one of `forbidden`, as "file → import". */
@@ -69,7 +118,8 @@ function importsInto(from: string, forbidden: string[]): string[] {
   for (const file of sources(path.join(ROOT, from))) {
     for (const m of readFileSync(file, 'utf8').matchAll(/from '(\.[^']*)'/g)) {
       const target = path.relative(ROOT, path.resolve(path.dirname(file), m[1]));
-      if (forbidden.some((f) => target === f || target.startsWith(f + path.sep))) found.push(`${path.relative(ROOT, file)} → ${m[1]}`);
+      if (forbidden.some((f) => target === f || target.startsWith(f + path.sep)))
+        found.push(`${path.relative(ROOT, file)} → ${m[1]}`);
     }
   }
   return found;

@@ -6,8 +6,14 @@ import { maxTierOf, visible } from '../../../gateway/src/surfaces';
 
 test('plan mode and read-only subagents are capped at the read tier', () => {
   assert.equal(maxTierOf(create(SurfaceSchema, { mode: SurfaceMode.PLAN, agent: AgentKind.MAIN })), 'read');
-  assert.equal(maxTierOf(create(SurfaceSchema, { mode: SurfaceMode.DEFAULT, agent: AgentKind.READ_ONLY_SUBAGENT })), 'read');
-  assert.equal(maxTierOf(create(SurfaceSchema, { mode: SurfaceMode.PLAN, agent: AgentKind.READ_ONLY_SUBAGENT })), 'read');
+  assert.equal(
+    maxTierOf(create(SurfaceSchema, { mode: SurfaceMode.DEFAULT, agent: AgentKind.READ_ONLY_SUBAGENT })),
+    'read',
+  );
+  assert.equal(
+    maxTierOf(create(SurfaceSchema, { mode: SurfaceMode.PLAN, agent: AgentKind.READ_ONLY_SUBAGENT })),
+    'read',
+  );
 });
 
 test('the default surface sees every tier, also when the surface is left out', () => {

@@ -55,9 +55,14 @@ const v = new ArgumentValidator(
 
 test('enumerated arguments accept their values and name the allowed ones otherwise', () => {
   assert.deepEqual(v.check('spawnSchema', { brief: 'b', label: 'l', tier: 'good' }), []);
-  assert.deepEqual(v.check('spawnSchema', { brief: 'b', label: 'l', tier: 'best' }), ['argument "tier" must be one of ["fast","good"]']);
+  assert.deepEqual(v.check('spawnSchema', { brief: 'b', label: 'l', tier: 'best' }), [
+    'argument "tier" must be one of ["fast","good"]',
+  ]);
   assert.deepEqual(v.check('resolveSchema', { edit_id: 'edit_3', action: 'accept' }), []);
-  assert.deepEqual(v.check('resolveSchema', { edit_id: 'e3', action: 'keep' }), ['argument "edit_id" must match pattern "^edit_[0-9]+$"', 'argument "action" must be one of ["accept","discard"]']);
+  assert.deepEqual(v.check('resolveSchema', { edit_id: 'e3', action: 'keep' }), [
+    'argument "edit_id" must match pattern "^edit_[0-9]+$"',
+    'argument "action" must be one of ["accept","discard"]',
+  ]);
 });
 
 test('per-op requirements still hold (debug, lsp)', () => {
@@ -67,12 +72,22 @@ test('per-op requirements still hold (debug, lsp)', () => {
   assert.ok(v.check('debugSchema', { op: 'launch' }).includes('missing required argument "program"'));
   assert.deepEqual(v.check('lspSchema', { action: 'status' }), []);
   const nav = v.check('lspSchema', { action: 'hover', file: 'a.ts' });
-  assert.ok(nav.includes('missing required argument "line"') && nav.includes('missing required argument "symbol"'), nav.join('; '));
+  assert.ok(
+    nav.includes('missing required argument "line"') && nav.includes('missing required argument "symbol"'),
+    nav.join('; '),
+  );
   assert.ok(v.check('lspSchema', { action: 'diagnostics' }).includes('missing required argument "file"'));
 });
 
 test('nested objects and optional fields keep their bounds (ask_user)', () => {
-  assert.deepEqual(v.check('askUserSchema', { question: 'Which?', options: [{ label: 'A' }, { label: 'B', description: 'b' }] }), []);
-  assert.deepEqual(v.check('askUserSchema', { question: 'Which?', options: [{ label: '' }] }), ['argument "options.0.label" must NOT have fewer than 1 characters']);
-  assert.deepEqual(v.check('askUserSchema', { question: 'Which?', options: [{ label: 'A', why: 'x' }] }), ['unknown argument "why" in options.0']);
+  assert.deepEqual(
+    v.check('askUserSchema', { question: 'Which?', options: [{ label: 'A' }, { label: 'B', description: 'b' }] }),
+    [],
+  );
+  assert.deepEqual(v.check('askUserSchema', { question: 'Which?', options: [{ label: '' }] }), [
+    'argument "options.0.label" must NOT have fewer than 1 characters',
+  ]);
+  assert.deepEqual(v.check('askUserSchema', { question: 'Which?', options: [{ label: 'A', why: 'x' }] }), [
+    'unknown argument "why" in options.0',
+  ]);
 });

@@ -7,10 +7,18 @@ import { DapClient, DapClosedError, DapRequestError, DapTimeoutError } from '../
 import { OutputBuffer } from '../../../runner/src/tools/debug/outputBuffer';
 import { ReverseRequests } from '../../../runner/src/tools/debug/reverseRequests';
 
-const event = (seq: number, name: string, body?: unknown): DebugProtocol.Event => ({ seq, type: 'event', event: name, body });
+const event = (seq: number, name: string, body?: unknown): DebugProtocol.Event => ({
+  seq,
+  type: 'event',
+  event: name,
+  body,
+});
 
 test('framing: messages survive being cut at every byte, and several arrive in one chunk', () => {
-  const msgs = [event(1, 'output', { output: 'héllo ✓ \r\n\r\n' }), event(2, 'stopped', { reason: 'breakpoint', threadId: 1 })];
+  const msgs = [
+    event(1, 'output', { output: 'héllo ✓ \r\n\r\n' }),
+    event(2, 'stopped', { reason: 'breakpoint', threadId: 1 }),
+  ];
   const wire = Buffer.concat(msgs.map(encodeMessage));
   for (let cut = 1; cut < wire.length; cut++) {
     const d = new MessageDecoder();
@@ -20,7 +28,12 @@ test('framing: messages survive being cut at every byte, and several arrive in o
   assert.deepEqual(new MessageDecoder().push(wire), msgs);
   // Content-Length counts bytes, not characters.
   const json = JSON.stringify(event(1, 'x', { s: 'é' }));
-  assert.equal(encodeMessage(event(1, 'x', { s: 'é' })).toString('latin1').split('\r\n')[0], `Content-Length: ${json.length + 1}`);
+  assert.equal(
+    encodeMessage(event(1, 'x', { s: 'é' }))
+      .toString('latin1')
+      .split('\r\n')[0],
+    `Content-Length: ${json.length + 1}`,
+  );
 });
 
 test('framing: a header without Content-Length, or a runaway header, is an error', () => {
@@ -45,7 +58,11 @@ function fakeAdapter(answer: (r: DebugProtocol.Request, send: (m: DebugProtocol.
   return { toClient, toAdapter, send, fromClient };
 }
 
-const respond = (r: DebugProtocol.Request, body: unknown, extra: Partial<DebugProtocol.Response> = {}): DebugProtocol.Response => ({
+const respond = (
+  r: DebugProtocol.Request,
+  body: unknown,
+  extra: Partial<DebugProtocol.Response> = {},
+): DebugProtocol.Response => ({
   seq: 100 + r.seq,
   type: 'response',
   request_seq: r.seq,
@@ -68,25 +85,47 @@ test('client: responses are matched by request_seq even out of order; events rea
   const client = new DapClient(a.toClient, a.toAdapter, async () => undefined);
   const events: string[] = [];
   client.onEvent((e) => events.push(e.event));
-  const [first, second] = await Promise.all([client.request('threads', undefined, 1000), client.request('threads', undefined, 1000)]);
+  const [first, second] = await Promise.all([
+    client.request('threads', undefined, 1000),
+    client.request('threads', undefined, 1000),
+  ]);
   assert.equal(first.body.threads[0].name, 'first');
   assert.equal(second.body.threads[0].name, 'second');
   assert.deepEqual(events, ['stopped']);
-  assert.deepEqual(a.fromClient.map((m) => m.seq), [1, 2]);
+  assert.deepEqual(
+    a.fromClient.map((m) => m.seq),
+    [1, 2],
+  );
 });
 
-test('client: a failed request carries the adapter\'s formatted message; silence times out; a closed stream fails everything', async () => {
+test("client: a failed request carries the adapter's formatted message; silence times out; a closed stream fails everything", async () => {
   const a = fakeAdapter((r, send) => {
-    if (r.command === 'evaluate') send(respond(r, { error: { id: 1, format: 'name {name} is not defined', variables: { name: 'zz' } } }, { success: false, message: 'x' }));
+    if (r.command === 'evaluate')
+      send(
+        respond(
+          r,
+          { error: { id: 1, format: 'name {name} is not defined', variables: { name: 'zz' } } },
+          { success: false, message: 'x' },
+        ),
+      );
     if (r.command === 'scopes') send(respond(r, undefined, { success: false, message: 'Wrong ID' }));
   });
   const client = new DapClient(a.toClient, a.toAdapter, async () => undefined);
-  await assert.rejects(client.request('evaluate', { expression: 'zz' }, 1000), (e: unknown) => e instanceof DapRequestError && e.message === 'name zz is not defined');
-  await assert.rejects(client.request('scopes', { frameId: 9 }, 1000), (e: unknown) => e instanceof DapRequestError && e.message === 'Wrong ID');
+  await assert.rejects(
+    client.request('evaluate', { expression: 'zz' }, 1000),
+    (e: unknown) => e instanceof DapRequestError && e.message === 'name zz is not defined',
+  );
+  await assert.rejects(
+    client.request('scopes', { frameId: 9 }, 1000),
+    (e: unknown) => e instanceof DapRequestError && e.message === 'Wrong ID',
+  );
   await assert.rejects(client.request('threads', undefined, 50), DapTimeoutError);
   const pending = client.request('threads', undefined, 5000);
   a.toClient.end();
-  await assert.rejects(pending, (e: unknown) => e instanceof DapClosedError && /closed its connection/.test((e as Error).message));
+  await assert.rejects(
+    pending,
+    (e: unknown) => e instanceof DapClosedError && /closed its connection/.test((e as Error).message),
+  );
   await assert.rejects(client.request('threads', undefined, 1000), DapClosedError);
 });
 
@@ -112,11 +151,28 @@ test('reverse requests: runInTerminal runs the command here with its env and cap
   const a = fakeAdapter(() => undefined);
   a.toAdapter.on('data', () => undefined);
   const decoder = new MessageDecoder();
-  a.toAdapter.on('data', (chunk: Buffer) => decoder.push(chunk).forEach((m) => m.type === 'response' && answered(m as DebugProtocol.Response)));
+  a.toAdapter.on('data', (chunk: Buffer) =>
+    decoder.push(chunk).forEach((m) => m.type === 'response' && answered(m as DebugProtocol.Response)),
+  );
   new DapClient(a.toClient, a.toAdapter, reverse.handler);
-  a.send({ seq: 1, type: 'request', command: 'runInTerminal', arguments: { cwd: '/tmp', args: ['sh', '-c', 'echo "hi $GREETING from $(pwd)"'], env: { GREETING: 'there' } } } as DebugProtocol.Request);
-  a.send({ seq: 2, type: 'request', command: 'startDebugging', arguments: { request: 'launch', configuration: {} } } as DebugProtocol.Request);
-  a.send({ seq: 3, type: 'request', command: 'runInTerminal', arguments: { cwd: '/tmp', args: ['/no/such/binary'] } } as DebugProtocol.Request);
+  a.send({
+    seq: 1,
+    type: 'request',
+    command: 'runInTerminal',
+    arguments: { cwd: '/tmp', args: ['sh', '-c', 'echo "hi $GREETING from $(pwd)"'], env: { GREETING: 'there' } },
+  } as DebugProtocol.Request);
+  a.send({
+    seq: 2,
+    type: 'request',
+    command: 'startDebugging',
+    arguments: { request: 'launch', configuration: {} },
+  } as DebugProtocol.Request);
+  a.send({
+    seq: 3,
+    type: 'request',
+    command: 'runInTerminal',
+    arguments: { cwd: '/tmp', args: ['/no/such/binary'] },
+  } as DebugProtocol.Request);
   const byReq = new Map((await responses).map((r) => [r.request_seq, r]));
   assert.equal(byReq.get(1)!.success, true);
   assert.ok((byReq.get(1)!.body as { processId: number }).processId > 0);

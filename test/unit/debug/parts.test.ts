@@ -56,14 +56,20 @@ test('root markers: nearest from the program up to the workspace root; a bounded
   write(path.join(ws, 'svc/api/pyproject.toml'), '');
   write(path.join(ws, 'svc/api/app.py'), '');
   write(path.join(ws, 'node_modules/x/go.mod'), '');
-  assert.deepEqual(await findMarkerUp(ws, path.join(ws, 'svc/api'), ADAPTERS.debugpy.markers), { dir: path.join(ws, 'svc/api'), marker: 'pyproject.toml' });
-  assert.deepEqual(await findMarkerUp(ws, path.join(ws, 'svc'), ADAPTERS.debugpy.markers), { dir: ws, marker: 'requirements.txt' });
+  assert.deepEqual(await findMarkerUp(ws, path.join(ws, 'svc/api'), ADAPTERS.debugpy.markers), {
+    dir: path.join(ws, 'svc/api'),
+    marker: 'pyproject.toml',
+  });
+  assert.deepEqual(await findMarkerUp(ws, path.join(ws, 'svc'), ADAPTERS.debugpy.markers), {
+    dir: ws,
+    marker: 'requirements.txt',
+  });
   assert.equal(await findMarkerUp(ws, '/usr', ADAPTERS.debugpy.markers), undefined);
   assert.equal((await findMarkersDown(ws, ADAPTERS.debugpy.markers)).length, 2);
   assert.deepEqual(await findMarkersDown(ws, ADAPTERS.delve.markers), [], 'node_modules is not searched');
 });
 
-test('the adapter is picked from the program: .py or a python shebang, .go, a Go package folder, an ELF binary; anything else is nobody\'s', async () => {
+test("the adapter is picked from the program: .py or a python shebang, .go, a Go package folder, an ELF binary; anything else is nobody's", async () => {
   const ws = tempWorkspace();
   write(path.join(ws, 'a.py'), '');
   write(path.join(ws, 'pkg/main.go'), '');
@@ -76,10 +82,32 @@ test('the adapter is picked from the program: .py or a python shebang, .go, a Go
   assert.deepEqual(await adaptersForProgram(path.join(ws, 'pkg/main.go')), ['delve']);
   assert.deepEqual(await adaptersForProgram(path.join(ws, 'pkg')), ['delve']);
   assert.deepEqual(await adaptersForProgram(path.join(ws, 'm.dart')), ['dart']);
-  assert.deepEqual(await adaptersForProgram(path.join(ws, 'bin')), ['lldb', 'delve'], 'a native binary: the markers decide');
+  assert.deepEqual(
+    await adaptersForProgram(path.join(ws, 'bin')),
+    ['lldb', 'delve'],
+    'a native binary: the markers decide',
+  );
   assert.deepEqual(await adaptersForProgram(path.join(ws, 'notes.txt')), []);
-  assert.equal(ADAPTERS.delve.launchArguments({ program: path.join(ws, 'bin'), args: [], cwd: ws, scratchDir: ws, command: {} as never }).mode, 'exec');
-  assert.equal(ADAPTERS.delve.launchArguments({ program: path.join(ws, 'pkg'), args: [], cwd: ws, scratchDir: ws, command: {} as never }).mode, 'debug');
+  assert.equal(
+    ADAPTERS.delve.launchArguments({
+      program: path.join(ws, 'bin'),
+      args: [],
+      cwd: ws,
+      scratchDir: ws,
+      command: {} as never,
+    }).mode,
+    'exec',
+  );
+  assert.equal(
+    ADAPTERS.delve.launchArguments({
+      program: path.join(ws, 'pkg'),
+      args: [],
+      cwd: ws,
+      scratchDir: ws,
+      command: {} as never,
+    }).mode,
+    'debug',
+  );
 });
 
 test('debugpy prefers the project-local .venv python over every python3 on PATH', async () => {
@@ -152,7 +180,13 @@ test('registration: only with the debug feature and a conversation id; exec tier
   const tool = (await runnerFor({ debug: true })).registry.list().find((t) => t.name === 'debug');
   assert.equal(tool?.tier, 'exec');
   assert.equal(tool?.parallelSafe, false);
-  const run = new RunContext({ runId: 'r', conversationId: '', workspace: tempWorkspace(), features: { ...NO_FEATURES, debug: true }, settings: {} });
+  const run = new RunContext({
+    runId: 'r',
+    conversationId: '',
+    workspace: tempWorkspace(),
+    features: { ...NO_FEATURES, debug: true },
+    settings: {},
+  });
   const registry = new ToolRegistry();
   registerDebug(registry, run);
   assert.ok(!registry.has('debug'));

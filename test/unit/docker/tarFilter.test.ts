@@ -34,11 +34,15 @@ async function entriesOf(stream: Readable): Promise<(tarStream.Header & { body: 
   return out;
 }
 
-const confine = async (entries: Entry[], prefix = '') => entriesOf(confineTar(await tarOf(entries), { prefix, uid: 1000, gid: 1000 }));
+const confine = async (entries: Entry[], prefix = '') =>
+  entriesOf(confineTar(await tarOf(entries), { prefix, uid: 1000, gid: 1000 }));
 
 test('entries land under the prefix, after their parent directories, owned by the run user', async () => {
   const out = await confine([{ name: 'src/lib/a.ts', body: 'export {}', uid: 0, gid: 0, mode: 0o4777 }], 'pkg/x');
-  assert.deepEqual(out.map((e) => `${e.type} ${e.name}`), ['directory pkg', 'directory pkg/x', 'directory pkg/x/src', 'directory pkg/x/src/lib', 'file pkg/x/src/lib/a.ts']);
+  assert.deepEqual(
+    out.map((e) => `${e.type} ${e.name}`),
+    ['directory pkg', 'directory pkg/x', 'directory pkg/x/src', 'directory pkg/x/src/lib', 'file pkg/x/src/lib/a.ts'],
+  );
   for (const e of out) assert.deepEqual([e.uid, e.gid], [1000, 1000]);
   const file = out.at(-1)!;
   assert.equal(file.body, 'export {}');
@@ -46,13 +50,24 @@ test('entries land under the prefix, after their parent directories, owned by th
 });
 
 test('a directory entry is sent once even when the archive names it after its children', async () => {
-  const out = await confine([{ name: 'a/b.txt', body: 'b' }, { name: 'a/', type: 'directory' }, { name: 'a/c.txt', body: 'c' }]);
-  assert.deepEqual(out.map((e) => e.name), ['a', 'a/b.txt', 'a/c.txt']);
+  const out = await confine([
+    { name: 'a/b.txt', body: 'b' },
+    { name: 'a/', type: 'directory' },
+    { name: 'a/c.txt', body: 'c' },
+  ]);
+  assert.deepEqual(
+    out.map((e) => e.name),
+    ['a', 'a/b.txt', 'a/c.txt'],
+  );
 });
 
 test('links inside the workspace pass; hard links are re-rooted under the prefix', async () => {
   const out = await confine(
-    [{ name: 'real.txt', body: 'r' }, { name: 'sub/up', type: 'symlink', linkname: '../real.txt' }, { name: 'hard', type: 'link', linkname: 'real.txt' }],
+    [
+      { name: 'real.txt', body: 'r' },
+      { name: 'sub/up', type: 'symlink', linkname: '../real.txt' },
+      { name: 'hard', type: 'link', linkname: 'real.txt' },
+    ],
     'p',
   );
   assert.equal(out.find((e) => e.name === 'p/sub/up')?.linkname, '../real.txt');
@@ -79,7 +94,19 @@ test('a prefix that escapes is refused up front', async () => {
 });
 
 test('stripTarPrefix renames entries relative to the stripped directory and drops it', async () => {
-  const out = await entriesOf(stripTarPrefix(await tarOf([{ name: 'workspace/', type: 'directory' }, { name: 'workspace/a.txt', body: 'a' }, { name: 'workspace/d/b.txt', body: 'b' }]), 'workspace'));
-  assert.deepEqual(out.map((e) => e.name), ['a.txt', 'd/b.txt']);
+  const out = await entriesOf(
+    stripTarPrefix(
+      await tarOf([
+        { name: 'workspace/', type: 'directory' },
+        { name: 'workspace/a.txt', body: 'a' },
+        { name: 'workspace/d/b.txt', body: 'b' },
+      ]),
+      'workspace',
+    ),
+  );
+  assert.deepEqual(
+    out.map((e) => e.name),
+    ['a.txt', 'd/b.txt'],
+  );
   assert.equal(out[1].body, 'b');
 });

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { CellOutput } from '../../../runner/src/tools/eval/cellOutput';
 
 const limits = { headChars: 10, tailChars: 5, maxItems: 2, imageChars: 100 };
-const texts = (items: ReturnType<CellOutput['finish']>) => items.map((i) => (i.type === 'text' ? i.text : `<${i.type}>`));
+const texts = (items: ReturnType<CellOutput['finish']>) =>
+  items.map((i) => (i.type === 'text' ? i.text : `<${i.type}>`));
 
 test('text and rich items keep their order', () => {
   const out = new CellOutput(limits);
@@ -37,5 +38,9 @@ test('rich items past the cap (count or image bytes) are left out with a note', 
   out.addItem({ type: 'image', mime: 'image/png', data: 'x'.repeat(20) });
   out.addItem({ type: 'text', text: 'one' });
   out.addItem({ type: 'text', text: 'two' });
-  assert.deepEqual(texts(out.finish('closing')), ['<image>', 'one', '… 2 more rich outputs (tables, images) left out\nclosing']);
+  assert.deepEqual(texts(out.finish('closing')), [
+    '<image>',
+    'one',
+    '… 2 more rich outputs (tables, images) left out\nclosing',
+  ]);
 });

@@ -17,7 +17,15 @@ async function session(cells: string[]): Promise<unknown[]> {
 }
 
 test('plain cells: let/const/class may be declared again by a later cell; the last expression is the value', async () => {
-  assert.deepEqual(await session(['let a = 1; const b = 2; a + b', 'const a = 10; a', 'class K { v() { return 1 } }', 'class K { v() { return 2 } }; new K().v()']), [3, 10, undefined, 2]);
+  assert.deepEqual(
+    await session([
+      'let a = 1; const b = 2; a + b',
+      'const a = 10; a',
+      'class K { v() { return 1 } }',
+      'class K { v() { return 2 } }; new K().v()',
+    ]),
+    [3, 10, undefined, 2],
+  );
 });
 
 test('a cell ending in a declaration echoes nothing, even though the script has a completion value', async () => {
@@ -41,7 +49,10 @@ test('await inside a function alone does not make the cell async', () => {
 test('rewrites keep line numbers', () => {
   const code = 'const x = 1\nawait null\nthrow new Error("line 3")';
   const p = prepareCell(code);
-  assert.equal(p.source.split('\n').findIndex((l) => l.includes('line 3')), 2);
+  assert.equal(
+    p.source.split('\n').findIndex((l) => l.includes('line 3')),
+    2,
+  );
 });
 
 test('a syntax error names the line and column', () => {
@@ -52,8 +63,16 @@ test('a syntax error names the line and column', () => {
 });
 
 test('static imports become dynamic ones, so a cell may import like a module', async () => {
-  const p = prepareCell('import path, { join as j, sep } from "node:path"\nimport * as os from "node:os"\nj("a", "b") + sep + typeof path.join + typeof os.cpus');
+  const p = prepareCell(
+    'import path, { join as j, sep } from "node:path"\nimport * as os from "node:os"\nj("a", "b") + sep + typeof path.join + typeof os.cpus',
+  );
   assert.equal(p.async, true);
-  assert.match(p.source, /\(\{ default: path, join: j, sep \} = await import\("node:path"\)\);\n\(os = await import\("node:os"\)\);/);
-  assert.throws(() => prepareCell('export const x = 1'), (e: unknown) => e instanceof CellSyntaxError && /use require\(\) or await import\(\)/.test(e.message));
+  assert.match(
+    p.source,
+    /\(\{ default: path, join: j, sep \} = await import\("node:path"\)\);\n\(os = await import\("node:os"\)\);/,
+  );
+  assert.throws(
+    () => prepareCell('export const x = 1'),
+    (e: unknown) => e instanceof CellSyntaxError && /use require\(\) or await import\(\)/.test(e.message),
+  );
 });

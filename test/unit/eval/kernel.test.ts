@@ -14,7 +14,10 @@ import { DEFAULT_SETTINGS } from '../../../runner/src/tools/eval/schemas';
 const kernels = new KernelManager({ ...DEFAULT_SETTINGS, interruptGraceSeconds: 1 }, os.tmpdir());
 after(() => kernels.stopAll());
 
-function context(signal = new AbortController().signal, callTool?: ToolContext['callTool']): ToolContext & { progressed: string[] } {
+function context(
+  signal = new AbortController().signal,
+  callTool?: ToolContext['callTool'],
+): ToolContext & { progressed: string[] } {
   const progressed: string[] = [];
   return {
     callId: 'c',
@@ -29,17 +32,30 @@ function context(signal = new AbortController().signal, callTool?: ToolContext['
 
 async function run(language: Language, code: string, ctx = context(), budgetMs = 10_000) {
   const kernel = await kernels.kernel(language, false);
-  const cell = await runCell(kernel, code, ctx, { budgetMs, graceMs: 1000, progressChars: 1000, output: { headChars: 2000, tailChars: 200, maxItems: 10, imageChars: 1e6 } });
+  const cell = await runCell(kernel, code, ctx, {
+    budgetMs,
+    graceMs: 1000,
+    progressChars: 1000,
+    output: { headChars: 2000, tailChars: 200, maxItems: 10, imageChars: 1e6 },
+  });
   const result = cellResult(language, cell, kernel.executionCount, 0);
   return { cell, result, text: result.content.map((c) => (c.type === 'text' ? c.text : `<${c.type}>`)).join('') };
 }
 
 test('a cell that ignores the interrupt is killed, and the result says the state is lost', async () => {
   await run('python', 'kept = 1');
-  const r = await run('python', 'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass', context(), 300);
+  const r = await run(
+    'python',
+    'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass',
+    context(),
+    300,
+  );
   assert.equal(r.cell.killed, true);
   assert.equal(r.result.isError, true);
-  assert.match(r.text, /did not stop after an interrupt \(the cell produced no output for 0\.3 s.*\), so the Python interpreter was killed: it has been reset and its state .* is lost/);
+  assert.match(
+    r.text,
+    /did not stop after an interrupt \(the cell produced no output for 0\.3 s.*\), so the Python interpreter was killed: it has been reset and its state .* is lost/,
+  );
   assert.match((await run('python', '"kept" in globals()')).text, /^False$/);
 });
 
@@ -49,13 +65,21 @@ test('cancelling the call interrupts the cell; the interpreter keeps its state',
   setTimeout(() => abort.abort('the client went away'), 300);
   const r = await run('python', 'import time\ntime.sleep(30)', context(abort.signal));
   assert.equal(r.cell.killed, false);
-  assert.match(r.text, /KeyboardInterrupt\nThe cell was interrupted because the call was cancelled \(the client went away\)/);
+  assert.match(
+    r.text,
+    /KeyboardInterrupt\nThe cell was interrupted because the call was cancelled \(the client went away\)/,
+  );
   assert.equal((await run('python', 'kept')).text, '2');
 });
 
 test('printed text streams out as progress while the cell runs, and output resets the budget', async () => {
   const ctx = context();
-  const r = await run('python', 'import time\nfor i in range(4):\n    print("tick", i, flush=True)\n    time.sleep(0.2)', ctx, 500);
+  const r = await run(
+    'python',
+    'import time\nfor i in range(4):\n    print("tick", i, flush=True)\n    time.sleep(0.2)',
+    ctx,
+    500,
+  );
   assert.ok(!r.result.isError, r.text);
   assert.equal(r.text, 'tick 0\ntick 1\ntick 2\ntick 3\n');
   assert.ok(ctx.progressed.length >= 2, `progress came in ${ctx.progressed.length} pieces`);
@@ -66,11 +90,18 @@ test('output of child processes written straight to fd 1 is part of the result',
   assert.match(r.text, /from a child/);
 });
 
-test('a failing bridged call raises ToolError in the cell with the tool\'s message', async () => {
-  const ctx = context(undefined, async (name) => ({ content: [{ type: 'text', text: `unknown tool: ${name}` }], isError: true }));
+test("a failing bridged call raises ToolError in the cell with the tool's message", async () => {
+  const ctx = context(undefined, async (name) => ({
+    content: [{ type: 'text', text: `unknown tool: ${name}` }],
+    isError: true,
+  }));
   const py = await run('python', 'try:\n    tool("nope", {})\nexcept ToolError as e:\n    print("caught", e)', ctx);
   assert.equal(py.text, 'caught unknown tool: nope\n');
-  const js = await run('javascript', 'try { await tool("nope", {}) } catch (e) { console.log(e.name, e.message) }', ctx);
+  const js = await run(
+    'javascript',
+    'try { await tool("nope", {}) } catch (e) { console.log(e.name, e.message) }',
+    ctx,
+  );
   assert.equal(js.text, 'ToolError unknown tool: nope\n');
 });
 
@@ -93,7 +124,9 @@ test('when an interpreter goes, the processes its cells started go with it', asy
   assert.equal(gone.result.isError, true);
   await new Promise((res) => setTimeout(res, 200));
   // Gone, or a zombie waiting for an init that reaps slowly: either way no longer running.
-  const state = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] : 'gone';
+  const state = existsSync(`/proc/${pid}/stat`)
+    ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0]
+    : 'gone';
   assert.ok(state === 'gone' || state === 'Z', `sleep is still ${state}`);
 });
 

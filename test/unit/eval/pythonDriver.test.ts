@@ -46,7 +46,10 @@ test("cells are compiled without the driver's __future__ imports", async () => {
 test("a cell's traceback shows the cell's frames and none of the driver's", async () => {
   const kernel = await kernels.kernel('python', false);
   const text = await run(kernel, 'def f():\n    return 1 / 0\nf()');
-  assert.match(text, /^Traceback \(most recent call last\):\n {2}cell line 3, in <module>\n {4}f\(\)\n {2}cell line 2, in f\n/);
+  assert.match(
+    text,
+    /^Traceback \(most recent call last\):\n {2}cell line 3, in <module>\n {4}f\(\)\n {2}cell line 2, in f\n/,
+  );
   assert.ok(!text.includes('driver.py'), text);
 });
 
@@ -62,7 +65,10 @@ test('a driver whose wire.json disagrees with it does not start, and says why', 
     writeFileSync(path.join(dir, 'wire.json'), JSON.stringify(wire));
     const args = [...launch.args];
     args[1] = path.join(dir, 'python', 'driver.py');
-    await assert.rejects(Kernel.start({ ...launch, args }, 10_000), /exited while starting[\s\S]*WireError: wire.json does not declare the command exec with the fields cell, code/);
+    await assert.rejects(
+      Kernel.start({ ...launch, args }, 10_000),
+      /exited while starting[\s\S]*WireError: wire.json does not declare the command exec with the fields cell, code/,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -9,7 +9,10 @@ const textOf = (r: ToolResult) => r.content.map((c) => (c.type === 'text' ? c.te
 
 test('read returns numbered lines and pages long files', async () => {
   const { call, workspace } = await runnerFor();
-  writeFileSync(path.join(workspace, 'f.txt'), `${Array.from({ length: 2500 }, (_, i) => `line ${i + 1}`).join('\n')}\n`);
+  writeFileSync(
+    path.join(workspace, 'f.txt'),
+    `${Array.from({ length: 2500 }, (_, i) => `line ${i + 1}`).join('\n')}\n`,
+  );
   const r = await call('read', { path: 'f.txt' });
   assert.ok(!r.isError);
   assert.match(textOf(r), /^ {5}1\tline 1\n/);
@@ -54,12 +57,17 @@ test('an absolute path inside the workspace is accepted', async () => {
 
 test('write is atomic and leaves no temp files; edit refuses ambiguous matches', async () => {
   const { call, workspace } = await runnerFor();
-  assert.match(textOf(await call('write', { path: 'd/x.py', content: 'a = 1\na = 1\n' })), /created d\/x.py \(2 lines\)/);
+  assert.match(
+    textOf(await call('write', { path: 'd/x.py', content: 'a = 1\na = 1\n' })),
+    /created d\/x.py \(2 lines\)/,
+  );
   const amb = await call('edit', { path: 'd/x.py', old_string: 'a = 1', new_string: 'a = 2' });
   assert.equal(amb.isError, true);
   assert.match(textOf(amb), /occurs 2 times .*lines 1, 2/);
   assert.equal(await fs.readFile(path.join(workspace, 'd/x.py'), 'utf8'), 'a = 1\na = 1\n');
-  assert.ok(!(await call('edit', { path: 'd/x.py', old_string: 'a = 1', new_string: 'a = 2', replace_all: true })).isError);
+  assert.ok(
+    !(await call('edit', { path: 'd/x.py', old_string: 'a = 1', new_string: 'a = 2', replace_all: true })).isError,
+  );
   assert.equal(await fs.readFile(path.join(workspace, 'd/x.py'), 'utf8'), 'a = 2\na = 2\n');
   const none = await call('edit', { path: 'd/x.py', old_string: 'zzz', new_string: 'y' });
   assert.match(textOf(none), /not found/);
@@ -71,14 +79,16 @@ test('apply_patch changes every file or none', async () => {
   writeFileSync(path.join(workspace, 'a.txt'), 'one\ntwo\n');
   writeFileSync(path.join(workspace, 'b.txt'), 'three\n');
   const bad = await call('apply_patch', {
-    patch: '*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+ONE\n*** Update File: b.txt\n@@\n-not there\n+x\n*** End Patch',
+    patch:
+      '*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+ONE\n*** Update File: b.txt\n@@\n-not there\n+x\n*** End Patch',
   });
   assert.equal(bad.isError, true);
   assert.match(textOf(bad), /no file changed: b.txt: hunk 1 does not match/);
   assert.equal(await fs.readFile(path.join(workspace, 'a.txt'), 'utf8'), 'one\ntwo\n');
 
   const good = await call('apply_patch', {
-    patch: '*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+ONE\n*** Delete File: b.txt\n*** Add File: c/new.txt\n+hi\n*** End Patch',
+    patch:
+      '*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+ONE\n*** Delete File: b.txt\n*** Add File: c/new.txt\n+hi\n*** End Patch',
   });
   assert.ok(!good.isError, textOf(good));
   assert.equal(await fs.readFile(path.join(workspace, 'a.txt'), 'utf8'), 'ONE\ntwo\n');
@@ -92,7 +102,10 @@ test('apply_patch rolls back when a target cannot be written', async () => {
   mkdirSync(path.join(workspace, 'locked'));
   writeFileSync(path.join(workspace, 'locked/b.txt'), 'b\n');
   chmodSync(path.join(workspace, 'locked/b.txt'), 0o444);
-  const r = await call('apply_patch', { patch: '*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+A\n*** Update File: locked/b.txt\n@@\n-b\n+B\n*** End Patch' });
+  const r = await call('apply_patch', {
+    patch:
+      '*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+A\n*** Update File: locked/b.txt\n@@\n-b\n+B\n*** End Patch',
+  });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /read-only.*every file was restored/);
   assert.equal(await fs.readFile(path.join(workspace, 'locked/b.txt'), 'utf8'), 'b\n');

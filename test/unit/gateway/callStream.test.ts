@@ -77,19 +77,28 @@ async function callOn(handler: ToolHandler, start: { acceptsQuestions?: boolean;
     conn.onRequest(CallToolRequest.type, (p: CallToolParams, token: CancellationToken) => handler(p, conn, token));
   });
   const runs = new RunManager(testConfig(), provider);
-  const run = await runs.create('alice', runSpec({ features: { questions: { enabled: true, targetSpace: 'space-1' } } }));
+  const run = await runs.create(
+    'alice',
+    runSpec({ features: { questions: { enabled: true, targetSpace: 'space-1' } } }),
+  );
   const call = new FakeCall();
-  serveCallTool(call as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, 'alice', (err) => {
-    call.failure = err;
-    call.emit('ended');
-  }, { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 });
+  serveCallTool(
+    call as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>,
+    'alice',
+    (err) => {
+      call.failure = err;
+      call.emit('ended');
+    },
+    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+  );
   call.send({ case: 'start', value: { runId: run.runId, callId: 'c-1', tool: 'echo', argumentsJson: '{}', ...start } });
   return { call, close: () => runs.close(false) };
 }
 
 const text = (t: string): ToolResult => ({ content: [{ type: 'text', text: t }] });
 const results = (call: FakeCall) => call.out.filter((o) => o.case === 'result');
-const resultText = (o: Out) => (o.case === 'result' ? o.value.content.map((c) => (c.item.case === 'text' ? c.item.value : '')).join('') : '');
+const resultText = (o: Out) =>
+  o.case === 'result' ? o.value.content.map((c) => (c.item.case === 'text' ? c.item.value : '')).join('') : '';
 
 test('progress reaches the stream in order, then exactly one result ends it', async () => {
   const { call, close } = await callOn(async (p, conn) => {
@@ -98,8 +107,14 @@ test('progress reaches the stream in order, then exactly one result ends it', as
     return text('done');
   });
   await call.ended;
-  assert.deepEqual(call.out.map((o) => o.case), ['progress', 'progress', 'result']);
-  assert.deepEqual(call.out.slice(0, 2).map((o) => (o.case === 'progress' ? o.value.text : '')), ['one', 'two']);
+  assert.deepEqual(
+    call.out.map((o) => o.case),
+    ['progress', 'progress', 'result'],
+  );
+  assert.deepEqual(
+    call.out.slice(0, 2).map((o) => (o.case === 'progress' ? o.value.text : '')),
+    ['one', 'two'],
+  );
   assert.equal(resultText(call.out[2]), 'done');
   assert.equal(call.failure, undefined);
   await close();
@@ -110,7 +125,12 @@ test('a question card: an invalid answer is sent back with the reason, a valid o
     async (p, conn) => {
       const outcome: QuestionOutcome = await conn.sendRequest(AskRequest.type, {
         callId: p.callId,
-        card: { question: 'Which?', options: [{ label: 'A' }, { label: 'B' }], allowFreeText: false, multiSelect: false },
+        card: {
+          question: 'Which?',
+          options: [{ label: 'A' }, { label: 'B' }],
+          allowFreeText: false,
+          multiSelect: false,
+        },
       });
       return text(JSON.stringify(outcome));
     },
@@ -119,7 +139,13 @@ test('a question card: an invalid answer is sent back with the reason, a valid o
   const q = await call.next('question');
   assert.equal(q.value.kind, QuestionKind.ASK);
   assert.equal(q.value.targetSpace, 'space-1');
-  assert.deepEqual(q.value.options.map((o) => [o.number, o.label]), [[1, 'A'], [2, 'B']]);
+  assert.deepEqual(
+    q.value.options.map((o) => [o.number, o.label]),
+    [
+      [1, 'A'],
+      [2, 'B'],
+    ],
+  );
   call.send({ case: 'answer', value: { questionId: q.value.id, selected: [5] } });
   const again = await call.next('question', new Set([q]));
   assert.equal(again.value.id, q.value.id);
@@ -133,11 +159,17 @@ test('a question card: an invalid answer is sent back with the reason, a valid o
 
 test('without a human on the stream, a question is unavailable and no card is shown', async () => {
   const { call, close } = await callOn(async (p, conn) => {
-    const outcome: QuestionOutcome = await conn.sendRequest(AskRequest.type, { callId: p.callId, card: { question: 'Which?', options: [], allowFreeText: true, multiSelect: false } });
+    const outcome: QuestionOutcome = await conn.sendRequest(AskRequest.type, {
+      callId: p.callId,
+      card: { question: 'Which?', options: [], allowFreeText: true, multiSelect: false },
+    });
     return text(outcome.kind);
   });
   await call.ended;
-  assert.deepEqual(call.out.map((o) => o.case), ['result']);
+  assert.deepEqual(
+    call.out.map((o) => o.case),
+    ['result'],
+  );
   assert.equal(resultText(call.out[0]), 'unavailable');
   await close();
 });
@@ -145,7 +177,11 @@ test('without a human on the stream, a question is unavailable and no card is sh
 test('a bridged call to a tool the gateway does not own goes to the client, and its result back to the runner', async () => {
   const { call, close } = await callOn(
     async (p, conn) => {
-      const r: ToolResult = await conn.sendRequest(BridgeRequest.type, { callId: p.callId, tool: 'client_search', arguments: { q: 'x' } });
+      const r: ToolResult = await conn.sendRequest(BridgeRequest.type, {
+        callId: p.callId,
+        tool: 'client_search',
+        arguments: { q: 'x' },
+      });
       return text(`client said: ${r.content.map((c) => (c.type === 'text' ? c.text : '')).join('')}`);
     },
     { acceptsBridgeCalls: true },
@@ -153,7 +189,13 @@ test('a bridged call to a tool the gateway does not own goes to the client, and 
   const b = await call.next('bridgeCall');
   assert.equal(b.value.tool, 'client_search');
   assert.deepEqual(JSON.parse(b.value.argumentsJson), { q: 'x' });
-  call.send({ case: 'bridgeResult', value: { bridgeId: b.value.bridgeId, result: create(ToolResultSchema, { content: [{ item: { case: 'text', value: 'found it' } }] }) } });
+  call.send({
+    case: 'bridgeResult',
+    value: {
+      bridgeId: b.value.bridgeId,
+      result: create(ToolResultSchema, { content: [{ item: { case: 'text', value: 'found it' } }] }),
+    },
+  });
   await call.ended;
   assert.equal(results(call).length, 1);
   assert.equal(resultText(results(call)[0]), 'client said: found it');
@@ -162,11 +204,18 @@ test('a bridged call to a tool the gateway does not own goes to the client, and 
 
 test('a client that cannot take bridged calls: the runner hears "unknown tool", the client hears nothing', async () => {
   const { call, close } = await callOn(async (p, conn) => {
-    const r: ToolResult = await conn.sendRequest(BridgeRequest.type, { callId: p.callId, tool: 'client_search', arguments: {} });
+    const r: ToolResult = await conn.sendRequest(BridgeRequest.type, {
+      callId: p.callId,
+      tool: 'client_search',
+      arguments: {},
+    });
     return text(r.content.map((c) => (c.type === 'text' ? c.text : '')).join(''));
   });
   await call.ended;
-  assert.deepEqual(call.out.map((o) => o.case), ['result']);
+  assert.deepEqual(
+    call.out.map((o) => o.case),
+    ['result'],
+  );
   assert.equal(resultText(call.out[0]), 'unknown tool: client_search');
   await close();
 });
@@ -175,7 +224,10 @@ test('cancel reaches the runner as a cancellation, open cards close, and one res
   let sawCancel = false;
   const { call, close } = await callOn(
     async (p, conn, token) => {
-      const asked: Promise<QuestionOutcome> = conn.sendRequest(AskRequest.type, { callId: p.callId, card: { question: 'Go on?', options: [{ label: 'yes' }], allowFreeText: false, multiSelect: false } });
+      const asked: Promise<QuestionOutcome> = conn.sendRequest(AskRequest.type, {
+        callId: p.callId,
+        card: { question: 'Go on?', options: [{ label: 'yes' }], allowFreeText: false, multiSelect: false },
+      });
       await new Promise<void>((resolve) => token.onCancellationRequested(() => resolve()));
       sawCancel = true;
       const outcome = await asked;
@@ -197,17 +249,27 @@ test('the first message must be start; an unknown tool is NOT_FOUND', async () =
   await call.ended;
   const bad = new FakeCall();
   const runs = new RunManager(testConfig(), new FakeProvider());
-  serveCallTool(bad as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, 'alice', (err) => {
-    bad.failure = err;
-  }, { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 });
+  serveCallTool(
+    bad as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>,
+    'alice',
+    (err) => {
+      bad.failure = err;
+    },
+    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+  );
   bad.send({ case: 'cancel', value: { reason: 'x' } });
   assert.match(String((bad.failure as Error).message), /first message must be start/);
   const run = await runs.create('alice', runSpec());
   const absent = new FakeCall();
-  serveCallTool(absent as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, 'alice', (err) => {
-    absent.failure = err;
-    absent.emit('ended');
-  }, { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 });
+  serveCallTool(
+    absent as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>,
+    'alice',
+    (err) => {
+      absent.failure = err;
+      absent.emit('ended');
+    },
+    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+  );
   absent.send({ case: 'start', value: { runId: run.runId, tool: 'nope', argumentsJson: '{}' } });
   await absent.ended;
   assert.match(String((absent.failure as Error).message), /unknown tool: nope/);

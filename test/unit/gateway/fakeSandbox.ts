@@ -1,11 +1,22 @@
 import { PassThrough, Readable } from 'node:stream';
-import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
+import {
+  createMessageConnection,
+  StreamMessageReader,
+  StreamMessageWriter,
+  type MessageConnection,
+} from 'vscode-jsonrpc/node';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { CreateRunRequestSchema } from '../../../gen/tether/v1/gateway_pb';
 import { defaultConfig, type GatewayConfig } from '../../../gateway/src/config';
 import { specFromRequest } from '../../../gateway/src/grpc/convert';
 import type { RunSpec } from '../../../gateway/src/runs/RunManager';
-import type { Sandbox, SandboxExit, SandboxInfo, SandboxProvider, SandboxSpec } from '../../../gateway/src/sandbox/provider';
+import type {
+  Sandbox,
+  SandboxExit,
+  SandboxInfo,
+  SandboxProvider,
+  SandboxSpec,
+} from '../../../gateway/src/sandbox/provider';
 import { InitializeRequest, ShutdownRequest } from '../../../protocol/src/run';
 import type { ToolDescriptor } from '../../../protocol/src/tools';
 

@@ -25,7 +25,10 @@ test('create: STARTING until the runner answers initialize, then READY with its 
   const run = await m.create('alice', runSpec({ conversationId: 'c1', labels: { team: 'x' } }));
   assert.equal(run.state, 'READY');
   assert.equal(run.error, '');
-  assert.deepEqual(m.ready('alice', run.runId).tools.map((t) => t.name), TOOLS.map((t) => t.name));
+  assert.deepEqual(
+    m.ready('alice', run.runId).tools.map((t) => t.name),
+    TOOLS.map((t) => t.name),
+  );
   const sb = provider.sandboxes.get(run.sandbox!.id)!;
   assert.equal(sb.labels['dev.tether.tenant'], 'alice');
   assert.equal(sb.labels.team, 'x');
@@ -39,7 +42,10 @@ test("another tenant's run does not exist for the caller", async () => {
   assert.throws(() => m.ready('bob', run.runId), code(status.NOT_FOUND));
   await assert.rejects(m.delete('bob', run.runId), code(status.NOT_FOUND));
   assert.deepEqual(m.list('bob'), []);
-  assert.deepEqual(m.list('alice').map((r) => r.runId), [run.runId]);
+  assert.deepEqual(
+    m.list('alice').map((r) => r.runId),
+    [run.runId],
+  );
   assert.equal(m.get('alice', run.runId).state, 'READY', 'untouched by the other tenant');
   await m.close(false);
 });
@@ -47,7 +53,10 @@ test("another tenant's run does not exist for the caller", async () => {
 test('a tenant may hold at most maxPerTenant live runs; failed ones do not count', async () => {
   const { m, provider } = await manager({ maxPerTenant: 1 });
   const first = await m.create('alice', runSpec());
-  await assert.rejects(m.create('alice', runSpec()), (e) => code(status.RESOURCE_EXHAUSTED)(e) && /liveRuns quota: limit 1, in use 1/.test((e as Error).message));
+  await assert.rejects(
+    m.create('alice', runSpec()),
+    (e) => code(status.RESOURCE_EXHAUSTED)(e) && /liveRuns quota: limit 1, in use 1/.test((e as Error).message),
+  );
   assert.equal((await m.create('bob', runSpec())).state, 'READY', 'the limit is per tenant');
   provider.sandboxes.get(first.sandbox!.id)!.exit();
   await until(() => first.state === 'FAILED');
@@ -56,14 +65,19 @@ test('a tenant may hold at most maxPerTenant live runs; failed ones do not count
 });
 
 test('a runner that never answers initialize: FAILED with the timeout, sandbox removed', async () => {
-  const provider = new FakeProvider((conn) => conn.onRequest(InitializeRequest.type, () => new Promise(() => undefined)));
+  const provider = new FakeProvider((conn) =>
+    conn.onRequest(InitializeRequest.type, () => new Promise(() => undefined)),
+  );
   const { m } = await manager({ startTimeoutSeconds: 0.1 }, provider);
   const run = await m.create('alice', runSpec());
   assert.equal(run.state, 'FAILED');
   assert.equal(run.error, 'could not start the run: runner did not answer within 0.1s');
   assert.equal(provider.removed.length, 1);
   assert.equal(run.sandbox, undefined, 'its workspace went with it');
-  assert.throws(() => m.ready('alice', run.runId), (e) => code(status.FAILED_PRECONDITION)(e) && /has failed: could not start/.test((e as Error).message));
+  assert.throws(
+    () => m.ready('alice', run.runId),
+    (e) => code(status.FAILED_PRECONDITION)(e) && /has failed: could not start/.test((e as Error).message),
+  );
   await m.close(false);
 });
 
@@ -148,7 +162,10 @@ test('sweep: idle runs and runs past their lifetime are STOPPED with the reason;
   await m.sweep(Date.now() + 61_000);
   assert.equal(idle.state, 'STOPPED');
   assert.equal(idle.error, 'stopped: idle for more than 60s');
-  assert.throws(() => m.ready('alice', idle.runId), (e) => code(status.FAILED_PRECONDITION)(e) && /is stopped/.test((e as Error).message));
+  assert.throws(
+    () => m.ready('alice', idle.runId),
+    (e) => code(status.FAILED_PRECONDITION)(e) && /is stopped/.test((e as Error).message),
+  );
 
   const old = await m.create('alice', runSpec());
   await m.sweep(old.createdAt.getTime() + 3601_000);
@@ -176,6 +193,9 @@ test('after a restart, live runs are re-attached with their tenant and spec; dea
   assert.throws(() => second.get('bob', kept.runId), code(status.NOT_FOUND));
   assert.throws(() => second.get('alice', dead.runId), code(status.NOT_FOUND));
   assert.ok(provider.removed.includes(deadSandbox.id));
-  assert.deepEqual(second.ready('alice', kept.runId).tools.map((t) => t.name), TOOLS.map((t) => t.name));
+  assert.deepEqual(
+    second.ready('alice', kept.runId).tools.map((t) => t.name),
+    TOOLS.map((t) => t.name),
+  );
   await second.close(false);
 });

@@ -44,7 +44,10 @@ test('label cardinality: the series of 1,000 runs are those of 10 runs (no run i
   const telemetry = new Telemetry(metrics);
   // Unbounded creates and memory: this test is about label cardinality, not tenancy.
   const config = testConfig({ maxPerTenant: 5000 });
-  config.tenancy = { ...config.tenancy, default: { createRun: { perSecond: 1e6, burst: 1e6 }, memoryMb: 1e9, cpuMillis: 1e9, diskMb: 1e9 } };
+  config.tenancy = {
+    ...config.tenancy,
+    default: { createRun: { perSecond: 1e6, burst: 1e6 }, memoryMb: 1e9, cpuMillis: 1e9, diskMb: 1e9 },
+  };
   const runs = new RunManager(config, new FakeProvider(), telemetry);
   await session(runs, telemetry, 10, 0);
   const after10 = await seriesCount(metrics);

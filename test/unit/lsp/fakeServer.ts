@@ -25,12 +25,27 @@ c.onNotification('initialized', async () => {
 });
 const publish = (uri: string, version: number, text: string) => {
   if (process.env.FAKE_PUBLISH === 'never') return;
-  const diagnostics = text.split('\n').flatMap((l, i) => (l.includes('BAD') ? [{ range: { start: { line: i, character: 0 }, end: { line: i, character: 3 } }, severity: 1, code: 'bad', message: 'BAD is not allowed' }] : []));
+  const diagnostics = text.split('\n').flatMap((l, i) =>
+    l.includes('BAD')
+      ? [
+          {
+            range: { start: { line: i, character: 0 }, end: { line: i, character: 3 } },
+            severity: 1,
+            code: 'bad',
+            message: 'BAD is not allowed',
+          },
+        ]
+      : [],
+  );
   setTimeout(() => void c.sendNotification('textDocument/publishDiagnostics', { uri, version, diagnostics }), 20);
 };
-c.onNotification('textDocument/didOpen', (p: { textDocument: { uri: string; version: number; text: string } }) => publish(p.textDocument.uri, p.textDocument.version, p.textDocument.text));
-c.onNotification('textDocument/didChange', (p: { textDocument: { uri: string; version: number }; contentChanges: { text: string }[] }) =>
-  publish(p.textDocument.uri, p.textDocument.version, p.contentChanges[0].text),
+c.onNotification('textDocument/didOpen', (p: { textDocument: { uri: string; version: number; text: string } }) =>
+  publish(p.textDocument.uri, p.textDocument.version, p.textDocument.text),
+);
+c.onNotification(
+  'textDocument/didChange',
+  (p: { textDocument: { uri: string; version: number }; contentChanges: { text: string }[] }) =>
+    publish(p.textDocument.uri, p.textDocument.version, p.contentChanges[0].text),
 );
 c.onRequest('textDocument/hover', () => ({ contents: { kind: 'markdown', value: `pid ${process.pid}` } }));
 c.onRequest('shutdown', () => null);

@@ -17,8 +17,24 @@ test('locations: workspace-relative, 1-based, with the source line; sorted; uses
   writeFileSync(path.join(root, 'b.ts'), 'first\n  f(x) + f(y)\n');
   writeFileSync(path.join(root, 'a.ts'), 'only line\n');
   const uri = (f: string) => pathToFileURL(path.join(root, f)).href;
-  const at = (f: string, line: number, character: number) => ({ uri: uri(f), range: { start: { line, character }, end: { line, character: character + 1 } } });
+  const at = (f: string, line: number, character: number) => ({
+    uri: uri(f),
+    range: { start: { line, character }, end: { line, character: character + 1 } },
+  });
   const fmt = new LocationFormatter(root);
-  const lines = await fmt.locations([at('b.ts', 1, 9), at('a.ts', 0, 0), at('b.ts', 1, 2), at('b.ts', 1, 2), { uri: 'file:///nonexistent-tether/stdio.h', range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } }]);
-  assert.deepEqual(foldRepeats(lines), ['/nonexistent-tether/stdio.h:1', 'a.ts:1: only line', 'b.ts:2: f(x) + f(y)  (2 on this line)']);
+  const lines = await fmt.locations([
+    at('b.ts', 1, 9),
+    at('a.ts', 0, 0),
+    at('b.ts', 1, 2),
+    at('b.ts', 1, 2),
+    {
+      uri: 'file:///nonexistent-tether/stdio.h',
+      range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } },
+    },
+  ]);
+  assert.deepEqual(foldRepeats(lines), [
+    '/nonexistent-tether/stdio.h:1',
+    'a.ts:1: only line',
+    'b.ts:2: f(x) + f(y)  (2 on this line)',
+  ]);
 });

@@ -15,7 +15,10 @@ test('reported once; a moved diagnostic is not news; a new one is', () => {
   assert.equal(l.admit('a.ts', [d(0, 'bad type')]).length, 1);
   assert.equal(l.admit('a.ts', [d(0, 'bad type')]).length, 0);
   assert.equal(l.admit('a.ts', [d(4, 'bad type')]).length, 0, 'moved four lines down');
-  assert.deepEqual(l.admit('a.ts', [d(4, 'bad type'), d(5, 'other')]).map((x) => x.message), ['other']);
+  assert.deepEqual(
+    l.admit('a.ts', [d(4, 'bad type'), d(5, 'other')]).map((x) => x.message),
+    ['other'],
+  );
 });
 
 test('the key is (severity, code, message) per file; duplicates in one batch are one report', () => {

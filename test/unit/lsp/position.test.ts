@@ -13,13 +13,19 @@ test('columns are UTF-16 code units: an emoji before the symbol counts twice', (
 });
 
 test('a substring twice on the line is refused, listing both; occurrence picks one', () => {
-  assert.throws(() => locateSymbol(text, 2, 'foo'), /occurs 2 times on line 2 \(#1 at column 1: …foo\(x\) \+ foo\(y\)…; #2 at column 10: .*\); pass occurrence \(1-2\)/);
+  assert.throws(
+    () => locateSymbol(text, 2, 'foo'),
+    /occurs 2 times on line 2 \(#1 at column 1: …foo\(x\) \+ foo\(y\)…; #2 at column 10: .*\); pass occurrence \(1-2\)/,
+  );
   assert.equal(locateSymbol(text, 2, 'foo', 2).position.character, 9);
   assert.throws(() => locateSymbol(text, 2, 'foo', 3), /occurrence 3 asked, but "foo" occurs 2 time\(s\)/);
 });
 
 test('a symbol not on the line shows the line; CR of CRLF is not part of it', () => {
-  assert.throws(() => locateSymbol(text, 2, 'bar'), /symbol "bar" is not on line 2; line 2 reads: "foo\(x\) \+ foo\(y\)"/);
+  assert.throws(
+    () => locateSymbol(text, 2, 'bar'),
+    /symbol "bar" is not on line 2; line 2 reads: "foo\(x\) \+ foo\(y\)"/,
+  );
 });
 
 test('the position lands on the first identifier character of the match', () => {

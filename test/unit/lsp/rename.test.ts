@@ -3,7 +3,10 @@ import assert from 'node:assert/strict';
 import { applyTextEdits } from '../../../runner/src/tools/lsp/rename';
 import { checkIdentifier } from '../../../runner/src/tools/lsp/identifiers';
 
-const edit = (l1: number, c1: number, l2: number, c2: number, newText: string) => ({ range: { start: { line: l1, character: c1 }, end: { line: l2, character: c2 } }, newText });
+const edit = (l1: number, c1: number, l2: number, c2: number, newText: string) => ({
+  range: { start: { line: l1, character: c1 }, end: { line: l2, character: c2 } },
+  newText,
+});
 
 test('edits apply in any order, with UTF-16 columns', () => {
   const text = 'const 🙂 = foo;\nfoo(foo);\n';

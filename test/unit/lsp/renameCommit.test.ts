@@ -18,7 +18,13 @@ function setup() {
   writeFileSync(path.join(root, 'a.fake'), 'name here\n');
   writeFileSync(path.join(root, 'b.fake'), 'name there\n');
   process.env.PATH = `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH}`;
-  const run = new RunContext({ runId: 'r', conversationId: 'c', workspace: root, features: { lsp: true } as never, settings: {} });
+  const run = new RunContext({
+    runId: 'r',
+    conversationId: 'c',
+    workspace: root,
+    features: { lsp: true } as never,
+    settings: {},
+  });
   const session = new LspSession(run.workspace, DEFAULT_LSP_SETTINGS, [FAKE]);
   const ctx = { signal: new AbortController().signal, progress: () => undefined } as unknown as ToolContext;
   return { root, run, session, ctx };
@@ -27,7 +33,10 @@ function setup() {
 test('the rename is applied to every file', async () => {
   const { root, run, session, ctx } = setup();
   const r = await renameSymbol(run, session, { file: 'a.fake', line: 1, symbol: 'name', new_name: 'word' }, ctx);
-  assert.match(r.content[0].type === 'text' ? r.content[0].text : '', /renamed "name" to "word": 2 edit\(s\) in 2 file\(s\)\na\.fake: 1 edit\(s\)\nb\.fake: 1 edit\(s\)/);
+  assert.match(
+    r.content[0].type === 'text' ? r.content[0].text : '',
+    /renamed "name" to "word": 2 edit\(s\) in 2 file\(s\)\na\.fake: 1 edit\(s\)\nb\.fake: 1 edit\(s\)/,
+  );
   assert.equal(readFileSync(path.join(root, 'a.fake'), 'utf8'), 'word here\n');
   assert.equal(readFileSync(path.join(root, 'b.fake'), 'utf8'), 'word there\n');
   await session.supervisor.stopAll();
@@ -38,7 +47,10 @@ test('or to none: a file that changed since the server saw it refuses the whole 
   // The server sees b.fake as it is now; then it changes on disk behind the server's back.
   await session.sync(path.join(root, 'b.fake'));
   writeFileSync(path.join(root, 'b.fake'), 'changed elsewhere\n');
-  await assert.rejects(renameSymbol(run, session, { file: 'a.fake', line: 1, symbol: 'name', new_name: 'word' }, ctx), /nothing was written: 1 file\(s\) changed since the edit was computed: b\.fake/);
+  await assert.rejects(
+    renameSymbol(run, session, { file: 'a.fake', line: 1, symbol: 'name', new_name: 'word' }, ctx),
+    /nothing was written: 1 file\(s\) changed since the edit was computed: b\.fake/,
+  );
   assert.equal(readFileSync(path.join(root, 'a.fake'), 'utf8'), 'name here\n');
   assert.equal(readFileSync(path.join(root, 'b.fake'), 'utf8'), 'changed elsewhere\n');
   await session.supervisor.stopAll();

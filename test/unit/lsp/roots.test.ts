@@ -20,7 +20,13 @@ function tree(files: Record<string, string>): string {
 }
 
 test('nearest root marker wins: a Go module nested in a TypeScript repo', async () => {
-  const ws = tree({ 'package.json': '{}', 'src/a.ts': '', 'tools/geo/go.mod': 'module x', 'tools/geo/main.go': '', 'tools/geo/gen.ts': '' });
+  const ws = tree({
+    'package.json': '{}',
+    'src/a.ts': '',
+    'tools/geo/go.mod': 'module x',
+    'tools/geo/main.go': '',
+    'tools/geo/gen.ts': '',
+  });
   const d = new RootDetector(ws);
   assert.equal(await d.rootFor(path.join(ws, 'src/a.ts'), spec('typescript')), ws);
   assert.equal(await d.rootFor(path.join(ws, 'tools/geo/main.go'), spec('gopls')), path.join(ws, 'tools/geo'));
@@ -36,12 +42,20 @@ test('a root marker above the workspace does not count', async () => {
 });
 
 test('project-local binaries win over $PATH', async () => {
-  const ws = tree({ 'node_modules/.bin/tool': '#!/bin/sh\n', 'py/.venv/bin/tool': '#!/bin/sh\n', 'elsewhere/tool': '#!/bin/sh\n' });
+  const ws = tree({
+    'node_modules/.bin/tool': '#!/bin/sh\n',
+    'py/.venv/bin/tool': '#!/bin/sh\n',
+    'elsewhere/tool': '#!/bin/sh\n',
+  });
   for (const p of ['node_modules/.bin/tool', 'py/.venv/bin/tool', 'elsewhere/tool']) chmodSync(path.join(ws, p), 0o755);
   const envPath = path.join(ws, 'elsewhere');
   assert.equal(await resolveBinary('tool', path.join(ws, 'py'), ws, envPath), path.join(ws, 'py/.venv/bin/tool'));
   assert.equal(await resolveBinary('tool', ws, ws, envPath), path.join(ws, 'node_modules/.bin/tool'));
-  assert.equal(await resolveBinary('tool', ws, path.join(ws, 'py'), envPath), path.join(ws, 'elsewhere/tool'), 'outside the workspace is not project-local');
+  assert.equal(
+    await resolveBinary('tool', ws, path.join(ws, 'py'), envPath),
+    path.join(ws, 'elsewhere/tool'),
+    'outside the workspace is not project-local',
+  );
   assert.equal(await resolveBinary('nothing-here', ws, ws, envPath), undefined);
 });
 
@@ -51,8 +65,14 @@ test('placement says which half is missing', async () => {
     { ...spec('rust-analyzer'), command: 'no-such-rust-analyzer' },
     spec('gopls'),
   ]);
-  assert.match(JSON.stringify(await sup.place(path.join(ws, 'a.rs'))), /no root marker \(Cargo\.toml\) above this file and binary no-such-rust-analyzer not found/);
-  assert.match(JSON.stringify(await sup.place(path.join(ws, 'm/b.rs'))), /rust-analyzer: binary no-such-rust-analyzer not found/);
+  assert.match(
+    JSON.stringify(await sup.place(path.join(ws, 'a.rs'))),
+    /no root marker \(Cargo\.toml\) above this file and binary no-such-rust-analyzer not found/,
+  );
+  assert.match(
+    JSON.stringify(await sup.place(path.join(ws, 'm/b.rs'))),
+    /rust-analyzer: binary no-such-rust-analyzer not found/,
+  );
   assert.match(JSON.stringify(await sup.place(path.join(ws, 'x.go'))), /gopls: no root marker \(go\.work, go\.mod\)/);
   assert.match(JSON.stringify(await sup.place(path.join(ws, 'notes.txt'))), /no language server handles \.txt/);
 });

@@ -92,7 +92,10 @@ test('diagnostics on write: new ones once; a server that never publishes costs o
   const wrap = new DiagnosticsOnWrite(s, new DiagnosticsLedger());
   writeFileSync(file, 'fine\nBAD\n');
   const [first] = await wrap.afterWrite([file]);
-  assert.match(first.type === 'text' ? first.text : '', /new diagnostics in a\.fake \(fake\):\na\.fake:2:1: error \[bad\] BAD is not allowed/);
+  assert.match(
+    first.type === 'text' ? first.text : '',
+    /new diagnostics in a\.fake \(fake\):\na\.fake:2:1: error \[bad\] BAD is not allowed/,
+  );
   writeFileSync(file, 'fine\n\n\nBAD\n');
   assert.deepEqual(await wrap.afterWrite([file]), []);
   await s.supervisor.stopAll();
@@ -104,12 +107,18 @@ test('diagnostics on write: new ones once; a server that never publishes costs o
   const t0 = Date.now();
   const [note] = await hungWrap.afterWrite([hung.file]);
   assert.ok(Date.now() - t0 < 1500);
-  assert.match(note.type === 'text' ? note.text : '', /diagnostics not checked for a\.fake: fake sent none within 300 ms \(the write is done\)/);
+  assert.match(
+    note.type === 'text' ? note.text : '',
+    /diagnostics not checked for a\.fake: fake sent none within 300 ms \(the write is done\)/,
+  );
   await hung.s.supervisor.stopAll();
 });
 
 test('a file no server handles is simply written', async () => {
   const { s, root } = session({});
   writeFileSync(path.join(root, 'notes.txt'), 'x');
-  assert.deepEqual(await new DiagnosticsOnWrite(s, new DiagnosticsLedger()).afterWrite([path.join(root, 'notes.txt')]), []);
+  assert.deepEqual(
+    await new DiagnosticsOnWrite(s, new DiagnosticsLedger()).afterWrite([path.join(root, 'notes.txt')]),
+    [],
+  );
 });

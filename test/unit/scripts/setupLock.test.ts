@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -27,10 +36,18 @@ test('a set-up that starts the engine leaves its lock free for the next set-up',
   stub(bin, 'docker', `[ -f "${tmp}/up" ] || exit 1\n[ "$1" = version ] && echo 0-standin\nexit 0`);
   stub(bin, 'dockerd', `echo $$ > "${tmp}/dockerd.pid"\ntouch "${tmp}/up"\nexec sleep 60`);
   stub(bin, 'sudo', 'exec "$@"');
-  const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${bin}:${process.env.PATH}`, TETHER_DOCKERD_LOG: path.join(tmp, 'dockerd.log') };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: `${bin}:${process.env.PATH}`,
+    TETHER_DOCKERD_LOG: path.join(tmp, 'dockerd.log'),
+  };
   delete env.TETHER_WITH_RUNSC;
   try {
-    execFileSync('bash', [path.join(checkout, 'scripts/setup.sh'), '--engine-only'], { env, stdio: 'pipe', timeout: 30_000 });
+    execFileSync('bash', [path.join(checkout, 'scripts/setup.sh'), '--engine-only'], {
+      env,
+      stdio: 'pipe',
+      timeout: 30_000,
+    });
     assert.ok(existsSync(path.join(tmp, 'dockerd.pid')), 'the stand-in engine was started');
     const probe = spawnSync('flock', ['-n', path.join(checkout, '.tether/setup.lock'), 'true'], { timeout: 10_000 });
     assert.equal(probe.status, 0, 'the set-up lock is still held after the set-up ended');

@@ -30,7 +30,10 @@ test('a valid tenancy section loads, per-tenant values over the default', () => 
   assert.equal(cfg.limits.default.memoryMb, 2048, 'the rest of limits.default keeps its defaults');
   const acme = policyFor(cfg.tenancy, 'acme', cfg.runs.maxPerTenant);
   const bravo = policyFor(cfg.tenancy, 'bravo', cfg.runs.maxPerTenant);
-  assert.deepEqual([acme.liveRuns, acme.memoryMb, acme.diskMb, acme.callTool.perSecond, acme.callTool.burst], [3, 8192, 1024, 100, 20]);
+  assert.deepEqual(
+    [acme.liveRuns, acme.memoryMb, acme.diskMb, acme.callTool.perSecond, acme.callTool.burst],
+    [3, 8192, 1024, 100, 20],
+  );
   assert.deepEqual([bravo.liveRuns, bravo.diskMb], [9, 50 * 2048]);
   assert.equal(cfg.tenancy.admission.concurrency, 2);
 });
@@ -40,7 +43,10 @@ test('negative, zero and fractional values are refused at start, naming the key'
     [{ tenancy: { default: { memoryMb: -1 } } }, /\/tenancy\/default\/memoryMb must be >= 1/],
     [{ tenancy: { default: { liveRuns: 0 } } }, /\/tenancy\/default\/liveRuns must be >= 1/],
     [{ tenancy: { tenants: { acme: { diskMb: 0 } } } }, /\/tenancy\/tenants\/acme\/diskMb must be >= 1/],
-    [{ tenancy: { tenants: { acme: { callTool: { perSecond: 0 } } } } }, /\/tenancy\/tenants\/acme\/callTool\/perSecond must be > 0/],
+    [
+      { tenancy: { tenants: { acme: { callTool: { perSecond: 0 } } } } },
+      /\/tenancy\/tenants\/acme\/callTool\/perSecond must be > 0/,
+    ],
     [{ tenancy: { default: { createRun: { burst: 0.5 } } } }, /\/tenancy\/default\/createRun\/burst must be integer/],
     [{ tenancy: { default: { queuedCreates: -3 } } }, /\/tenancy\/default\/queuedCreates must be >= 0/],
     [{ tenancy: { admission: { concurrency: 0 } } }, /\/tenancy\/admission\/concurrency must be >= 1/],
@@ -51,9 +57,18 @@ test('negative, zero and fractional values are refused at start, naming the key'
 });
 
 test('unknown keys and unknown tenants are refused at start, naming them', () => {
-  assert.throws(() => load({ tenancy: { tenants: { acme: { memoryMB: 10 } } } }), /\/tenancy\/tenants\/acme\/memoryMB is not a known key/);
-  assert.throws(() => load({ tenancy: { default: { callTool: { rate: 5 } } } }), /\/tenancy\/default\/callTool\/rate is not a known key/);
+  assert.throws(
+    () => load({ tenancy: { tenants: { acme: { memoryMB: 10 } } } }),
+    /\/tenancy\/tenants\/acme\/memoryMB is not a known key/,
+  );
+  assert.throws(
+    () => load({ tenancy: { default: { callTool: { rate: 5 } } } }),
+    /\/tenancy\/default\/callTool\/rate is not a known key/,
+  );
   assert.throws(() => load({ tenancy: { quotas: {} } }), /\/tenancy\/quotas is not a known key/);
-  assert.throws(() => load({ tenancy: { tenants: { acmee: { liveRuns: 2 } } } }), /tenancy\.tenants\.acmee: no token maps to tenant "acmee" \(known tenants: acme, bravo\)/);
+  assert.throws(
+    () => load({ tenancy: { tenants: { acmee: { liveRuns: 2 } } } }),
+    /tenancy\.tenants\.acmee: no token maps to tenant "acmee" \(known tenants: acme, bravo\)/,
+  );
   assert.throws(() => load({ docker: { disk: 'xfs' } }), /\/docker\/disk must be one of loop, none/);
 });

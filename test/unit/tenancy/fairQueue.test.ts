@@ -48,7 +48,12 @@ test('turns go round robin across three tenants, first come first served within 
   const blocker = gate(order, 'x');
   const held = q.submit('x', 10, blocker.task);
   const done: Promise<unknown>[] = [];
-  for (const [t, n] of [['a', 3], ['b', 2], ['c', 1]] as const) for (let i = 0; i < n; i++) done.push(q.submit(t, 10, async () => order.push(`${t}${i}`)));
+  for (const [t, n] of [
+    ['a', 3],
+    ['b', 2],
+    ['c', 1],
+  ] as const)
+    for (let i = 0; i < n; i++) done.push(q.submit(t, 10, async () => order.push(`${t}${i}`)));
   blocker.open();
   await Promise.all([held, ...done]);
   assert.deepEqual(order, ['x', 'a0', 'b0', 'c0', 'a1', 'b1', 'a2']);
@@ -61,7 +66,10 @@ test('a full line is refused at once, without running or queuing the task; a fre
   const p0 = q.submit('a', 0, first.task); // a slot is free: runs though no waiting is allowed
   const p1 = q.submit('a', 1, async () => order.push('a1'));
   let ran = false;
-  assert.throws(() => q.submit('a', 1, async () => (ran = true)), (e: unknown) => e instanceof QueueFullError && /queuedCreates.* 1/.test((e as Error).message));
+  assert.throws(
+    () => q.submit('a', 1, async () => (ran = true)),
+    (e: unknown) => e instanceof QueueFullError && /queuedCreates.* 1/.test((e as Error).message),
+  );
   // Another tenant's line is its own.
   const pb = q.submit('b', 1, async () => order.push('b0'));
   first.open();

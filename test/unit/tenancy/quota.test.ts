@@ -27,7 +27,11 @@ test('each quota admits a run that lands exactly on its limit and refuses one un
 });
 
 test('a per-tenant override replaces only what it names; liveRuns defaults to runs.maxPerTenant', () => {
-  const cfg = { ...defaultTenancy(), default: { memoryMb: 4096, callTool: { perSecond: 5, burst: 10 } }, tenants: { big: { memoryMb: 8192, callTool: { perSecond: 50 } } } };
+  const cfg = {
+    ...defaultTenancy(),
+    default: { memoryMb: 4096, callTool: { perSecond: 5, burst: 10 } },
+    tenants: { big: { memoryMb: 8192, callTool: { perSecond: 50 } } },
+  };
   const small = policyFor(cfg, 'small', 7);
   const big = policyFor(cfg, 'big', 7);
   assert.equal(small.liveRuns, 7);

@@ -6,7 +6,6 @@ import type { ToolResult } from '../../../protocol/src/tools';
 import { runnerFor } from '../../helpers/runner';
 import { SCRIPTED_WORKER } from './scriptedWorker';
 
-
 const settings = {
   vibe: {
     maxLiveWorkers: 2,
@@ -53,7 +52,10 @@ test('the vibe tools exist only in vibe mode, all read tier', async () => {
 });
 
 test('a bad runner.vibe config fails the run start with the reason', async () => {
-  await assert.rejects(runnerFor({ vibe: true }, { vibe: { tiers: { fast: { backend: 'command' } } } }), /invalid server config runner.vibe/);
+  await assert.rejects(
+    runnerFor({ vibe: true }, { vibe: { tiers: { fast: { backend: 'command' } } } }),
+    /invalid server config runner.vibe/,
+  );
   await assert.rejects(runnerFor({ vibe: true }, { vibe: { maxLiveWorkers: 0 } }), /maxLiveWorkers|must be >= 1/);
 });
 
@@ -76,7 +78,10 @@ test('a command worker edits the workspace: spawn returns at once, wait gets the
   assert.equal(readFileSync(path.join(workspace, 'notes.txt'), 'utf8'), 'one\ntwo\n');
 
   const list = await call('vibe_list', {});
-  assert.match(text(list), /0 running, 1 in all:\nw1 "notes" \(fast\) done, [0-9.]+s, round 2 — w1 round 2 wrote 2 lines/);
+  assert.match(
+    text(list),
+    /0 running, 1 in all:\nw1 "notes" \(fast\) done, [0-9.]+s, round 2 — w1 round 2 wrote 2 lines/,
+  );
   await run.stop();
 });
 
@@ -140,7 +145,10 @@ test('a worker past its time limit is failed and stopped; a missing command fail
   await call('vibe_spawn', { brief: 'x', label: 'missing', tier: 'good' });
   const missing = structured(await call('vibe_wait', { worker_id: 'w2', timeout_seconds: 10 }));
   assert.equal(missing.status, 'failed');
-  assert.match(missing.last_result, /could not start the worker command "\/nonexistent\/worker": spawn \/nonexistent\/worker ENOENT/);
+  assert.match(
+    missing.last_result,
+    /could not start the worker command "\/nonexistent\/worker": spawn \/nonexistent\/worker ENOENT/,
+  );
   await run.stop();
 
   const slow = await runnerFor({ vibe: true }, settings);

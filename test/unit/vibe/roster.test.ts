@@ -24,7 +24,11 @@ class RecordingBackend implements WorkerBackend {
 function roster(max = 2) {
   let t = 1000;
   const backend = new RecordingBackend();
-  const r = new WorkerRoster({ maxLiveWorkers: max, maxWorkers: 4, maxBriefChars: 100 }, () => backend, () => t);
+  const r = new WorkerRoster(
+    { maxLiveWorkers: max, maxWorkers: 4, maxBriefChars: 100 },
+    () => backend,
+    () => t,
+  );
   return { r, backend, tick: (ms: number) => (t += ms) };
 }
 const never = new AbortController().signal;
@@ -33,7 +37,10 @@ test('spawn gives ids, starts a round, and refuses past the live limit with a cl
   const { r, backend } = roster(2);
   assert.equal(r.spawn({ brief: 'a', label: 'A', tier: 'fast' }).id, 'w1');
   assert.equal(r.spawn({ brief: 'b', label: 'B', tier: 'good' }).id, 'w2');
-  assert.throws(() => r.spawn({ brief: 'c', label: 'C', tier: 'fast' }), /2 workers are running, the most this run allows at once is 2/);
+  assert.throws(
+    () => r.spawn({ brief: 'c', label: 'C', tier: 'fast' }),
+    /2 workers are running, the most this run allows at once is 2/,
+  );
   assert.deepEqual(backend.calls, ['begin w1 r1', 'begin w2 r1']);
   r.settle('w1', 1, 'done', 'ok');
   assert.equal(r.spawn({ brief: 'c', label: 'C', tier: 'fast' }).id, 'w3');
@@ -89,7 +96,10 @@ test('kill settles at once, stops the backend, and a second kill is a no-op; sto
   assert.equal((await r.kill('w1')).wasRunning, false);
   await r.stopAll();
   assert.equal(r.get('w2').status, 'killed');
-  assert.deepEqual(backend.calls.filter((c) => c.startsWith('stop')), ['stop w1 kill', 'stop w2 kill']);
+  assert.deepEqual(
+    backend.calls.filter((c) => c.startsWith('stop')),
+    ['stop w1 kill', 'stop w2 kill'],
+  );
   assert.throws(() => r.spawn({ brief: 'c', label: 'C', tier: 'fast' }), /run is stopping/);
 });
 
@@ -102,10 +112,19 @@ test('the client backend numbers its events, and a snapshot holds only running c
   r.spawn({ brief: 'a', label: 'A', tier: 'good' });
   r.spawn({ brief: 'b', label: 'B', tier: 'fast' });
   r.settle('w2', 1, 'done', 'ok');
-  assert.deepEqual(events.map((e) => [e.seq, e.kind, e.workerId]), [[1, 'START', 'w1'], [2, 'START', 'w2']]);
+  assert.deepEqual(
+    events.map((e) => [e.seq, e.kind, e.workerId]),
+    [
+      [1, 'START', 'w1'],
+      [2, 'START', 'w2'],
+    ],
+  );
   const snap = client.snapshot(r.list());
   assert.equal(snap.seq, 2);
-  assert.deepEqual(snap.events.map((e) => [e.kind, e.workerId, e.brief, e.tier]), [['START', 'w1', 'a', 'good']]);
+  assert.deepEqual(
+    snap.events.map((e) => [e.kind, e.workerId, e.brief, e.tier]),
+    [['START', 'w1', 'a', 'good']],
+  );
 });
 
 test('the output tail keeps the end and says how much was left out', () => {

@@ -2,10 +2,23 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RunnerClient } from '../../../gateway/src/runs/RunnerClient';
 import { WorkerWatch } from '../../../gateway/src/workers/WorkerWatch';
-import { WatchersCommand, WorkerEvent, type WatchersPayload, type WatchSnapshot, type WorkerEventPayload } from '../../../protocol/src/workers';
+import {
+  WatchersCommand,
+  WorkerEvent,
+  type WatchersPayload,
+  type WatchSnapshot,
+  type WorkerEventPayload,
+} from '../../../protocol/src/workers';
 import type { FamilyCommand, RunEventType } from '../../../protocol/src/run';
 
-const ev = (seq: number, kind: WorkerEventPayload['kind'], workerId: string): WorkerEventPayload => ({ seq, kind, workerId, label: workerId, tier: 'good', brief: 'b' });
+const ev = (seq: number, kind: WorkerEventPayload['kind'], workerId: string): WorkerEventPayload => ({
+  seq,
+  kind,
+  workerId,
+  label: workerId,
+  tier: 'good',
+  brief: 'b',
+});
 
 /** A runner stand-in: worker events go to listeners; `watchers` answers with a snapshot. */
 function fakeRunner(onWatch: (count: number, emit: (e: WorkerEventPayload) => void) => WatchSnapshot) {
@@ -58,7 +71,10 @@ test('two watchers of one runner both get every event; a failing snapshot leaves
   await watch.of(runner).add((e) => b.push(e.seq));
   fail = true;
   const c: number[] = [];
-  await assert.rejects(watch.of(runner).add((e) => c.push(e.seq)), /runner gone/);
+  await assert.rejects(
+    watch.of(runner).add((e) => c.push(e.seq)),
+    /runner gone/,
+  );
   emit(ev(1, 'START', 'w1'));
   assert.deepEqual([a, b, c], [[1], [1], []]);
 });

@@ -8,7 +8,14 @@ import {
   type MessageWriter,
 } from 'vscode-jsonrpc/node';
 import { readLine } from '../../../../protocol/src/lines';
-import { GREETING, HANDSHAKE_TIMEOUT_MS, MAX_PREAMBLE_LINE, nonce, proof, proofMatches } from '../../../../protocol/src/transport';
+import {
+  GREETING,
+  HANDSHAKE_TIMEOUT_MS,
+  MAX_PREAMBLE_LINE,
+  nonce,
+  proof,
+  proofMatches,
+} from '../../../../protocol/src/transport';
 import type { Sandbox } from '../../sandbox/provider';
 
 /** One transport to a runner a JSON-RPC connection can run over. */
@@ -25,7 +32,10 @@ export interface Channel {
  * Connects to a runner's socket and passes the mutual challenge: the runner proves it holds
  * the run's secret before the gateway proves it does, and the secret itself never crosses.
  */
-export async function connectSocket(target: { path: string } | { host: string; port: number }, secret: Buffer): Promise<Channel> {
+export async function connectSocket(
+  target: { path: string } | { host: string; port: number },
+  secret: Buffer,
+): Promise<Channel> {
   const socket = await new Promise<net.Socket>((resolve, reject) => {
     const s = 'path' in target ? net.connect(target.path) : net.connect(target.port, target.host);
     s.once('connect', () => {
@@ -38,9 +48,11 @@ export async function connectSocket(target: { path: string } | { host: string; p
     socket.setNoDelay(true);
     const clientNonce = nonce();
     socket.write(`${GREETING} ${clientNonce}\n`);
-    const [runnerNonce, runnerProof] = (await readLine(socket, MAX_PREAMBLE_LINE, HANDSHAKE_TIMEOUT_MS)).toString('utf8').split(' ');
+    const [runnerNonce, runnerProof] = (await readLine(socket, MAX_PREAMBLE_LINE, HANDSHAKE_TIMEOUT_MS))
+      .toString('utf8')
+      .split(' ');
     if (!runnerNonce || !runnerProof || !proofMatches(secret, 'runner', clientNonce, runnerNonce, runnerProof)) {
-      throw new Error('the socket did not prove it is this run\'s runner');
+      throw new Error("the socket did not prove it is this run's runner");
     }
     socket.write(`${proof(secret, 'gateway', clientNonce, runnerNonce)}\n`);
     const ok = (await readLine(socket, 16, HANDSHAKE_TIMEOUT_MS)).toString('utf8');
@@ -62,5 +74,11 @@ export async function connectSocket(target: { path: string } | { host: string; p
 /** The runner's own stdio, the fallback every provider has. */
 export async function connectStdio(sandbox: Sandbox): Promise<Channel> {
   const { stdin, stdout } = await sandbox.stdio();
-  return { kind: 'stdio', reader: new StreamMessageReader(stdout), writer: new StreamMessageWriter(stdin), resume: () => stdout.resume(), close: () => undefined };
+  return {
+    kind: 'stdio',
+    reader: new StreamMessageReader(stdout),
+    writer: new StreamMessageWriter(stdin),
+    resume: () => stdout.resume(),
+    close: () => undefined,
+  };
 }

@@ -8,16 +8,26 @@ export const GO_ON = 'Go on under the assumption you stated, and do not ask this
 
 /** Builds the card from the model's arguments; a card nobody could answer is refused. */
 export function cardOf(args: AskUserArgs): QuestionCard {
-  const options = (args.options ?? []).map((o) => ({ label: o.label.trim(), ...(o.description?.trim() ? { description: o.description.trim() } : {}) }));
+  const options = (args.options ?? []).map((o) => ({
+    label: o.label.trim(),
+    ...(o.description?.trim() ? { description: o.description.trim() } : {}),
+  }));
   if (options.some((o) => o.label === '')) throw new ToolError('every option needs a non-blank label');
   const labels = new Set(options.map((o) => o.label.toLowerCase()));
   if (labels.size !== options.length) throw new ToolError('two options have the same label; make each choice distinct');
   const allowFreeText = args.allow_free_text ?? options.length === 0;
   const multiSelect = args.multi_select ?? false;
-  if (options.length === 0 && !allowFreeText) throw new ToolError('this card could not be answered: give options, or allow a typed answer (allow_free_text)');
+  if (options.length === 0 && !allowFreeText)
+    throw new ToolError('this card could not be answered: give options, or allow a typed answer (allow_free_text)');
   if (multiSelect && options.length < 2) throw new ToolError('multi_select needs at least two options');
   if (!args.question.trim()) throw new ToolError('question is blank');
-  return { question: args.question.trim(), ...(args.context?.trim() ? { context: args.context.trim() } : {}), options, allowFreeText, multiSelect };
+  return {
+    question: args.question.trim(),
+    ...(args.context?.trim() ? { context: args.context.trim() } : {}),
+    options,
+    allowFreeText,
+    multiSelect,
+  };
 }
 
 /** Turns the human's reaction to the card into what the model reads. */
@@ -30,17 +40,24 @@ export function resultOf(card: QuestionCard, outcome: QuestionOutcome): ToolResu
       if (lines.length === 1) parts.push(`The user chose ${lines[0]}`);
       else if (lines.length > 1) parts.push(`The user chose:\n${lines.map((l) => `- ${l}`).join('\n')}`);
       if (outcome.freeText) parts.push(`${lines.length ? 'They added' : 'The user answered'}: ${outcome.freeText}`);
-      return ok(parts.join('\n'), { status: 'answered', selected: chosen, ...(outcome.freeText ? { free_text: outcome.freeText } : {}) });
+      return ok(parts.join('\n'), {
+        status: 'answered',
+        selected: chosen,
+        ...(outcome.freeText ? { free_text: outcome.freeText } : {}),
+      });
     }
     case 'skipped':
       return ok(`The user skipped this question. ${GO_ON}`, { status: 'skipped' });
     case 'timeout':
       return fail(`Nobody answered this question in time. ${GO_ON}`, { status: 'timeout' });
     case 'unavailable':
-      return fail(`No human can answer right now (${outcome.reason}), so the question was not shown. Do not wait for an answer: decide on your own, say which assumption you made, and do not retry ask_user in this call.`, {
-        status: 'unavailable',
-        reason: outcome.reason,
-      });
+      return fail(
+        `No human can answer right now (${outcome.reason}), so the question was not shown. Do not wait for an answer: decide on your own, say which assumption you made, and do not retry ask_user in this call.`,
+        {
+          status: 'unavailable',
+          reason: outcome.reason,
+        },
+      );
   }
 }
 
@@ -52,7 +69,11 @@ export class UnansweredQuestions {
   private readonly seen = new Map<string, 'skipped' | 'timeout'>();
 
   private static key(question: string): string {
-    return question.toLowerCase().replace(/\s+/g, ' ').replace(/[\s?.!:]+$/, '').trim();
+    return question
+      .toLowerCase()
+      .replace(/\s+/g, ' ')
+      .replace(/[\s?.!:]+$/, '')
+      .trim();
   }
 
   get(question: string): 'skipped' | 'timeout' | undefined {
@@ -60,7 +81,8 @@ export class UnansweredQuestions {
   }
 
   remember(question: string, outcome: QuestionOutcome): void {
-    if (outcome.kind === 'skipped' || outcome.kind === 'timeout') this.seen.set(UnansweredQuestions.key(question), outcome.kind);
+    if (outcome.kind === 'skipped' || outcome.kind === 'timeout')
+      this.seen.set(UnansweredQuestions.key(question), outcome.kind);
   }
 }
 
@@ -68,7 +90,11 @@ function repeated(card: QuestionCard, earlier: 'skipped' | 'timeout'): ToolResul
   const r = resultOf(card, { kind: earlier });
   const first = r.content[0] as { type: 'text'; text: string };
   const note = `This question was already asked in this run and ${earlier === 'skipped' ? 'skipped' : 'not answered in time'}; it was not shown again. `;
-  return { ...r, content: [{ type: 'text', text: note + first.text }], structured: { ...(r.structured as object), repeated: true } };
+  return {
+    ...r,
+    content: [{ type: 'text', text: note + first.text }],
+    structured: { ...(r.structured as object), repeated: true },
+  };
 }
 
 export function askUserTool(unanswered = new UnansweredQuestions()): ToolDefinition<AskUserArgs> {

@@ -5,7 +5,12 @@ export const MAX_OPTIONS = 20;
 export const askUserSchema = Type.Object(
   {
     question: Type.String({ minLength: 1, maxLength: 2000, description: 'What to ask, as one clear question.' }),
-    context: Type.Optional(Type.String({ maxLength: 4000, description: 'Why you ask, what you will assume if nobody answers, and what changes with the answer.' })),
+    context: Type.Optional(
+      Type.String({
+        maxLength: 4000,
+        description: 'Why you ask, what you will assume if nobody answers, and what changes with the answer.',
+      }),
+    ),
     options: Type.Optional(
       Type.Array(
         Type.Object(
@@ -18,7 +23,11 @@ export const askUserSchema = Type.Object(
         { maxItems: MAX_OPTIONS, description: 'Choices, numbered 1..n on the card in this order.' },
       ),
     ),
-    allow_free_text: Type.Optional(Type.Boolean({ description: 'Whether a typed answer is accepted. Default: true when there are no options, false otherwise.' })),
+    allow_free_text: Type.Optional(
+      Type.Boolean({
+        description: 'Whether a typed answer is accepted. Default: true when there are no options, false otherwise.',
+      }),
+    ),
     multi_select: Type.Optional(Type.Boolean({ description: 'Whether several options may be chosen. Default false.' })),
   },
   { additionalProperties: false },

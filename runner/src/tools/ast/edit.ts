@@ -20,7 +20,12 @@ function previewOf(rel: string, reps: Replacement[]): string[] {
   return lines;
 }
 
-export function editTool(run: RunContext, engine: SearchEngine, staged: StagedEdits, settings: AstSettings): ToolDefinition<EditArgs> {
+export function editTool(
+  run: RunContext,
+  engine: SearchEngine,
+  staged: StagedEdits,
+  settings: AstSettings,
+): ToolDefinition<EditArgs> {
   return {
     name: 'ast_edit',
     description:
@@ -30,21 +35,44 @@ export function editTool(run: RunContext, engine: SearchEngine, staged: StagedEd
     parallelSafe: false,
     async run(args, ctx) {
       if (typeof args.rewrite !== 'string') throw new ToolError('rewrite must be a string');
-      const found = await searchWorkspace(run.workspace, engine, { ...args, limit: 0 }, settings.maxFileBytes, ctx.signal);
+      const found = await searchWorkspace(
+        run.workspace,
+        engine,
+        { ...args, limit: 0 },
+        settings.maxFileBytes,
+        ctx.signal,
+      );
       const stats = found.stats;
       const files: StagedFile[] = [];
       const preview: string[] = [];
       for (const f of found.files) {
         if (!f.edit) continue;
-        files.push({ abs: f.abs, rel: f.rel, expected: f.edit.expected, next: f.edit.next, replacements: f.edit.applied.length });
+        files.push({
+          abs: f.abs,
+          rel: f.rel,
+          expected: f.edit.expected,
+          next: f.edit.next,
+          replacements: f.edit.applied.length,
+        });
         preview.push(...previewOf(f.rel, f.edit.applied));
       }
       if (files.length === 0) {
-        return { content: [{ type: 'text', text: `no replacements: the pattern matched nothing that the rewrite changes (${describeStats(stats)})` }], structured: { replacements: 0, files: 0, stats } };
+        return {
+          content: [
+            {
+              type: 'text',
+              text: `no replacements: the pattern matched nothing that the rewrite changes (${describeStats(stats)})`,
+            },
+          ],
+          structured: { replacements: 0, files: 0, stats },
+        };
       }
       const edit = staged.stage(files);
       const total = files.reduce((n, f) => n + f.replacements, 0);
-      const shown = preview.length > PREVIEW_LINES ? [...preview.slice(0, PREVIEW_LINES), `… ${preview.length - PREVIEW_LINES} more preview line(s)`] : preview;
+      const shown =
+        preview.length > PREVIEW_LINES
+          ? [...preview.slice(0, PREVIEW_LINES), `… ${preview.length - PREVIEW_LINES} more preview line(s)`]
+          : preview;
       const text = [
         `(proposed) ${count(total, 'replacement')} in ${count(files.length, 'file')} — nothing written yet`,
         ...shown,
@@ -52,7 +80,12 @@ export function editTool(run: RunContext, engine: SearchEngine, staged: StagedEd
       ].join('\n');
       return {
         content: [{ type: 'text', text }],
-        structured: { edit_id: edit.id, replacements: total, files: files.map((f) => ({ path: f.rel, replacements: f.replacements })), stats },
+        structured: {
+          edit_id: edit.id,
+          replacements: total,
+          files: files.map((f) => ({ path: f.rel, replacements: f.replacements })),
+          stats,
+        },
       };
     },
   };

@@ -68,6 +68,7 @@ export function needsOf(kinds: Iterable<number>, literals: string[]): Needs {
 
 /** False when the file certainly has no match (a kind or a word is missing). */
 export function mayMatch(s: FileSummary, needs: Needs): boolean {
-  for (const k of needs.kinds) if (k >>> 5 >= s.kinds.length || (s.kinds[k >>> 5] & (1 << (k & 31))) === 0) return false;
+  for (const k of needs.kinds)
+    if (k >>> 5 >= s.kinds.length || (s.kinds[k >>> 5] & (1 << (k & 31))) === 0) return false;
   return needs.words.every((w) => bloomHas(s.words, w));
 }

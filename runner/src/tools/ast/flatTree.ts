@@ -69,7 +69,15 @@ export class FlatTree {
 
   /** Bytes the arrays hold (the source is counted by the cache). */
   get bytes(): number {
-    return this.typeIds.byteLength + this.flags.byteLength + this.starts.byteLength + this.ends.byteLength + this.lines.byteLength + this.parents.byteLength + this.sizes.byteLength;
+    return (
+      this.typeIds.byteLength +
+      this.flags.byteLength +
+      this.starts.byteLength +
+      this.ends.byteLength +
+      this.lines.byteLength +
+      this.parents.byteLength +
+      this.sizes.byteLength
+    );
   }
 
   get rootNode(): FlatNode {
@@ -183,13 +191,26 @@ export class FlatTree {
     } finally {
       cursor.delete();
     }
-    const fit = <T extends Uint8Array | Uint16Array | Uint32Array | Int32Array>(a: T): T => (i === n ? a : (a.slice(0, i) as T));
-    return new FlatTree(source, names, fit(typeIds), fit(flags), fit(starts), fit(ends), lineStarts(source), fit(parents), fit(sizes));
+    const fit = <T extends Uint8Array | Uint16Array | Uint32Array | Int32Array>(a: T): T =>
+      i === n ? a : (a.slice(0, i) as T);
+    return new FlatTree(
+      source,
+      names,
+      fit(typeIds),
+      fit(flags),
+      fit(starts),
+      fit(ends),
+      lineStarts(source),
+      fit(parents),
+      fit(sizes),
+    );
   }
 
   /** The arrays to hand to postMessage's transfer list. */
   transferables(): ArrayBuffer[] {
-    return [this.typeIds, this.flags, this.starts, this.ends, this.lines, this.parents, this.sizes].map((a) => a.buffer as ArrayBuffer);
+    return [this.typeIds, this.flags, this.starts, this.ends, this.lines, this.parents, this.sizes].map(
+      (a) => a.buffer as ArrayBuffer,
+    );
   }
 
   /**
@@ -211,7 +232,10 @@ function lineStarts(source: string): Uint32Array {
 
 /** One node of a FlatTree; made on demand, compared by `id`. */
 export class FlatNode implements SyntaxNode {
-  constructor(readonly tree: FlatTree, readonly id: number) {}
+  constructor(
+    readonly tree: FlatTree,
+    readonly id: number,
+  ) {}
 
   get typeId(): number {
     return this.tree.typeIds[this.id];

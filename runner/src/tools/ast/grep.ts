@@ -40,10 +40,24 @@ export function grepTool(run: RunContext, engine: SearchEngine, settings: AstSet
     parallelSafe: true,
     async run(args, ctx) {
       const max = checkMaxResults(args.max_results);
-      const { files, stats } = await searchWorkspace(run.workspace, engine, { ...args, limit: max }, settings.maxFileBytes, ctx.signal);
+      const { files, stats } = await searchWorkspace(
+        run.workspace,
+        engine,
+        { ...args, limit: max },
+        settings.maxFileBytes,
+        ctx.signal,
+      );
       const total = files.reduce((n, f) => n + f.total, 0);
       const found: FoundMatch[] = files
-        .flatMap((f) => f.matches.map((m) => ({ file: f.rel, start_line: m.startLine, end_line: m.endLine, text: m.text, captures: m.captures })))
+        .flatMap((f) =>
+          f.matches.map((m) => ({
+            file: f.rel,
+            start_line: m.startLine,
+            end_line: m.endLine,
+            text: m.text,
+            captures: m.captures,
+          })),
+        )
         .slice(0, max);
       const head =
         total === 0

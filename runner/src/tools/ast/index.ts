@@ -24,8 +24,12 @@ export function registerAst(registry: ToolRegistry, run: RunContext, options: As
   if (!run.features.ast) return undefined;
   const settings = run.settingsFor('ast', DEFAULT_AST_SETTINGS);
   const cacheBytes = settings.cacheMB * 1024 * 1024;
-  const engine: SearchEngine = settings.workers > 0 ? new WorkerPoolEngine(settings.workers, cacheBytes) : new InProcessEngine(cacheBytes);
-  const indexer = options.indexOnArrival === false ? undefined : new BackgroundIndexer(settings.maxFileBytes, (file) => engine.adopt(file), settings.workers);
+  const engine: SearchEngine =
+    settings.workers > 0 ? new WorkerPoolEngine(settings.workers, cacheBytes) : new InProcessEngine(cacheBytes);
+  const indexer =
+    options.indexOnArrival === false
+      ? undefined
+      : new BackgroundIndexer(settings.maxFileBytes, (file) => engine.adopt(file), settings.workers);
   const staged = new StagedEdits(settings.editTtlMinutes * 60_000);
   // Any tool that writes files tells the cache, so a search right after an edit sees it.
   run.observeWrites({

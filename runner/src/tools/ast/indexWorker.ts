@@ -40,7 +40,11 @@ async function indexOne(abs: string, mtimeMs: number, size: number): Promise<voi
   const tree = await parseFlat(source, language);
   const summary = summarize(tree, language.id);
   const reply: IndexReply = { kind: 'file', file: { abs, mtimeMs, size, utf8Bytes: buf.length, tree, summary } };
-  parentPort!.postMessage(reply, [...tree.transferables(), summary.kinds.buffer as ArrayBuffer, summary.words.buffer as ArrayBuffer]);
+  parentPort!.postMessage(reply, [
+    ...tree.transferables(),
+    summary.kinds.buffer as ArrayBuffer,
+    summary.words.buffer as ArrayBuffer,
+  ]);
 }
 
 async function serve(req: IndexRequest): Promise<void> {

@@ -28,7 +28,10 @@ export class BackgroundIndexer {
 
   /** `threads` index in parallel, each its share of the files (they only use idle CPU). */
   constructor(maxFileBytes: number, deliver: (file: IndexedFile) => void, threads = 1) {
-    this.threads = Array.from({ length: Math.max(1, threads) }, (_, part) => new IndexThread(maxFileBytes, deliver, part, Math.max(1, threads)));
+    this.threads = Array.from(
+      { length: Math.max(1, threads) },
+      (_, part) => new IndexThread(maxFileBytes, deliver, part, Math.max(1, threads)),
+    );
   }
 
   /** Files indexed so far. */
@@ -72,7 +75,9 @@ class IndexThread {
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(path.join(__dirname, 'indexWorker.js'), { workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts } });
+    const w = new Worker(path.join(__dirname, 'indexWorker.js'), {
+      workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts },
+    });
     w.on('message', (reply: IndexReply) => {
       if (reply.kind === 'file') {
         this.indexed++;

@@ -40,8 +40,20 @@ function statementContexts(open: string, close: string): PatternContext[] {
 // web-tree-sitter 0.25 (ABI 10/12, or a missing external scanner symbol), so they are not offered.
 const SPECS: LanguageSpec[] = [
   { id: 'bash', wasm: 'bash', extensions: ['sh', 'bash'], expando: '$' },
-  { id: 'c', wasm: 'c', extensions: ['c', 'h'], expando: 'µ', contexts: statementContexts('void __tether_pattern(void) {', '}') },
-  { id: 'cpp', wasm: 'cpp', extensions: ['cc', 'cpp', 'cxx', 'hpp', 'hh', 'hxx'], expando: 'µ', contexts: statementContexts('void __tether_pattern() {', '}') },
+  {
+    id: 'c',
+    wasm: 'c',
+    extensions: ['c', 'h'],
+    expando: 'µ',
+    contexts: statementContexts('void __tether_pattern(void) {', '}'),
+  },
+  {
+    id: 'cpp',
+    wasm: 'cpp',
+    extensions: ['cc', 'cpp', 'cxx', 'hpp', 'hh', 'hxx'],
+    expando: 'µ',
+    contexts: statementContexts('void __tether_pattern() {', '}'),
+  },
   { id: 'csharp', wasm: 'c_sharp', extensions: ['cs'], expando: 'µ' },
   { id: 'css', wasm: 'css', extensions: ['css'], expando: '_' },
   {
@@ -50,14 +62,30 @@ const SPECS: LanguageSpec[] = [
     extensions: ['dart'],
     expando: '$',
     contextsFirst: true,
-    contexts: [...statementContexts('void __tether_pattern() {', '}').slice(1), { prefix: 'var __tether_pattern = ', suffix: ';' }, { prefix: 'class __TetherPattern {\n', suffix: '\n}' }],
+    contexts: [
+      ...statementContexts('void __tether_pattern() {', '}').slice(1),
+      { prefix: 'var __tether_pattern = ', suffix: ';' },
+      { prefix: 'class __TetherPattern {\n', suffix: '\n}' },
+    ],
   },
   { id: 'elisp', wasm: 'elisp', extensions: ['el'], expando: 'µ' },
   { id: 'elixir', wasm: 'elixir', extensions: ['ex', 'exs'], expando: 'µ' },
   { id: 'embedded_template', wasm: 'embedded_template', extensions: ['erb', 'ejs'], expando: '$' },
-  { id: 'go', wasm: 'go', extensions: ['go'], expando: 'µ', contexts: statementContexts('func __tether_pattern() {', '}') },
+  {
+    id: 'go',
+    wasm: 'go',
+    extensions: ['go'],
+    expando: 'µ',
+    contexts: statementContexts('func __tether_pattern() {', '}'),
+  },
   { id: 'html', wasm: 'html', extensions: ['html', 'htm'], expando: 'z' },
-  { id: 'java', wasm: 'java', extensions: ['java'], expando: '$', contexts: statementContexts('class __TetherPattern { void m() {', '} }') },
+  {
+    id: 'java',
+    wasm: 'java',
+    extensions: ['java'],
+    expando: '$',
+    contexts: statementContexts('class __TetherPattern { void m() {', '} }'),
+  },
   { id: 'javascript', wasm: 'javascript', extensions: ['js', 'mjs', 'cjs', 'jsx'], expando: '$' },
   { id: 'json', wasm: 'json', extensions: ['json'], expando: '$' },
   { id: 'kotlin', wasm: 'kotlin', extensions: ['kt', 'kts'], expando: 'µ' },
@@ -68,7 +96,13 @@ const SPECS: LanguageSpec[] = [
   { id: 'python', wasm: 'python', extensions: ['py', 'pyi'], expando: 'µ' },
   { id: 'rescript', wasm: 'rescript', extensions: ['res', 'resi'], expando: 'µ' },
   { id: 'ruby', wasm: 'ruby', extensions: ['rb'], expando: 'µ' },
-  { id: 'rust', wasm: 'rust', extensions: ['rs'], expando: 'µ', contexts: statementContexts('fn __tether_pattern() {', '}') },
+  {
+    id: 'rust',
+    wasm: 'rust',
+    extensions: ['rs'],
+    expando: 'µ',
+    contexts: statementContexts('fn __tether_pattern() {', '}'),
+  },
   { id: 'scala', wasm: 'scala', extensions: ['scala', 'sc'], expando: '$' },
   { id: 'solidity', wasm: 'solidity', extensions: ['sol'], expando: 'µ' },
   { id: 'swift', wasm: 'swift', extensions: ['swift'], expando: 'µ' },
@@ -83,8 +117,19 @@ const SPECS: LanguageSpec[] = [
 
 /** Other names people use for a language, mapped to its id. */
 const ALIASES: Record<string, string> = {
-  py: 'python', ts: 'typescript', js: 'javascript', jsx: 'javascript', rs: 'rust', golang: 'go',
-  'c++': 'cpp', cs: 'csharp', 'c#': 'csharp', c_sharp: 'csharp', kt: 'kotlin', rb: 'ruby', sh: 'bash',
+  py: 'python',
+  ts: 'typescript',
+  js: 'javascript',
+  jsx: 'javascript',
+  rs: 'rust',
+  golang: 'go',
+  'c++': 'cpp',
+  cs: 'csharp',
+  'c#': 'csharp',
+  c_sharp: 'csharp',
+  kt: 'kotlin',
+  rb: 'ruby',
+  sh: 'bash',
 };
 
 const byId = new Map(SPECS.map((s) => [s.id, s]));

@@ -68,7 +68,9 @@ function skippable(code: Node): boolean {
   return !code.isNamed || code.isExtra;
 }
 
-function isEllipsis(p: PatternNode | undefined): p is { kind: 'metavar'; metavar: Extract<MetaVar, { kind: 'multi' | 'anyMulti' }> } {
+function isEllipsis(
+  p: PatternNode | undefined,
+): p is { kind: 'metavar'; metavar: Extract<MetaVar, { kind: 'multi' | 'anyMulti' }> } {
   return p?.kind === 'metavar' && (p.metavar.kind === 'multi' || p.metavar.kind === 'anyMulti');
 }
 

@@ -61,7 +61,8 @@ function convert(node: Node, sigil: string, added: ReadonlySet<number>): Pattern
   if (text.endsWith(';') && added.has(node.endIndex - 1)) text = text.slice(0, -1).trimEnd();
   const metavar = parseMetaVar(text, sigil);
   if (metavar) return { kind: 'metavar', metavar };
-  if (node.childCount === 0) return { kind: 'leaf', typeId: node.typeId, type: node.type, text: node.text, named: node.isNamed };
+  if (node.childCount === 0)
+    return { kind: 'leaf', typeId: node.typeId, type: node.type, text: node.text, named: node.isNamed };
   const children: PatternNode[] = [];
   for (const child of node.children) {
     if (!child || child.isMissing || (child.type === ';' && added.has(child.startIndex))) continue;
@@ -77,7 +78,10 @@ function convert(node: Node, sigil: string, added: ReadonlySet<number>): Pattern
  */
 function terminateLoneMetavars(source: string, sigil: string): { text: string; added: number[] } {
   const s = sigil.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const lone = new RegExp(`(^|[{;\\n])([ \\t]*)(${s}${s}${s}[A-Z0-9_]*|${s}{1,2}[A-Z_][A-Z0-9_]*)(?=[ \\t]*(?:\\}|\\n|$))`, 'g');
+  const lone = new RegExp(
+    `(^|[{;\\n])([ \\t]*)(${s}${s}${s}[A-Z0-9_]*|${s}{1,2}[A-Z_][A-Z0-9_]*)(?=[ \\t]*(?:\\}|\\n|$))`,
+    'g',
+  );
   const added: number[] = [];
   let shift = 0;
   const text = source.replace(lone, (whole: string, before: string, space: string, name: string, at: number) => {
@@ -120,7 +124,14 @@ interface Parsed {
   end: number;
 }
 
-function parseIn(parser: Parser, source: string, context: PatternContext | undefined, pattern: string, language: LanguageSpec, strict: boolean): Parsed {
+function parseIn(
+  parser: Parser,
+  source: string,
+  context: PatternContext | undefined,
+  pattern: string,
+  language: LanguageSpec,
+  strict: boolean,
+): Parsed {
   const prefix = context?.prefix ?? '';
   // (`source` is the pattern as parsed; `pattern` only serves error positions.)
   const suffix = context?.suffix ?? '';
@@ -134,9 +145,14 @@ function parseIn(parser: Parser, source: string, context: PatternContext | undef
     return { tree, problem: `pattern does not parse as ${language.id}: ${what} at ${lineCol(pattern, at)}`, end: 0 };
   }
   if (!context) {
-    if (top.childCount === 0) return { tree, problem: 'pattern has no code in it (only comments or whitespace?)', end: 0 };
+    if (top.childCount === 0)
+      return { tree, problem: 'pattern has no code in it (only comments or whitespace?)', end: 0 };
     if (!isSingle(top)) {
-      return { tree, problem: `pattern is ${top.childCount} separate ${language.id} nodes; a pattern must be one node (wrap statements in a block, or search for one of them)`, end: 0 };
+      return {
+        tree,
+        problem: `pattern is ${top.childCount} separate ${language.id} nodes; a pattern must be one node (wrap statements in a block, or search for one of them)`,
+        end: 0,
+      };
     }
     return { tree, node: top, end: top.endIndex };
   }
@@ -157,16 +173,19 @@ type Attempt = { strict: boolean; context?: PatternContext; terminate?: boolean 
  */
 function parseAttempts(language: LanguageSpec): Attempt[] {
   const contexts = language.contexts ?? [];
-  const inContexts = (strict: boolean, terminate = false) => contexts.map((context) => ({ strict, context, terminate }));
+  const inContexts = (strict: boolean, terminate = false) =>
+    contexts.map((context) => ({ strict, context, terminate }));
   const terminated = [...inContexts(true, true), { strict: true, terminate: true }];
   // Dart also reads `{ $$$B }` as a set literal when a `;` follows; the terminated form says block.
-  if (language.contextsFirst) return [...terminated, ...inContexts(true), { strict: true }, ...inContexts(false), { strict: false }];
+  if (language.contextsFirst)
+    return [...terminated, ...inContexts(true), { strict: true }, ...inContexts(false), { strict: false }];
   return [{ strict: false }, ...inContexts(true), ...inContexts(false), ...terminated];
 }
 
 export async function compilePattern(pattern: string, language: LanguageSpec): Promise<CompiledPattern> {
   if (typeof pattern !== 'string' || pattern.trim() === '') throw new ToolError('pattern is empty');
-  if (pattern.length > MAX_PATTERN_CHARS) throw new ToolError(`pattern is ${pattern.length} characters; the limit is ${MAX_PATTERN_CHARS}`);
+  if (pattern.length > MAX_PATTERN_CHARS)
+    throw new ToolError(`pattern is ${pattern.length} characters; the limit is ${MAX_PATTERN_CHARS}`);
   const source = preprocessPattern(pattern.trim(), language.expando);
   const parser = await parserFor(language);
   let firstError: string | undefined;

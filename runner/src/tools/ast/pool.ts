@@ -99,8 +99,21 @@ class ShardWorker {
   /** Starts the worker if need be: a background tree is worth keeping before any query. */
   adopt(file: IndexedFile): void {
     const { tree, summary } = file;
-    const arrays = [tree.typeIds, tree.flags, tree.starts, tree.ends, tree.lines, tree.parents, tree.sizes, summary.kinds, summary.words];
-    this.start().postMessage({ kind: 'adopt', file } satisfies WorkerRequest, arrays.map((a) => a.buffer as ArrayBuffer));
+    const arrays = [
+      tree.typeIds,
+      tree.flags,
+      tree.starts,
+      tree.ends,
+      tree.lines,
+      tree.parents,
+      tree.sizes,
+      summary.kinds,
+      summary.words,
+    ];
+    this.start().postMessage(
+      { kind: 'adopt', file } satisfies WorkerRequest,
+      arrays.map((a) => a.buffer as ArrayBuffer),
+    );
   }
 
   async close(): Promise<void> {
@@ -123,7 +136,9 @@ export class WorkerPoolEngine implements SearchEngine {
   async run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
     const split: ShardJob['files'][] = this.workers.map(() => []);
     for (const f of job.files) split[shardOf(f.abs, this.workers.length)].push(f);
-    const parts = await Promise.all(split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }, signal) : Promise.resolve([]))));
+    const parts = await Promise.all(
+      split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }, signal) : Promise.resolve([]))),
+    );
     return merge(job.files, parts);
   }
 

@@ -14,12 +14,16 @@ export function resolveTool(run: RunContext, staged: StagedEdits): ToolDefinitio
     inputSchema: resolveSchema,
     parallelSafe: false,
     async run(args, ctx) {
-      if (args.action !== 'accept' && args.action !== 'discard') throw new ToolError('action must be "accept" or "discard"');
+      if (args.action !== 'accept' && args.action !== 'discard')
+        throw new ToolError('action must be "accept" or "discard"');
       const edit = staged.pending(String(args.edit_id));
       if (args.action === 'discard') {
         const n = edit.files.length;
         staged.settle(edit, 'discarded');
-        return { content: [{ type: 'text', text: `discarded ${edit.id} (${count(n, 'file')} untouched)` }], structured: { edit_id: edit.id, state: 'discarded' } };
+        return {
+          content: [{ type: 'text', text: `discarded ${edit.id} (${count(n, 'file')} untouched)` }],
+          structured: { edit_id: edit.id, state: 'discarded' },
+        };
       }
       const files = edit.files;
       try {
@@ -33,10 +37,19 @@ export function resolveTool(run: RunContext, staged: StagedEdits): ToolDefinitio
         throw err;
       }
       staged.settle(edit, 'accepted');
-      const extra = await run.afterWrite(files.map((f) => f.abs), ctx);
+      const extra = await run.afterWrite(
+        files.map((f) => f.abs),
+        ctx,
+      );
       const total = files.reduce((n, f) => n + f.replacements, 0);
       return {
-        content: [{ type: 'text', text: `accepted ${edit.id}: wrote ${count(total, 'replacement')} in ${count(files.length, 'file')}: ${files.map((f) => f.rel).join(', ')}` }, ...extra],
+        content: [
+          {
+            type: 'text',
+            text: `accepted ${edit.id}: wrote ${count(total, 'replacement')} in ${count(files.length, 'file')}: ${files.map((f) => f.rel).join(', ')}`,
+          },
+          ...extra,
+        ],
         structured: { edit_id: edit.id, state: 'accepted', files: files.map((f) => f.rel), replacements: total },
       };
     },

@@ -89,7 +89,11 @@ export interface Replacement {
  * Applies the replacements of one file. Matches come in document order with outer ones first;
  * a match that starts inside one already replaced is dropped (outermost wins, as in ast-grep).
  */
-export function applyReplacements(source: string, matches: Match[], template: RewriteTemplate): { text: string; applied: Replacement[] } {
+export function applyReplacements(
+  source: string,
+  matches: Match[],
+  template: RewriteTemplate,
+): { text: string; applied: Replacement[] } {
   const applied: Replacement[] = [];
   let out = '';
   let cursor = 0;

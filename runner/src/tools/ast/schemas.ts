@@ -27,9 +27,14 @@ export const DEFAULT_AST_SETTINGS: AstSettings = {
 const pattern = Type.String({
   minLength: 1,
   maxLength: MAX_PATTERN_CHARS,
-  description: 'Code with metavariables: $NAME matches one node, $$$NAME zero or more siblings, $_ anything (not captured). A metavariable used twice must match the same code.',
+  description:
+    'Code with metavariables: $NAME matches one node, $$$NAME zero or more siblings, $_ anything (not captured). A metavariable used twice must match the same code.',
 });
-const path = Type.String({ minLength: 1, maxLength: 4096, description: 'File or directory to search, workspace-relative. Default: the whole workspace.' });
+const path = Type.String({
+  minLength: 1,
+  maxLength: 4096,
+  description: 'File or directory to search, workspace-relative. Default: the whole workspace.',
+});
 const language = Type.String({
   minLength: 1,
   maxLength: 40,
@@ -42,7 +47,11 @@ export const grepSchema = Type.Object(
     path: Type.Optional(path),
     language: Type.Optional(language),
     max_results: Type.Optional(
-      Type.Integer({ minimum: 1, maximum: MAX_MAX_RESULTS, description: `Most matches listed (default ${DEFAULT_MAX_RESULTS}); the result still says how many matched in all.` }),
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_MAX_RESULTS,
+        description: `Most matches listed (default ${DEFAULT_MAX_RESULTS}); the result still says how many matched in all.`,
+      }),
     ),
   },
   { additionalProperties: false },
@@ -54,7 +63,8 @@ export const editSchema = Type.Object(
     pattern,
     rewrite: Type.String({
       maxLength: MAX_PATTERN_CHARS,
-      description: 'What replaces each match; $NAME and $$$NAME are substituted (a $$$ run keeps its separators), multi-line text is re-indented to where it lands.',
+      description:
+        'What replaces each match; $NAME and $$$NAME are substituted (a $$$ run keeps its separators), multi-line text is re-indented to where it lands.',
     }),
     path: Type.Optional(path),
     language: Type.Optional(language),
@@ -65,8 +75,15 @@ export type EditArgs = Static<typeof editSchema>;
 
 export const resolveSchema = Type.Object(
   {
-    edit_id: Type.String({ pattern: '^edit_[0-9]+$', maxLength: 32, description: 'The id from a proposed ast_edit result, e.g. "edit_1".' }),
-    action: StringEnum(['accept', 'discard'], { type: 'string', description: 'accept writes every file of the change (or none); discard drops it.' }),
+    edit_id: Type.String({
+      pattern: '^edit_[0-9]+$',
+      maxLength: 32,
+      description: 'The id from a proposed ast_edit result, e.g. "edit_1".',
+    }),
+    action: StringEnum(['accept', 'discard'], {
+      type: 'string',
+      description: 'accept writes every file of the change (or none); discard drops it.',
+    }),
   },
   { additionalProperties: false },
 );

@@ -34,7 +34,13 @@ export interface SearchResult {
 }
 
 /** Which files to search and in which language each. */
-async function selectFiles(workspace: Workspace, req: SearchRequest, fixed: LanguageSpec | undefined, maxFileBytes: number, signal?: AbortSignal) {
+async function selectFiles(
+  workspace: Workspace,
+  req: SearchRequest,
+  fixed: LanguageSpec | undefined,
+  maxFileBytes: number,
+  signal?: AbortSignal,
+) {
   const target = await workspace.resolve(req.path ?? '.');
   const st = await fs.stat(target).catch(() => {
     throw new ToolError(`path not found: ${req.path}`);
@@ -42,11 +48,14 @@ async function selectFiles(workspace: Workspace, req: SearchRequest, fixed: Lang
   if (st.isFile()) {
     const language = fixed ?? languageForFile(target);
     if (!language) throw new ToolError(`cannot tell the language of ${req.path} from its extension; pass language`);
-    if (st.size > maxFileBytes) throw new ToolError(`${req.path} is ${st.size} bytes, above the ${maxFileBytes}-byte search limit`);
+    if (st.size > maxFileBytes)
+      throw new ToolError(`${req.path} is ${st.size} bytes, above the ${maxFileBytes}-byte search limit`);
     return { files: [{ abs: target, size: st.size, mtimeMs: st.mtimeMs, language: language.id }], tooLarge: 0 };
   }
   if (!st.isDirectory()) throw new ToolError(`${req.path} is neither a file nor a directory`);
-  const accept = fixed ? (name: string) => languageForFile(name) === fixed : (name: string) => languageForFile(name) !== undefined;
+  const accept = fixed
+    ? (name: string) => languageForFile(name) === fixed
+    : (name: string) => languageForFile(name) !== undefined;
   const walked = await walkFiles(target, accept, maxFileBytes, signal);
   const files: JobFile[] = walked.files.map((f) => ({ ...f, language: fixed?.id ?? languageForFile(f.abs)!.id }));
   return { files, tooLarge: walked.tooLarge };
@@ -57,7 +66,13 @@ async function selectFiles(workspace: Workspace, req: SearchRequest, fixed: Lang
  * `language` searches every file in the language of its extension, wherever the pattern
  * parses in that language; with `language` only that language's files are searched.
  */
-export async function searchWorkspace(workspace: Workspace, engine: SearchEngine, req: SearchRequest, maxFileBytes: number, signal?: AbortSignal): Promise<SearchResult> {
+export async function searchWorkspace(
+  workspace: Workspace,
+  engine: SearchEngine,
+  req: SearchRequest,
+  maxFileBytes: number,
+  signal?: AbortSignal,
+): Promise<SearchResult> {
   if (typeof req.pattern !== 'string' || req.pattern.trim() === '') throw new ToolError('pattern is empty');
   const fixed = req.language ? languageById(req.language) : undefined;
   // With a language, a pattern that does not parse is an error even before any file is found.
@@ -78,10 +93,22 @@ export async function searchWorkspace(workspace: Workspace, engine: SearchEngine
     }
   }
   if (!fixed && failed.length > 0 && usable.size === 0) {
-    throw new ToolError(failed.length === 1 ? failed[0].error : `the pattern parses in none of the languages found here: ${failed.map((f) => `${f.language}: ${f.error}`).join('; ')}`);
+    throw new ToolError(
+      failed.length === 1
+        ? failed[0].error
+        : `the pattern parses in none of the languages found here: ${failed.map((f) => `${f.language}: ${f.error}`).join('; ')}`,
+    );
   }
   signal?.throwIfAborted();
-  const outcomes = await engine.run({ pattern: req.pattern, rewrite: req.rewrite, files: files.filter((f) => usable.has(f.language)), limit: req.limit }, signal);
+  const outcomes = await engine.run(
+    {
+      pattern: req.pattern,
+      rewrite: req.rewrite,
+      files: files.filter((f) => usable.has(f.language)),
+      limit: req.limit,
+    },
+    signal,
+  );
   const stats: SearchStats = {
     filesSearched: outcomes.filter((o) => !o.binary).length,
     filesPrefiltered: outcomes.filter((o) => o.prefiltered).length,
@@ -98,6 +125,7 @@ export function describeStats(s: SearchStats): string {
   if (s.languages.length > 0) parts[0] += ` (${s.languages.join(', ')})`;
   if (s.skippedBinary) parts.push(`${s.skippedBinary} binary skipped`);
   if (s.skippedLarge) parts.push(`${s.skippedLarge} too large skipped`);
-  if (s.patternFailedIn.length) parts.push(`pattern does not parse as ${s.patternFailedIn.map((f) => f.language).join(', ')}`);
+  if (s.patternFailedIn.length)
+    parts.push(`pattern does not parse as ${s.patternFailedIn.map((f) => f.language).join(', ')}`);
   return parts.join('; ');
 }

@@ -69,14 +69,22 @@ function kindsOf(node: PatternNode, into: number[] = []): number[] {
 function plainCaptures(caps: Captures): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, node] of caps.single) out[name] = cut(node.text, MAX_CAPTURE_CHARS);
-  for (const [name, nodes] of caps.multi) out[name] = nodes.filter((n: Node) => n.isNamed && !n.isExtra).map((n) => cut(n.text, MAX_CAPTURE_CHARS));
+  for (const [name, nodes] of caps.multi)
+    out[name] = nodes.filter((n: Node) => n.isNamed && !n.isExtra).map((n) => cut(n.text, MAX_CAPTURE_CHARS));
   return out;
 }
 
 function plain(m: Match, source: string): PlainMatch {
   const text = source.slice(m.start, m.end);
   const startLine = m.node.startPosition.row + 1;
-  return { start: m.start, end: m.end, startLine, endLine: startLine + (text.match(/\n/g)?.length ?? 0), text: cut(text), captures: plainCaptures(m.captures) };
+  return {
+    start: m.start,
+    end: m.end,
+    startLine,
+    endLine: startLine + (text.match(/\n/g)?.length ?? 0),
+    text: cut(text),
+    captures: plainCaptures(m.captures),
+  };
 }
 
 /**
@@ -183,7 +191,14 @@ export class Shard {
 
   /** Takes a tree parsed by the background indexer. */
   adopt(found: IndexedFile): boolean {
-    return this.cache.adopt(found.abs, found.mtimeMs, found.size, found.utf8Bytes, FlatTree.revive(found.tree, found.summary.language), found.summary);
+    return this.cache.adopt(
+      found.abs,
+      found.mtimeMs,
+      found.size,
+      found.utf8Bytes,
+      FlatTree.revive(found.tree, found.summary.language),
+      found.summary,
+    );
   }
 
   invalidate(abs: string): void {

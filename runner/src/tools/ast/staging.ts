@@ -28,7 +28,10 @@ export class StagedEdits {
   private readonly edits = new Map<string, StagedEdit>();
   private counter = 0;
 
-  constructor(private readonly ttlMs: number, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly ttlMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   stage(files: StagedFile[]): StagedEdit {
     this.sweep();
@@ -51,13 +54,18 @@ export class StagedEdits {
     const e = this.edits.get(id);
     if (!e) {
       const open = [...this.edits.values()].filter((x) => x.state === 'pending' && !this.expired(x)).map((x) => x.id);
-      throw new ToolError(`unknown edit_id "${id}"; ${open.length ? `pending edits: ${open.join(', ')}` : 'no edits are pending in this run'}`);
+      throw new ToolError(
+        `unknown edit_id "${id}"; ${open.length ? `pending edits: ${open.join(', ')}` : 'no edits are pending in this run'}`,
+      );
     }
     if (this.expired(e)) {
       e.files = [];
-      throw new ToolError(`${id} expired (staged edits live ${count(Math.round(this.ttlMs / 60000), 'minute')}); run ast_edit again`);
+      throw new ToolError(
+        `${id} expired (staged edits live ${count(Math.round(this.ttlMs / 60000), 'minute')}); run ast_edit again`,
+      );
     }
-    if (e.state !== 'pending') throw new ToolError(`${id} was already resolved (${e.state}); run ast_edit again for a new change`);
+    if (e.state !== 'pending')
+      throw new ToolError(`${id} was already resolved (${e.state}); run ast_edit again for a new change`);
     return e;
   }
 

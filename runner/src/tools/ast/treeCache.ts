@@ -4,9 +4,7 @@ import { summarize, summaryBytes, type FileSummary } from './fileIndex';
 import { loadLanguage, parserFor, type LanguageSpec } from './languages';
 
 /** What the cache knows about one file at one (mtime, size). */
-export type CachedFile =
-  | { kind: 'binary' }
-  | { kind: 'text'; source: string; tree?: FlatTree; language?: string };
+export type CachedFile = { kind: 'binary' } | { kind: 'text'; source: string; tree?: FlatTree; language?: string };
 
 interface Entry {
   abs: string;
@@ -145,7 +143,9 @@ export class TreeCache {
     // thread-pool round trips (open, stat, read, close).
     const buf = readFileSync(abs);
     const file: CachedFile = looksBinary(buf) ? { kind: 'binary' } : { kind: 'text', source: buf.toString('utf8') };
-    const bytes = (file.kind === 'text' ? sourceBytes(file.source, buf.length) : 64) + (known?.summary ? summaryBytes(known.summary) : 0);
+    const bytes =
+      (file.kind === 'text' ? sourceBytes(file.source, buf.length) : 64) +
+      (known?.summary ? summaryBytes(known.summary) : 0);
     if (known) {
       this.touch(known);
       if (this.makeRoom(bytes - known.bytes)) {
@@ -164,7 +164,12 @@ export class TreeCache {
    * Runs `use` on the file's tree in `language`, parsed on first use and kept while the entry
    * lives (with the file's summary, which outlives the tree).
    */
-  async withTree<T>(abs: string, file: CachedFile & { kind: 'text' }, language: LanguageSpec, use: (tree: FlatTree) => T): Promise<T> {
+  async withTree<T>(
+    abs: string,
+    file: CachedFile & { kind: 'text' },
+    language: LanguageSpec,
+    use: (tree: FlatTree) => T,
+  ): Promise<T> {
     if (file.tree && file.language === language.id) return use(file.tree);
     let tree: FlatTree;
     try {
@@ -199,7 +204,8 @@ export class TreeCache {
     const file: CachedFile = { kind: 'text', source: tree.source, tree, language: summary.language };
     // Whole entry when it fits, else the summary alone (it still narrows the next query, and
     // is worth more per byte than a tree: other background trees give way to it).
-    const [bytes, keep] = this.total - before + withTree <= this.limitBytes ? [withTree, file] : [summaryBytes(summary), undefined];
+    const [bytes, keep] =
+      this.total - before + withTree <= this.limitBytes ? [withTree, file] : [summaryBytes(summary), undefined];
     if (this.total - before + bytes > this.limitBytes) {
       for (const e of this.entries.values()) {
         if (this.total - before + bytes <= this.limitBytes) break;

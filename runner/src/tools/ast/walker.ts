@@ -47,7 +47,12 @@ function ignored(scopes: IgnoreScope[], abs: string, isDir: boolean): boolean {
  * when made through fs.promises (a repeated search over 1,700 files spent most of its time
  * there). The walk yields to the event loop between directories.
  */
-export async function walkFiles(root: string, accept: (name: string) => boolean, maxBytes: number, signal?: AbortSignal): Promise<WalkResult> {
+export async function walkFiles(
+  root: string,
+  accept: (name: string) => boolean,
+  maxBytes: number,
+  signal?: AbortSignal,
+): Promise<WalkResult> {
   const files: WalkedFile[] = [];
   let tooLarge = 0;
   let sinceYield = 0;

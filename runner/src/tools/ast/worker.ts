@@ -9,7 +9,9 @@ export type WorkerRequest =
   | { kind: 'invalidate'; abs: string }
   | { kind: 'adopt'; file: IndexedFile }
   | { kind: 'clear' };
-export type WorkerReply = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string; tool: boolean };
+export type WorkerReply =
+  | { id: number; ok: true; result: unknown }
+  | { id: number; ok: false; error: string; tool: boolean };
 
 const shard = new Shard((workerData as { cacheBytes: number }).cacheBytes);
 const cancelled = new Set<number>();
@@ -24,7 +26,13 @@ parentPort!.on('message', (msg: WorkerRequest) => {
     .run(msg.job, () => cancelled.has(id))
     .finally(() => cancelled.delete(id))
     .then(
-    (result) => parentPort!.postMessage({ id: msg.id, ok: true, result } satisfies WorkerReply),
-    (err: Error) => parentPort!.postMessage({ id: msg.id, ok: false, error: err.message, tool: err.name === 'ToolError' } satisfies WorkerReply),
-  );
+      (result) => parentPort!.postMessage({ id: msg.id, ok: true, result } satisfies WorkerReply),
+      (err: Error) =>
+        parentPort!.postMessage({
+          id: msg.id,
+          ok: false,
+          error: err.message,
+          tool: err.name === 'ToolError',
+        } satisfies WorkerReply),
+    );
 });

@@ -100,7 +100,12 @@ const debugpy: AdapterSpec = {
       }
       tried.push(`${python} (no debugpy module)`);
     }
-    return { ok: false, missing: candidates.length ? `no python with debugpy: tried ${tried.join(', ')}` : 'no python3 on PATH and no .venv/bin or venv/bin python' };
+    return {
+      ok: false,
+      missing: candidates.length
+        ? `no python with debugpy: tried ${tried.join(', ')}`
+        : 'no python3 on PATH and no .venv/bin or venv/bin python',
+    };
   },
   launchArguments: ({ program, args, cwd, command }) => ({
     name: 'tether',
@@ -116,7 +121,14 @@ const debugpy: AdapterSpec = {
     subProcess: false,
     stopOnEntry: false,
   }),
-  attachArguments: (port) => ({ name: 'tether', type: 'python', request: 'attach', connect: { host: '127.0.0.1', port }, justMyCode: true, subProcess: false }),
+  attachArguments: (port) => ({
+    name: 'tether',
+    type: 'python',
+    request: 'attach',
+    connect: { host: '127.0.0.1', port },
+    justMyCode: true,
+    subProcess: false,
+  }),
 };
 
 const LLDB_NAMES = ['lldb-dap', 'lldb-dap-19'];
@@ -132,7 +144,8 @@ const lldb: AdapterSpec = {
   async findBinary() {
     for (const name of LLDB_NAMES) {
       const found = await findOnPath(name);
-      if (found) return { ok: true, command: { command: found, args: [], transport: 'stdio', env: process.env, detail: found } };
+      if (found)
+        return { ok: true, command: { command: found, args: [], transport: 'stdio', env: process.env, detail: found } };
     }
     return { ok: false, missing: `none of ${LLDB_NAMES.join(', ')} on PATH` };
   },
@@ -170,12 +183,21 @@ const delve: AdapterSpec = {
   async findBinary() {
     const found = await findOnPath('dlv');
     if (!found) return { ok: false, missing: 'dlv not on PATH' };
-    return { ok: true, command: { command: found, args: ['dap', '--listen', '127.0.0.1:0'], transport: 'listen', env: goEnv(), detail: found } };
+    return {
+      ok: true,
+      command: {
+        command: found,
+        args: ['dap', '--listen', '127.0.0.1:0'],
+        transport: 'listen',
+        env: goEnv(),
+        detail: found,
+      },
+    };
   },
   launchArguments: ({ program, args, cwd, scratchDir }) => ({
     request: 'launch',
     // Source (a .go file or a package folder) is built first; a built binary is run as it is.
-    mode: program.endsWith('.go') || !path.extname(program) && isDirectorySync(program) ? 'debug' : 'exec',
+    mode: program.endsWith('.go') || (!path.extname(program) && isDirectorySync(program)) ? 'debug' : 'exec',
     program,
     args,
     cwd,
@@ -196,7 +218,10 @@ const dart: AdapterSpec = {
   async findBinary() {
     const found = await findOnPath('dart');
     if (!found) return { ok: false, missing: 'dart not on PATH (the Dart SDK is not installed)' };
-    return { ok: true, command: { command: found, args: ['debug_adapter'], transport: 'stdio', env: process.env, detail: found } };
+    return {
+      ok: true,
+      command: { command: found, args: ['debug_adapter'], transport: 'stdio', env: process.env, detail: found },
+    };
   },
   launchArguments: ({ program, args, cwd }) => ({ program, args, cwd }),
   attachArguments: (port) => ({ vmServiceUri: `ws://127.0.0.1:${port}/ws` }),

@@ -15,7 +15,12 @@ export interface Availability {
   binaryMissing?: string;
 }
 
-async function decide(spec: AdapterSpec, workspaceRoot: string, root: MarkerHit | undefined, markerMissing: string): Promise<Availability> {
+async function decide(
+  spec: AdapterSpec,
+  workspaceRoot: string,
+  root: MarkerHit | undefined,
+  markerMissing: string,
+): Promise<Availability> {
   const binary = await spec.findBinary(root?.dir ?? workspaceRoot, workspaceRoot);
   return {
     id: spec.id,
@@ -45,7 +50,12 @@ export async function adapterForFile(id: AdapterId, workspaceRoot: string, progr
   const spec = ADAPTERS[id];
   const hit = await findMarkerUp(workspaceRoot, programDir, spec.markers);
   const rel = path.relative(workspaceRoot, programDir) || '.';
-  return decide(spec, workspaceRoot, hit, `none of ${spec.markers.join(', ')} in ${rel} or any folder above it up to the workspace root`);
+  return decide(
+    spec,
+    workspaceRoot,
+    hit,
+    `none of ${spec.markers.join(', ')} in ${rel} or any folder above it up to the workspace root`,
+  );
 }
 
 /** "binary missing: dlv not on PATH; root marker missing: none of go.mod …" */

@@ -8,7 +8,10 @@ export interface DapRequests {
   launch: [DebugProtocol.LaunchRequestArguments, DebugProtocol.LaunchResponse];
   attach: [DebugProtocol.AttachRequestArguments, DebugProtocol.AttachResponse];
   setBreakpoints: [DebugProtocol.SetBreakpointsArguments, DebugProtocol.SetBreakpointsResponse];
-  setExceptionBreakpoints: [DebugProtocol.SetExceptionBreakpointsArguments, DebugProtocol.SetExceptionBreakpointsResponse];
+  setExceptionBreakpoints: [
+    DebugProtocol.SetExceptionBreakpointsArguments,
+    DebugProtocol.SetExceptionBreakpointsResponse,
+  ];
   configurationDone: [DebugProtocol.ConfigurationDoneArguments, DebugProtocol.ConfigurationDoneResponse];
   continue: [DebugProtocol.ContinueArguments, DebugProtocol.ContinueResponse];
   pause: [DebugProtocol.PauseArguments, DebugProtocol.PauseResponse];
@@ -28,7 +31,10 @@ export type DapCommand = keyof DapRequests;
 
 /** An adapter answered a request with success: false. The message is the adapter's own. */
 export class DapRequestError extends Error {
-  constructor(readonly command: string, message: string) {
+  constructor(
+    readonly command: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'DapRequestError';
   }
@@ -44,7 +50,10 @@ export class DapClosedError extends Error {
 
 /** The adapter did not answer a request in time. */
 export class DapTimeoutError extends Error {
-  constructor(readonly command: string, ms: number) {
+  constructor(
+    readonly command: string,
+    ms: number,
+  ) {
     super(`the debug adapter did not answer "${command}" within ${Math.round(ms / 1000)}s`);
     this.name = 'DapTimeoutError';
   }
@@ -119,7 +128,12 @@ export class DapClient {
         reject(new DapTimeoutError(command, timeoutMs));
       }, timeoutMs);
       this.pending.set(seq, { command, resolve: resolve as (r: DebugProtocol.Response) => void, reject, timer });
-      const message: DebugProtocol.Request = { seq, type: 'request', command, ...(args === undefined ? {} : { arguments: args }) };
+      const message: DebugProtocol.Request = {
+        seq,
+        type: 'request',
+        command,
+        ...(args === undefined ? {} : { arguments: args }),
+      };
       this.write(message);
     });
   }

@@ -1,6 +1,13 @@
 import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, ok, type ToolContext, type ToolDefinition } from '../../tool';
-import { formatAdapters, formatBreakpoints, formatFrames, formatOutcome, formatVariables, outcomeStructured } from './format';
+import {
+  formatAdapters,
+  formatBreakpoints,
+  formatFrames,
+  formatOutcome,
+  formatVariables,
+  outcomeStructured,
+} from './format';
 import type { Outcome, DebugSession } from './session';
 import { DEBUG_DESCRIPTION, debugSchema, REQUIRED_BY_OP, type DebugArgs } from './schemas';
 import { describeStart, formatSeconds, type DebugSupervisor } from './supervisor';
@@ -25,11 +32,22 @@ function need<K extends keyof DebugArgs>(args: DebugArgs, key: K): NonNullable<D
   return v as NonNullable<DebugArgs[K]>;
 }
 
-function outcomeResult(sup: DebugSupervisor, session: DebugSession, outcome: Outcome, boundMs: number, prefix = ''): ToolResult {
+function outcomeResult(
+  sup: DebugSupervisor,
+  session: DebugSession,
+  outcome: Outcome,
+  boundMs: number,
+  prefix = '',
+): ToolResult {
   // A program that ended took its session with it; the exit code read while closing is the final one.
-  const final: Outcome = outcome.kind === 'ended' ? { ...outcome, exitCode: session.exitCode ?? outcome.exitCode } : outcome;
+  const final: Outcome =
+    outcome.kind === 'ended' ? { ...outcome, exitCode: session.exitCode ?? outcome.exitCode } : outcome;
   const waited = final.kind === 'running' ? final.waitedMs || boundMs : 0;
-  return ok(prefix + formatOutcome(final, sup, sup.output.tail(2000), waited), { session: session.id, adapter: session.adapter, ...outcomeStructured(final, sup) });
+  return ok(prefix + formatOutcome(final, sup, sup.output.tail(2000), waited), {
+    session: session.id,
+    adapter: session.adapter,
+    ...outcomeStructured(final, sup),
+  });
 }
 
 async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): Promise<ToolResult> {
@@ -63,13 +81,36 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
 
     case 'launch': {
       ctx.progress(`starting the debugger for ${args.program}`);
-      const { session, outcome, availability } = await sup.launch(need(args, 'program'), args.args ?? [], args.adapter, boundMs, ctx.signal);
-      return outcomeResult(sup, session, outcome, boundMs, `session ${session.id} (${availability.id}) launched ${describeStart(session.start, sup)}\n`);
+      const { session, outcome, availability } = await sup.launch(
+        need(args, 'program'),
+        args.args ?? [],
+        args.adapter,
+        boundMs,
+        ctx.signal,
+      );
+      return outcomeResult(
+        sup,
+        session,
+        outcome,
+        boundMs,
+        `session ${session.id} (${availability.id}) launched ${describeStart(session.start, sup)}\n`,
+      );
     }
 
     case 'attach': {
-      const { session, outcome, availability } = await sup.attach(need(args, 'port'), args.adapter, boundMs, ctx.signal);
-      return outcomeResult(sup, session, outcome, boundMs, `session ${session.id} (${availability.id}) attached to port ${args.port}\n`);
+      const { session, outcome, availability } = await sup.attach(
+        need(args, 'port'),
+        args.adapter,
+        boundMs,
+        ctx.signal,
+      );
+      return outcomeResult(
+        sup,
+        session,
+        outcome,
+        boundMs,
+        `session ${session.id} (${availability.id}) attached to port ${args.port}\n`,
+      );
     }
 
     case 'continue':
@@ -92,7 +133,10 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
     case 'threads': {
       const session = await sup.require();
       const threads = await session.threads();
-      return ok(`${threads.length} thread${threads.length === 1 ? '' : 's'}:\n${threads.map((t) => `  ${t.id}  ${t.name}`).join('\n')}`, { threads });
+      return ok(
+        `${threads.length} thread${threads.length === 1 ? '' : 's'}:\n${threads.map((t) => `  ${t.id}  ${t.name}`).join('\n')}`,
+        { threads },
+      );
     }
 
     case 'stack': {
@@ -108,7 +152,10 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
     case 'scopes': {
       const session = await sup.require();
       const scopes = await session.scopes(need(args, 'frame_id'));
-      return ok(`frame ${args.frame_id}: ${scopes.map((s) => `${s.name} (reference ${s.reference})`).join(', ') || 'no scopes'}`, { frameId: args.frame_id, scopes });
+      return ok(
+        `frame ${args.frame_id}: ${scopes.map((s) => `${s.name} (reference ${s.reference})`).join(', ') || 'no scopes'}`,
+        { frameId: args.frame_id, scopes },
+      );
     }
 
     case 'variables': {
@@ -120,7 +167,10 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
     case 'evaluate': {
       const session = await sup.require();
       const r = await session.evaluate(need(args, 'expression'), args.frame_id);
-      return ok(`${args.expression} = ${r.value}${r.type ? ` (${r.type})` : ''}${r.reference ? `  (reference ${r.reference})` : ''}`, r);
+      return ok(
+        `${args.expression} = ${r.value}${r.type ? ` (${r.type})` : ''}${r.reference ? `  (reference ${r.reference})` : ''}`,
+        r,
+      );
     }
 
     case 'output': {
@@ -140,9 +190,14 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
       const ended = await sup.terminate();
       if (!ended) {
         const note = sup.takeEndedNote();
-        return ok(`no debug session is running${note ? ` (${note})` : ''}; nothing to terminate`, { terminated: false });
+        return ok(`no debug session is running${note ? ` (${note})` : ''}; nothing to terminate`, {
+          terminated: false,
+        });
       }
-      return ok(`session ${ended.id} terminated and its adapter stopped${ended.start.kind === 'attach' ? ' (the attached program was left running)' : ''}`, { terminated: true, session: ended.id });
+      return ok(
+        `session ${ended.id} terminated and its adapter stopped${ended.start.kind === 'attach' ? ' (the attached program was left running)' : ''}`,
+        { terminated: true, session: ended.id },
+      );
     }
   }
 }
@@ -153,25 +208,44 @@ async function status(sup: DebugSupervisor): Promise<ToolResult> {
   // With a session, each line also says whether the adapter verified it.
   const bps = [...sup.breakpoints].map(([file, lines]) => {
     const known = session?.breakpointStatus.get(file);
-    return { file: sup.displayPath(file), lines, verified: known ? lines.map((l) => known.find((r) => r.requestedLine === l)?.verified ?? false) : undefined };
+    return {
+      file: sup.displayPath(file),
+      lines,
+      verified: known ? lines.map((l) => known.find((r) => r.requestedLine === l)?.verified ?? false) : undefined,
+    };
   });
-  const lineText = (b: (typeof bps)[number]) => b.lines.map((l, i) => (b.verified && !b.verified[i] ? `${l} (not verified)` : String(l))).join(',');
-  const bpText = bps.length ? `\nbreakpoints: ${bps.map((b) => `${b.file}:${lineText(b)}`).join('; ')}` : '\nno breakpoints set';
+  const lineText = (b: (typeof bps)[number]) =>
+    b.lines.map((l, i) => (b.verified && !b.verified[i] ? `${l} (not verified)` : String(l))).join(',');
+  const bpText = bps.length
+    ? `\nbreakpoints: ${bps.map((b) => `${b.file}:${lineText(b)}`).join('; ')}`
+    : '\nno breakpoints set';
   if (!session) {
     const note = sup.takeEndedNote();
-    return ok(`no debug session is running${note ? ` (${note})` : ''}${bpText}`, { session: null, breakpoints: bps, lastEnded: note });
+    return ok(`no debug session is running${note ? ` (${note})` : ''}${bpText}`, {
+      session: null,
+      breakpoints: bps,
+      lastEnded: note,
+    });
   }
   const outcome = await session.current();
   const ageS = Math.round((Date.now() - session.startedAt) / 1000);
   const left = Math.max(0, sup.settings.ttlSeconds - ageS);
-  const where = outcome.kind === 'stopped' ? formatOutcome(outcome, sup, '', 0) : outcome.kind === 'running' ? 'running' : `ended: ${outcome.reason}`;
-  return ok(`session ${session.id} (${session.adapter}, ${describeStart(session.start, sup)}), ${where}\nage ${ageS}s, ends in ${formatSeconds(left)} (TTL)${bpText}`, {
-    session: session.id,
-    adapter: session.adapter,
-    adapterPid: session.adapterPid,
-    ageSeconds: ageS,
-    ttlLeftSeconds: left,
-    breakpoints: bps,
-    ...outcomeStructured(outcome, sup),
-  });
+  const where =
+    outcome.kind === 'stopped'
+      ? formatOutcome(outcome, sup, '', 0)
+      : outcome.kind === 'running'
+        ? 'running'
+        : `ended: ${outcome.reason}`;
+  return ok(
+    `session ${session.id} (${session.adapter}, ${describeStart(session.start, sup)}), ${where}\nage ${ageS}s, ends in ${formatSeconds(left)} (TTL)${bpText}`,
+    {
+      session: session.id,
+      adapter: session.adapter,
+      adapterPid: session.adapterPid,
+      ageSeconds: ageS,
+      ttlLeftSeconds: left,
+      breakpoints: bps,
+      ...outcomeStructured(outcome, sup),
+    },
+  );
 }

@@ -66,22 +66,32 @@ export function formatAdapters(rows: Availability[], paths: Paths): string {
 
 export function formatBreakpoints(b: BreakpointsOutcome): string {
   if (b.lines.length === 0) return `${b.file}: breakpoints cleared`;
-  if (!b.results) return `${b.file}: breakpoints at line${b.lines.length > 1 ? 's' : ''} ${b.lines.join(', ')} kept; they are sent when a program is launched`;
+  if (!b.results)
+    return `${b.file}: breakpoints at line${b.lines.length > 1 ? 's' : ''} ${b.lines.join(', ')} kept; they are sent when a program is launched`;
   const parts = b.results.map((r) => {
     if (!r.verified) return `line ${r.requestedLine}: not verified${r.message ? ` (${r.message})` : ''}`;
-    return r.line !== undefined && r.line !== r.requestedLine ? `line ${r.requestedLine}: verified, moved to line ${r.line}` : `line ${r.requestedLine}: verified`;
+    return r.line !== undefined && r.line !== r.requestedLine
+      ? `line ${r.requestedLine}: verified, moved to line ${r.line}`
+      : `line ${r.requestedLine}: verified`;
   });
   return `${b.file}:\n  ${parts.join('\n  ')}`;
 }
 
 export function formatFrames(threadId: number, frames: FrameView[], total: number | undefined, paths: Paths): string {
-  const rows = frames.map((f, i) => `  #${i} frame_id ${f.id}  ${f.name}  ${f.file ? `${paths.displayPath(f.file)}:${f.line ?? '?'}` : '(no source)'}`);
-  const more = total !== undefined && total > frames.length ? `\n  … ${total - frames.length} more frames not shown` : '';
+  const rows = frames.map(
+    (f, i) =>
+      `  #${i} frame_id ${f.id}  ${f.name}  ${f.file ? `${paths.displayPath(f.file)}:${f.line ?? '?'}` : '(no source)'}`,
+  );
+  const more =
+    total !== undefined && total > frames.length ? `\n  … ${total - frames.length} more frames not shown` : '';
   return `thread ${threadId}, ${frames.length} frame${frames.length === 1 ? '' : 's'}:\n${rows.join('\n')}${more}`;
 }
 
 export function formatVariables(reference: number, vars: VariableView[], total: number): string {
-  const rows = vars.map((v) => `  ${v.name}${v.type ? `: ${v.type}` : ''} = ${v.value}${v.reference ? `  (reference ${v.reference})` : ''}`);
-  const more = total > vars.length ? `\n  … ${total - vars.length} more not shown (at most ${vars.length} per call)` : '';
+  const rows = vars.map(
+    (v) => `  ${v.name}${v.type ? `: ${v.type}` : ''} = ${v.value}${v.reference ? `  (reference ${v.reference})` : ''}`,
+  );
+  const more =
+    total > vars.length ? `\n  … ${total - vars.length} more not shown (at most ${vars.length} per call)` : '';
   return `reference ${reference}: ${total} variable${total === 1 ? '' : 's'}\n${rows.join('\n')}${more}`;
 }

@@ -44,7 +44,8 @@ function contentLength(header: string): number {
     if (colon < 0) continue;
     if (line.slice(0, colon).trim().toLowerCase() !== 'content-length') continue;
     const n = Number(line.slice(colon + 1).trim());
-    if (!Number.isInteger(n) || n < 0 || n > MAX_MESSAGE_BYTES) throw new Error(`DAP stream: bad Content-Length "${line}"`);
+    if (!Number.isInteger(n) || n < 0 || n > MAX_MESSAGE_BYTES)
+      throw new Error(`DAP stream: bad Content-Length "${line}"`);
     return n;
   }
   throw new Error(`DAP stream: header without Content-Length: ${JSON.stringify(header.slice(0, 200))}`);

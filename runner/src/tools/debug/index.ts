@@ -9,7 +9,11 @@ import { DEFAULT_DEBUG_SETTINGS, DebugSupervisor } from './supervisor';
  */
 export function registerDebug(registry: ToolRegistry, run: RunContext): void {
   if (!run.features.debug || !run.conversationId) return;
-  const supervisor = new DebugSupervisor(run.conversationId, run.workspace, run.settingsFor('debug', DEFAULT_DEBUG_SETTINGS));
+  const supervisor = new DebugSupervisor(
+    run.conversationId,
+    run.workspace,
+    run.settingsFor('debug', DEFAULT_DEBUG_SETTINGS),
+  );
   registry.register(debugTool(supervisor));
   run.onStop(() => supervisor.stop());
 }

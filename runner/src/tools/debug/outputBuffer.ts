@@ -15,7 +15,11 @@ export class OutputBuffer {
   private readonly held: CappedTail<OutputChunk>;
 
   constructor(readonly capBytes: number) {
-    this.held = new CappedTail<OutputChunk>(capBytes, (c) => c.text.length, (c, n) => ({ category: c.category, text: c.text.slice(n) }));
+    this.held = new CappedTail<OutputChunk>(
+      capBytes,
+      (c) => c.text.length,
+      (c, n) => ({ category: c.category, text: c.text.slice(n) }),
+    );
   }
 
   push(category: OutputChunk['category'], text: string): void {
@@ -37,7 +41,10 @@ export class OutputBuffer {
 
   /** One stream's retained text: the two streams arrive on separate pipes, so only each alone has a reliable order. */
   stream(category: OutputChunk['category']): string {
-    return this.held.items.filter((c) => c.category === category).map((c) => c.text).join('');
+    return this.held.items
+      .filter((c) => c.category === category)
+      .map((c) => c.text)
+      .join('');
   }
 
   /** The retained output for a reader: stdout, then stderr under its own heading when there is any. */

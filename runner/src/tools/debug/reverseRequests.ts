@@ -11,20 +11,27 @@ import type { OutputBuffer } from './outputBuffer';
 export class ReverseRequests {
   private readonly children = new Set<ChildProcess>();
 
-  constructor(private readonly output: OutputBuffer, private readonly baseEnv: NodeJS.ProcessEnv = process.env) {}
+  constructor(
+    private readonly output: OutputBuffer,
+    private readonly baseEnv: NodeJS.ProcessEnv = process.env,
+  ) {}
 
   readonly handler: ReverseRequestHandler = async (request) => {
     switch (request.command) {
       case 'runInTerminal':
         return this.runInTerminal((request as DebugProtocol.RunInTerminalRequest).arguments);
       case 'startDebugging':
-        throw new Error('tether runs one debug session per conversation and does not start child sessions (startDebugging refused)');
+        throw new Error(
+          'tether runs one debug session per conversation and does not start child sessions (startDebugging refused)',
+        );
       default:
         throw new Error(`tether does not handle the reverse request "${request.command}"`);
     }
   };
 
-  private runInTerminal(args: DebugProtocol.RunInTerminalRequestArguments): Promise<DebugProtocol.RunInTerminalResponse['body']> {
+  private runInTerminal(
+    args: DebugProtocol.RunInTerminalRequestArguments,
+  ): Promise<DebugProtocol.RunInTerminalResponse['body']> {
     if (!Array.isArray(args?.args) || args.args.length === 0 || typeof args.args[0] !== 'string') {
       return Promise.reject(new Error('runInTerminal needs a command in args[0]'));
     }
@@ -34,7 +41,12 @@ export class ReverseRequests {
       else env[k] = v;
     }
     return new Promise((resolve, reject) => {
-      const child = spawn(args.args[0], args.args.slice(1), { cwd: args.cwd || undefined, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      const child = spawn(args.args[0], args.args.slice(1), {
+        cwd: args.cwd || undefined,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      });
       child.once('error', (err) => reject(new Error(`runInTerminal could not start ${args.args[0]}: ${err.message}`)));
       child.once('spawn', () => {
         this.children.add(child);

@@ -31,29 +31,54 @@ const id = (description: string) => Type.Integer({ minimum: 0, maximum: 2 ** 53 
 
 const debugProperties = {
   op: StringEnum(DEBUG_OPS, { description: 'What to do; see the tool description for each op.' }),
-  file: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'breakpoints: workspace-relative source file.' })),
+  file: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 4096, description: 'breakpoints: workspace-relative source file.' }),
+  ),
   lines: Type.Optional(
     Type.Array(Type.Integer({ minimum: 1, maximum: 10_000_000 }), {
       maxItems: 500,
-      description: "breakpoints: 1-based line numbers; the file's full set (replaces earlier ones). Empty clears the file's breakpoints.",
+      description:
+        "breakpoints: 1-based line numbers; the file's full set (replaces earlier ones). Empty clears the file's breakpoints.",
     }),
   ),
   program: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 4096, description: 'launch: workspace-relative program (.py file, .go file or package directory, ELF executable).' }),
+    Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      description: 'launch: workspace-relative program (.py file, .go file or package directory, ELF executable).',
+    }),
   ),
-  args: Type.Optional(Type.Array(Type.String({ maxLength: 10_000 }), { maxItems: 200, description: "launch: the program's command-line arguments." })),
+  args: Type.Optional(
+    Type.Array(Type.String({ maxLength: 10_000 }), {
+      maxItems: 200,
+      description: "launch: the program's command-line arguments.",
+    }),
+  ),
   adapter: Type.Optional(
-    StringEnum(['dart', 'debugpy', 'lldb', 'delve'], { description: 'launch/attach: use this adapter instead of picking one from the program and root markers.' }),
+    StringEnum(['dart', 'debugpy', 'lldb', 'delve'], {
+      description: 'launch/attach: use this adapter instead of picking one from the program and root markers.',
+    }),
   ),
   port: Type.Optional(
-    Type.Integer({ minimum: 1, maximum: 65535, description: 'attach: the port the debuggee (debugpy --listen, headless dlv, gdb-remote) listens on inside the sandbox.' }),
+    Type.Integer({
+      minimum: 1,
+      maximum: 65535,
+      description:
+        'attach: the port the debuggee (debugpy --listen, headless dlv, gdb-remote) listens on inside the sandbox.',
+    }),
   ),
   thread_id: Type.Optional(id('continue/pause/steps/stack: the thread; default the thread of the last stop.')),
   frame_id: Type.Optional(id('scopes/evaluate: a frame id from the current stop\'s "stack" result.')),
   reference: Type.Optional(
-    Type.Integer({ minimum: 1, maximum: 2 ** 53 - 1, description: 'variables: a reference from "scopes", "variables" or "evaluate" of the current stop.' }),
+    Type.Integer({
+      minimum: 1,
+      maximum: 2 ** 53 - 1,
+      description: 'variables: a reference from "scopes", "variables" or "evaluate" of the current stop.',
+    }),
   ),
-  expression: Type.Optional(Type.String({ minLength: 1, maxLength: 10_000, description: "evaluate: an expression in the program's language." })),
+  expression: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 10_000, description: "evaluate: an expression in the program's language." }),
+  ),
   wait_seconds: Type.Optional(
     Type.Number({
       exclusiveMinimum: 0,
@@ -75,7 +100,10 @@ export const REQUIRED_BY_OP: Partial<Record<DebugOp, (keyof typeof debugProperti
 
 export const debugSchema = Type.Object(debugProperties, {
   additionalProperties: false,
-  allOf: Object.entries(REQUIRED_BY_OP).map(([op, required]) => ({ if: { properties: { op: { const: op } }, required: ['op'] }, then: { required } })),
+  allOf: Object.entries(REQUIRED_BY_OP).map(([op, required]) => ({
+    if: { properties: { op: { const: op } }, required: ['op'] },
+    then: { required },
+  })),
 });
 export type DebugArgs = Static<typeof debugSchema>;
 

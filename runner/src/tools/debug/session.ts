@@ -138,7 +138,11 @@ export class DebugSession {
    * Starts the adapter, runs the handshake, and waits up to `boundMs` for the first stop or
    * the end of the program. On any failure the adapter is gone before this throws.
    */
-  static async open(opts: SessionOptions, boundMs: number, signal: AbortSignal): Promise<{ session: DebugSession; outcome: Outcome }> {
+  static async open(
+    opts: SessionOptions,
+    boundMs: number,
+    signal: AbortSignal,
+  ): Promise<{ session: DebugSession; outcome: Outcome }> {
     const session = new DebugSession(opts);
     const { spec, start } = opts;
     try {
@@ -146,7 +150,9 @@ export class DebugSession {
         session.conn = await connectDirect(start.port, session.reverse.handler);
       } else {
         if (!opts.command) throw new Error(`no command to start ${spec.id}`);
-        session.conn = await startAdapter(opts.command, start.cwd, session.reverse.handler, (category, text) => opts.output.push(category, text));
+        session.conn = await startAdapter(opts.command, start.cwd, session.reverse.handler, (category, text) =>
+          opts.output.push(category, text),
+        );
       }
     } catch (err) {
       const hint = start.kind === 'attach' ? ` Is a debuggee listening on port ${start.port} inside the sandbox?` : '';
@@ -165,7 +171,9 @@ export class DebugSession {
 
   /** A failed start often explains itself only in its output (dlv's build errors): add it. */
   private withDetails(err: Error): Error {
-    const details = [this.opts.output.tail(1500), this.consoleTail.text().trim().slice(-1000)].filter(Boolean).join('\n');
+    const details = [this.opts.output.tail(1500), this.consoleTail.text().trim().slice(-1000)]
+      .filter(Boolean)
+      .join('\n');
     return details ? new ToolError(`${err.message}\n--- output ---\n${details}`) : err;
   }
 
@@ -180,7 +188,12 @@ export class DebugSession {
         const body = (e as DebugProtocol.StoppedEvent).body;
         this.stopCount += 1;
         this.state = 'stopped';
-        this.lastStop = { number: this.stopCount, reason: body.reason, threadId: body.threadId ?? this.lastStop?.threadId, description: body.description ?? body.text };
+        this.lastStop = {
+          number: this.stopCount,
+          reason: body.reason,
+          threadId: body.threadId ?? this.lastStop?.threadId,
+          description: body.description ?? body.text,
+        };
         this.notify({ kind: 'stopped', stop: this.lastStop });
         return;
       }
@@ -233,7 +246,8 @@ export class DebugSession {
       };
       this.waiters.add(waiter);
     });
-    if (this.state === 'ended') waiter({ kind: 'ended', reason: this.endReason ?? 'the session ended', exitCode: this.exitCode });
+    if (this.state === 'ended')
+      waiter({ kind: 'ended', reason: this.endReason ?? 'the session ended', exitCode: this.exitCode });
     return { promise, cancel: () => this.waiters.delete(waiter) };
   }
 
@@ -280,7 +294,11 @@ export class DebugSession {
     this.capabilities = init.body ?? {};
     const begin = () =>
       start.kind === 'launch'
-        ? this.client.request('launch', spec.launchArguments({ ...start, command: this.opts.command! }), timeouts.launchMs)
+        ? this.client.request(
+            'launch',
+            spec.launchArguments({ ...start, command: this.opts.command! }),
+            timeouts.launchMs,
+          )
         : this.client.request('attach', spec.attachArguments(start.port, this.opts.command), timeouts.launchMs);
     if (spec.handshake === 'configure-then-launch') {
       await initialized;
@@ -302,11 +320,16 @@ export class DebugSession {
     if (this.capabilities.exceptionBreakpointFilters) {
       await this.client.request('setExceptionBreakpoints', { filters }, this.opts.timeouts.requestMs);
     }
-    if (this.capabilities.supportsConfigurationDoneRequest) await this.client.request('configurationDone', {}, this.opts.timeouts.requestMs);
+    if (this.capabilities.supportsConfigurationDoneRequest)
+      await this.client.request('configurationDone', {}, this.opts.timeouts.requestMs);
   }
 
   async setBreakpoints(file: string, lines: number[]): Promise<BreakpointResult[]> {
-    const res = await this.client.request('setBreakpoints', { source: { path: file }, breakpoints: lines.map((line) => ({ line })) }, this.opts.timeouts.requestMs);
+    const res = await this.client.request(
+      'setBreakpoints',
+      { source: { path: file }, breakpoints: lines.map((line) => ({ line })) },
+      this.opts.timeouts.requestMs,
+    );
     const results = lines.map((requestedLine, i): BreakpointResult => {
       const bp = res.body.breakpoints[i];
       return { id: bp?.id, requestedLine, verified: !!bp?.verified, line: bp?.line, message: bp?.message };
@@ -317,10 +340,18 @@ export class DebugSession {
   }
 
   /** Waits for the outcome, then describes a stop (top frame and its source line). */
-  private async settle(wait: { promise: Promise<Outcome>; cancel(): void }, boundMs: number, signal: AbortSignal): Promise<Outcome> {
+  private async settle(
+    wait: { promise: Promise<Outcome>; cancel(): void },
+    boundMs: number,
+    signal: AbortSignal,
+  ): Promise<Outcome> {
     const t0 = Date.now();
     const stillRunning = (): Outcome => ({ kind: 'running', waitedMs: Date.now() - t0 });
-    const outcome = await untilAborted(wait.promise, AbortSignal.any([signal, AbortSignal.timeout(boundMs)]), stillRunning);
+    const outcome = await untilAborted(
+      wait.promise,
+      AbortSignal.any([signal, AbortSignal.timeout(boundMs)]),
+      stillRunning,
+    );
     wait.cancel();
     if (outcome.kind === 'stopped') await this.locate(outcome.stop);
     return outcome;
@@ -328,14 +359,20 @@ export class DebugSession {
 
   /** Fills in where a stop is, once; the top frame's id becomes valid for this stop. */
   async locate(stop: StopInfo): Promise<void> {
-    if (stop.location || stop.threadId === undefined || this.state !== 'stopped' || stop.number !== this.stopCount) return;
+    if (stop.location || stop.threadId === undefined || this.state !== 'stopped' || stop.number !== this.stopCount)
+      return;
     try {
-      const res = await this.client.request('stackTrace', { threadId: stop.threadId, startFrame: 0, levels: 1 }, this.opts.timeouts.requestMs);
+      const res = await this.client.request(
+        'stackTrace',
+        { threadId: stop.threadId, startFrame: 0, levels: 1 },
+        this.opts.timeouts.requestMs,
+      );
       const top = res.body.stackFrames[0];
       if (!top) return;
       this.frames.set(top.id, stop.number);
       const file = top.source?.path;
-      if (stop.reason === 'exception' && this.capabilities.supportsExceptionInfoRequest) stop.description = await this.exceptionText(stop);
+      if (stop.reason === 'exception' && this.capabilities.supportsExceptionInfoRequest)
+        stop.description = await this.exceptionText(stop);
       stop.location = {
         function: top.name,
         file,
@@ -350,8 +387,13 @@ export class DebugSession {
   /** "SystemExit: 7" rather than the bare "7" some adapters put in the stopped event. */
   private async exceptionText(stop: StopInfo): Promise<string | undefined> {
     try {
-      const info = (await this.client.request('exceptionInfo', { threadId: stop.threadId! }, this.opts.timeouts.requestMs)).body;
-      const text = info.description && info.description !== info.exceptionId ? `${info.exceptionId}: ${info.description}` : info.exceptionId;
+      const info = (
+        await this.client.request('exceptionInfo', { threadId: stop.threadId! }, this.opts.timeouts.requestMs)
+      ).body;
+      const text =
+        info.description && info.description !== info.exceptionId
+          ? `${info.exceptionId}: ${info.description}`
+          : info.exceptionId;
       return cut(text).text;
     } catch {
       return stop.description;
@@ -361,7 +403,9 @@ export class DebugSession {
   private requireStopped(what: string): StopInfo {
     if (this.state === 'ended') throw new ToolError(`the session has ended (${this.endReason}); launch again`);
     if (this.state !== 'stopped' || !this.lastStop) {
-      throw new ToolError(`${what} needs a stopped program, and it is running: call debug with op "pause", or "status" to see whether it has stopped`);
+      throw new ToolError(
+        `${what} needs a stopped program, and it is running: call debug with op "pause", or "status" to see whether it has stopped`,
+      );
     }
     return this.lastStop;
   }
@@ -379,7 +423,12 @@ export class DebugSession {
   }
 
   /** continue / next / stepIn / stepOut, blocking until the next stop or end, up to the bound. */
-  async resume(kind: 'continue' | 'next' | 'stepIn' | 'stepOut', threadId: number | undefined, boundMs: number, signal: AbortSignal): Promise<Outcome> {
+  async resume(
+    kind: 'continue' | 'next' | 'stepIn' | 'stepOut',
+    threadId: number | undefined,
+    boundMs: number,
+    signal: AbortSignal,
+  ): Promise<Outcome> {
     const stop = this.requireStopped(kind === 'continue' ? 'continue' : 'a step');
     const thread = threadId ?? stop.threadId ?? (await this.anyThread(undefined));
     const wait = this.nextOutcome();
@@ -413,7 +462,8 @@ export class DebugSession {
 
   /** After "still running": waits again for a stop that may have happened meanwhile. */
   async current(): Promise<Outcome> {
-    if (this.state === 'ended') return { kind: 'ended', reason: this.endReason ?? 'the session ended', exitCode: this.exitCode };
+    if (this.state === 'ended')
+      return { kind: 'ended', reason: this.endReason ?? 'the session ended', exitCode: this.exitCode };
     if (this.state === 'stopped' && this.lastStop) {
       await this.locate(this.lastStop);
       return { kind: 'stopped', stop: this.lastStop };
@@ -435,7 +485,11 @@ export class DebugSession {
     const thread = threadId ?? stop.threadId ?? (await this.anyThread(undefined));
     let res: DebugProtocol.StackTraceResponse;
     try {
-      res = await this.client.request('stackTrace', { threadId: thread, startFrame: 0, levels: MAX_FRAMES }, this.opts.timeouts.requestMs);
+      res = await this.client.request(
+        'stackTrace',
+        { threadId: thread, startFrame: 0, levels: MAX_FRAMES },
+        this.opts.timeouts.requestMs,
+      );
     } catch (err) {
       throw this.explain(err, 'stack');
     }
@@ -452,9 +506,13 @@ export class DebugSession {
     const at = this.frames.get(frameId);
     if (at === stop.number) return;
     if (at !== undefined) {
-      throw new ToolError(`frame ${frameId} is from an older stop (#${at}); the program has moved since (now stop #${stop.number}). Call debug op "stack" again for the current frames`);
+      throw new ToolError(
+        `frame ${frameId} is from an older stop (#${at}); the program has moved since (now stop #${stop.number}). Call debug op "stack" again for the current frames`,
+      );
     }
-    throw new ToolError(`frame ${frameId} does not exist in this stop; call debug op "stack" for the frame ids of stop #${stop.number}`);
+    throw new ToolError(
+      `frame ${frameId} does not exist in this stop; call debug op "stack" for the frame ids of stop #${stop.number}`,
+    );
   }
 
   private checkReference(reference: number): void {
@@ -462,9 +520,13 @@ export class DebugSession {
     const at = this.references.get(reference);
     if (at === stop.number) return;
     if (at !== undefined) {
-      throw new ToolError(`reference ${reference} is from an older stop (#${at}); the program has moved since (now stop #${stop.number}). Call "stack" and "scopes" again for fresh references`);
+      throw new ToolError(
+        `reference ${reference} is from an older stop (#${at}); the program has moved since (now stop #${stop.number}). Call "stack" and "scopes" again for fresh references`,
+      );
     }
-    throw new ToolError(`reference ${reference} does not exist in this stop; references come from "scopes", "variables" or "evaluate" results of stop #${stop.number}`);
+    throw new ToolError(
+      `reference ${reference} does not exist in this stop; references come from "scopes", "variables" or "evaluate" results of stop #${stop.number}`,
+    );
   }
 
   async scopes(frameId: number): Promise<{ name: string; reference: number; expensive: boolean }[]> {
@@ -494,28 +556,51 @@ export class DebugSession {
     const variables = all.slice(0, MAX_VARIABLES).map((v) => {
       if (v.variablesReference) this.references.set(v.variablesReference, stop.number);
       const value = cut(v.value);
-      return { name: v.name, value: value.text, type: v.type || undefined, reference: v.variablesReference, truncated: value.truncated };
+      return {
+        name: v.name,
+        value: value.text,
+        type: v.type || undefined,
+        reference: v.variablesReference,
+        truncated: value.truncated,
+      };
     });
     return { variables, total: all.length };
   }
 
-  async evaluate(expression: string, frameId: number | undefined): Promise<{ frameId: number; value: string; type?: string; reference: number; truncated: boolean }> {
+  async evaluate(
+    expression: string,
+    frameId: number | undefined,
+  ): Promise<{ frameId: number; value: string; type?: string; reference: number; truncated: boolean }> {
     const stop = this.requireStopped('evaluate');
     let frame = frameId;
     if (frame === undefined) {
       await this.locate(stop);
       frame = [...this.frames].find(([, n]) => n === stop.number)?.[0];
-      if (frame === undefined) throw new ToolError('no frame to evaluate in: call debug op "stack" and pass a frame_id');
+      if (frame === undefined)
+        throw new ToolError('no frame to evaluate in: call debug op "stack" and pass a frame_id');
     } else {
       this.checkFrame(frame);
     }
     try {
-      const res = await this.client.request('evaluate', { expression, frameId: frame, context: this.opts.spec.evaluateContext }, this.opts.timeouts.requestMs);
+      const res = await this.client.request(
+        'evaluate',
+        { expression, frameId: frame, context: this.opts.spec.evaluateContext },
+        this.opts.timeouts.requestMs,
+      );
       if (res.body.variablesReference) this.references.set(res.body.variablesReference, stop.number);
       const value = cut(res.body.result);
-      return { frameId: frame, value: value.text, type: res.body.type || undefined, reference: res.body.variablesReference, truncated: value.truncated };
+      return {
+        frameId: frame,
+        value: value.text,
+        type: res.body.type || undefined,
+        reference: res.body.variablesReference,
+        truncated: value.truncated,
+      };
     } catch (err) {
-      if (err instanceof DapRequestError) throw new ToolError(`evaluating ${JSON.stringify(expression)} in frame ${frame} failed:\n${err.message.trim()}`);
+      if (err instanceof DapRequestError)
+        throw new ToolError(
+          `evaluating ${JSON.stringify(expression)} in frame ${frame} failed:\n${err.message.trim()}`,
+        );
       throw this.explain(err, 'evaluate');
     }
   }
@@ -533,7 +618,9 @@ export class DebugSession {
   async close(): Promise<void> {
     if (!this.conn) return;
     if (!this.client.closed) {
-      await this.client.request('disconnect', { terminateDebuggee: this.opts.start.kind === 'launch' }, 3000).catch(() => undefined);
+      await this.client
+        .request('disconnect', { terminateDebuggee: this.opts.start.kind === 'launch' }, 3000)
+        .catch(() => undefined);
     }
     this.exitCode ??= this.exitCodeFromConsole();
     this.conn.kill();
@@ -545,8 +632,10 @@ export class DebugSession {
   /** Turns protocol failures into errors a model can act on. */
   private explain(err: unknown, what: string): Error {
     if (err instanceof ToolError) return err;
-    if (err instanceof DapRequestError) return new ToolError(`${what} failed: the debug adapter said: ${err.message.trim()}`);
-    if (err instanceof DapClosedError) return new ToolError(`${what} failed: session ${this.id} ended: ${this.endReason ?? err.message}`);
+    if (err instanceof DapRequestError)
+      return new ToolError(`${what} failed: the debug adapter said: ${err.message.trim()}`);
+    if (err instanceof DapClosedError)
+      return new ToolError(`${what} failed: session ${this.id} ended: ${this.endReason ?? err.message}`);
     if (err instanceof DapTimeoutError) return new ToolError(`${what} failed: ${err.message}`);
     return new ToolError(`${what} failed: ${(err as Error).message ?? String(err)}`);
   }

@@ -6,7 +6,14 @@ import { adaptersForProgram, ADAPTERS, describeTried, type AdapterId } from './a
 import { adapterForFile, whyUnavailable, workspaceAdapters, type Availability } from './availability';
 import { OutputBuffer } from './outputBuffer';
 import { makeScratchDir } from './scratch';
-import { DebugSession, PROGRAM_ENDED, type BreakpointResult, type Outcome, type SourceView, type Start } from './session';
+import {
+  DebugSession,
+  PROGRAM_ENDED,
+  type BreakpointResult,
+  type Outcome,
+  type SourceView,
+  type Start,
+} from './session';
 import { MAX_VALUE_CHARS } from './schemas';
 
 export interface DebugSettings {
@@ -87,7 +94,9 @@ export class DebugSupervisor {
     await this.reapEnded();
     if (this.session) return this.session;
     const note = this.takeEndedNote();
-    throw new ToolError(`no debug session is running${note ? ` (${note})` : ''}; start one with op "launch" or "attach"`);
+    throw new ToolError(
+      `no debug session is running${note ? ` (${note})` : ''}; start one with op "launch" or "attach"`,
+    );
   }
 
   async reapEnded(): Promise<void> {
@@ -121,13 +130,16 @@ export class DebugSupervisor {
       if (!st.isFile()) throw new ToolError(`${file} is not a file`);
       text = await fs.readFile(abs, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ToolError(`no such file in the workspace: ${file}`);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new ToolError(`no such file in the workspace: ${file}`);
       throw err;
     }
     const count = text.endsWith('\n') ? text.split('\n').length - 1 : text.split('\n').length;
     for (const line of lines) {
-      if (!Number.isInteger(line) || line < 1) throw new ToolError(`line ${line} is not a line: lines are 1-based; nothing was changed`);
-      if (line > count) throw new ToolError(`line ${line} is past the end of ${file} (${count} lines); nothing was changed`);
+      if (!Number.isInteger(line) || line < 1)
+        throw new ToolError(`line ${line} is not a line: lines are 1-based; nothing was changed`);
+      if (line > count)
+        throw new ToolError(`line ${line} is past the end of ${file} (${count} lines); nothing was changed`);
     }
     const unique = [...new Set(lines)].sort((a, b) => a - b);
     if (unique.length === 0) this.breakpoints.delete(abs);
@@ -144,14 +156,23 @@ export class DebugSupervisor {
 
   private refuseSecond(): void {
     const s = this.session!;
-    const where = s.state === 'stopped' && s.lastStop?.location?.file ? `, stopped at ${this.displayPath(s.lastStop.location.file)}:${s.lastStop.location.line}` : `, ${s.state}`;
+    const where =
+      s.state === 'stopped' && s.lastStop?.location?.file
+        ? `, stopped at ${this.displayPath(s.lastStop.location.file)}:${s.lastStop.location.line}`
+        : `, ${s.state}`;
     throw new ToolError(
       `a debug session is already live in this conversation: ${s.id} (${s.adapter}, ${describeStart(s.start, this)}${where}). ` +
         `Only one session per conversation: end it with op "terminate" first, then launch again.`,
     );
   }
 
-  async launch(program: string, args: string[], adapter: AdapterId | undefined, boundMs: number, signal: AbortSignal): Promise<Started> {
+  async launch(
+    program: string,
+    args: string[],
+    adapter: AdapterId | undefined,
+    boundMs: number,
+    signal: AbortSignal,
+  ): Promise<Started> {
     await this.reapEnded();
     if (this.session) this.refuseSecond();
     const abs = await this.workspace.resolve(program);
@@ -159,16 +180,22 @@ export class DebugSupervisor {
     try {
       isDir = (await fs.stat(abs)).isDirectory();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ToolError(`program not found: ${program} does not exist in the workspace`);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new ToolError(`program not found: ${program} does not exist in the workspace`);
       throw err;
     }
     const candidates = adapter ? [adapter] : await adaptersForProgram(abs);
-    if (candidates.length === 0) throw new ToolError(`no debug adapter fits ${program}: tried ${describeTried()}. Name one with the adapter argument if the program is one of these in disguise`);
+    if (candidates.length === 0)
+      throw new ToolError(
+        `no debug adapter fits ${program}: tried ${describeTried()}. Name one with the adapter argument if the program is one of these in disguise`,
+      );
     const dir = isDir ? abs : path.dirname(abs);
     const checked = await Promise.all(candidates.map((id) => adapterForFile(id, this.workspace.root, dir)));
     const availability = checked.find((a) => a.available);
     if (!availability) {
-      throw new ToolError(`no debug adapter can run ${program}: ${checked.map((a) => `${a.id}: ${whyUnavailable(a)}`).join('; ')}`);
+      throw new ToolError(
+        `no debug adapter can run ${program}: ${checked.map((a) => `${a.id}: ${whyUnavailable(a)}`).join('; ')}`,
+      );
     }
     const id = availability.id;
     const scratchDir = await makeScratchDir(availability.root!.dir);
@@ -200,10 +227,22 @@ export class DebugSupervisor {
       }
       chosen = usable[0];
     }
-    return this.open(chosen.id, chosen, { kind: 'attach', port, cwd: chosen.root?.dir ?? this.workspace.root }, boundMs, signal);
+    return this.open(
+      chosen.id,
+      chosen,
+      { kind: 'attach', port, cwd: chosen.root?.dir ?? this.workspace.root },
+      boundMs,
+      signal,
+    );
   }
 
-  private async open(id: AdapterId, availability: Availability, start: Start, boundMs: number, signal: AbortSignal): Promise<Started> {
+  private async open(
+    id: AdapterId,
+    availability: Availability,
+    start: Start,
+    boundMs: number,
+    signal: AbortSignal,
+  ): Promise<Started> {
     this.output.clear();
     this.endedNote = undefined;
     const sessionId = `dbg-${++this.sessionCount}`;
@@ -215,7 +254,10 @@ export class DebugSupervisor {
         start,
         breakpoints: new Map(this.breakpoints),
         output: this.output,
-        timeouts: { requestMs: this.settings.requestTimeoutSeconds * 1000, launchMs: this.settings.launchTimeoutSeconds * 1000 },
+        timeouts: {
+          requestMs: this.settings.requestTimeoutSeconds * 1000,
+          launchMs: this.settings.launchTimeoutSeconds * 1000,
+        },
         source: this.source,
       },
       boundMs,
@@ -246,7 +288,8 @@ export class DebugSupervisor {
     if (this.session !== session) return;
     this.session = undefined;
     clearTimeout(this.ttlTimer);
-    const code = session.endReason === PROGRAM_ENDED && session.exitCode !== undefined ? ` (exit code ${session.exitCode})` : '';
+    const code =
+      session.endReason === PROGRAM_ENDED && session.exitCode !== undefined ? ` (exit code ${session.exitCode})` : '';
     this.endedNote = `the last session, ${session.id}, ended: ${session.endReason}${code}`;
   }
 

@@ -38,7 +38,12 @@ function exitReason(code: number | null, signal: NodeJS.Signals | null): string 
 }
 
 /** Starts an adapter process and connects a DAP client to it (its stdio, or the port it prints). */
-export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: ReverseRequestHandler, programOutput: ProgramOutput): Promise<AdapterConnection> {
+export async function startAdapter(
+  cmd: AdapterCommand,
+  cwd: string,
+  reverse: ReverseRequestHandler,
+  programOutput: ProgramOutput,
+): Promise<AdapterConnection> {
   const proc = spawn(cmd.command, cmd.args, { cwd, env: cmd.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   const tail = new TextTail(STDERR_TAIL);
   const spawned = new Promise<void>((resolve, reject) => {
@@ -63,7 +68,10 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
   // `listen`: the adapter announces its port on stdout; what follows there is the debuggee's.
   const port = await new Promise<number>((resolve, reject) => {
     let seen = '';
-    const timer = setTimeout(() => fail(`${cmd.command} did not announce a port within ${LISTEN_TIMEOUT_MS / 1000}s`), LISTEN_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => fail(`${cmd.command} did not announce a port within ${LISTEN_TIMEOUT_MS / 1000}s`),
+      LISTEN_TIMEOUT_MS,
+    );
     const fail = (why: string) => {
       clearTimeout(timer);
       proc.stdout!.off('data', onData);
@@ -94,7 +102,10 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
     throw err;
   }
   const client = new DapClient(socket, socket, reverse);
-  const ended = Promise.race([exited, new Promise<string>((resolve) => socket.once('close', () => resolve('the debug adapter closed its connection')))]);
+  const ended = Promise.race([
+    exited,
+    new Promise<string>((resolve) => socket.once('close', () => resolve('the debug adapter closed its connection'))),
+  ]);
   void ended.then((reason) => client.close(withTail(reason, tail.text().trim())));
   return {
     client,
@@ -112,7 +123,9 @@ export async function startAdapter(cmd: AdapterCommand, cwd: string, reverse: Re
 export async function connectDirect(port: number, reverse: ReverseRequestHandler): Promise<AdapterConnection> {
   const socket = await connectSocket(port);
   const client = new DapClient(socket, socket, reverse);
-  const ended = new Promise<string>((resolve) => socket.once('close', () => resolve(`the debugger on port ${port} closed the connection`)));
+  const ended = new Promise<string>((resolve) =>
+    socket.once('close', () => resolve(`the debugger on port ${port} closed the connection`)),
+  );
   void ended.then((reason) => client.close(reason));
   return { client, ended, stderrTail: () => '', kill: () => socket.destroy() };
 }

@@ -88,7 +88,8 @@ export class CellOutput {
       this.text += note + this.tail;
       this.tail = '';
     }
-    if (this.droppedItems) this.text += `${this.text && !this.text.endsWith('\n') ? '\n' : ''}… ${this.droppedItems} more rich outputs (tables, images) left out\n`;
+    if (this.droppedItems)
+      this.text += `${this.text && !this.text.endsWith('\n') ? '\n' : ''}… ${this.droppedItems} more rich outputs (tables, images) left out\n`;
     if (closing) this.text += `${this.text && !this.text.endsWith('\n') ? '\n' : ''}${closing}`;
     this.flushText();
     return this.items;

@@ -32,7 +32,8 @@ export function cellResult(language: Language, cell: CellRun, executionCount: nu
     if (end.status !== 'ok') {
       isError = true;
       closing = error?.traceback ?? `${end.status}`;
-      if (stopReason && end.status === 'interrupted') closing += `\nThe cell was interrupted because ${stopReason}. The interpreter keeps its state.`;
+      if (stopReason && end.status === 'interrupted')
+        closing += `\nThe cell was interrupted because ${stopReason}. The interpreter keeps its state.`;
     }
   }
   const content = output.finish(closing);
@@ -71,7 +72,7 @@ export function evalTool(kernels: KernelManager, settings: EvalSettings): ToolDe
       'Run a Python (default) or JavaScript cell in a persistent interpreter: variables, imports and loaded data survive across calls. ' +
       'The last expression is echoed; display(x) works; pandas DataFrames come back as tables and matplotlib figures as images. ' +
       '%pip, %cd, !cmd, %%bash, %%timeit, %time and %env work in Python (the run has no network: %pip installs only from the workspace). ' +
-      'tool(name, args) calls this run\'s tools from inside a cell (JavaScript: await tool(...)), under the same approvals. ' +
+      "tool(name, args) calls this run's tools from inside a cell (JavaScript: await tool(...)), under the same approvals. " +
       'A cell is interrupted after timeout_seconds (default 300) without output; waiting on tool() does not count.',
     tier: 'exec',
     inputSchema: evalSchema,
@@ -93,7 +94,12 @@ export function evalTool(kernels: KernelManager, settings: EvalSettings): ToolDe
           budgetMs: (args.timeout_seconds ?? settings.timeoutSeconds) * 1000,
           graceMs: settings.interruptGraceSeconds * 1000,
           progressChars: settings.streamChars,
-          output: { headChars: settings.outputHeadChars, tailChars: settings.outputTailChars, maxItems: settings.maxRichItems, imageChars: Math.ceil((settings.imageBytes * 4) / 3) },
+          output: {
+            headChars: settings.outputHeadChars,
+            tailChars: settings.outputTailChars,
+            maxItems: settings.maxRichItems,
+            imageChars: Math.ceil((settings.imageBytes * 4) / 3),
+          },
           refuseBridged: (name, bridged) => nestedEvalRefusal(kernels, name, bridged),
         });
         return cellResult(language, cell, kernel.executionCount, Date.now() - started);

@@ -22,7 +22,9 @@ export interface CellListener {
   tool(name: string, args: unknown): Promise<ToolResult>;
 }
 
-export type CellEnd = { kind: 'done'; status: 'ok' | 'error' | 'interrupted' } | { kind: 'exited'; code: number | null; signal: string | null };
+export type CellEnd =
+  | { kind: 'done'; status: 'ok' | 'error' | 'interrupted' }
+  | { kind: 'exited'; code: number | null; signal: string | null };
 
 export class KernelStartError extends Error {}
 
@@ -41,7 +43,11 @@ export class Kernel {
   version = '';
   pid = 0;
 
-  private constructor(readonly language: Language, launch: KernelLaunch, onReady: (err?: Error) => void) {
+  private constructor(
+    readonly language: Language,
+    launch: KernelLaunch,
+    onReady: (err?: Error) => void,
+  ) {
     this.child = spawn(launch.command, launch.args, {
       cwd: launch.cwd,
       env: launch.env,
@@ -67,7 +73,9 @@ export class Kernel {
       });
     }
     this.exited = new Promise((resolve) => {
-      this.child.on('error', (err) => onReady(new KernelStartError(`could not start the ${language} kernel (${launch.command}): ${err.message}`)));
+      this.child.on('error', (err) =>
+        onReady(new KernelStartError(`could not start the ${language} kernel (${launch.command}): ${err.message}`)),
+      );
       this.child.on('exit', (code, signal) => {
         this.exitInfo = { code, signal };
         this.killGroup(); // whatever the cell started goes with the interpreter
@@ -75,7 +83,11 @@ export class Kernel {
         // escaped the group still holds the pipes open.
         const end = () => {
           clearTimeout(fallback);
-          onReady(new KernelStartError(`the ${language} kernel exited while starting (${signal ?? `code ${code}`})${early.length ? `:\n${early.join('').trim()}` : ''}`));
+          onReady(
+            new KernelStartError(
+              `the ${language} kernel exited while starting (${signal ?? `code ${code}`})${early.length ? `:\n${early.join('').trim()}` : ''}`,
+            ),
+          );
           this.finishCell?.({ kind: 'exited', code, signal });
           resolve({ code, signal });
         };
@@ -89,8 +101,11 @@ export class Kernel {
   static start(launch: KernelLaunch, timeoutMs: number): Promise<Kernel> {
     return new Promise((resolve, reject) => {
       let settled = false;
-      let kernel: Kernel | undefined ;
-      const timer = setTimeout(() => onReady(new KernelStartError(`the ${launch.language} kernel did not start within ${timeoutMs / 1000} s`)), timeoutMs);
+      let kernel: Kernel | undefined;
+      const timer = setTimeout(
+        () => onReady(new KernelStartError(`the ${launch.language} kernel did not start within ${timeoutMs / 1000} s`)),
+        timeoutMs,
+      );
       const onReady = (err?: Error) => {
         if (settled) return;
         settled = true;
@@ -122,8 +137,16 @@ export class Kernel {
       case 'tool': {
         const listener = this.listener;
         const answer = listener
-          ? listener.tool(msg.name, msg.args).catch((err: Error): ToolResult => ({ content: [{ type: 'text', text: `${msg.name} failed: ${err.message}` }], isError: true }))
-          : Promise.resolve<ToolResult>({ content: [{ type: 'text', text: 'tool() was called while no cell is running' }], isError: true });
+          ? listener.tool(msg.name, msg.args).catch(
+              (err: Error): ToolResult => ({
+                content: [{ type: 'text', text: `${msg.name} failed: ${err.message}` }],
+                isError: true,
+              }),
+            )
+          : Promise.resolve<ToolResult>({
+              content: [{ type: 'text', text: 'tool() was called while no cell is running' }],
+              isError: true,
+            });
         void answer.then((result) => this.send({ t: 'tool_result', id: msg.id, result }));
         return;
       }

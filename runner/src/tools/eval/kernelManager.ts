@@ -21,7 +21,14 @@ export class KernelManager {
 
   private limits(): KernelLimits {
     const s = this.settings;
-    return { streamChars: s.streamChars, tailChars: s.outputTailChars, tableRows: s.tableRows, tableColumns: s.tableColumns, cellChars: 200, reprChars: s.outputHeadChars };
+    return {
+      streamChars: s.streamChars,
+      tailChars: s.outputTailChars,
+      tableRows: s.tableRows,
+      tableColumns: s.tableColumns,
+      cellChars: 200,
+      reprChars: s.outputHeadChars,
+    };
   }
 
   launchOf(language: Language): KernelLaunch {
@@ -36,15 +43,27 @@ export class KernelManager {
       PYTHONIOENCODING: 'utf-8',
     };
     delete env.NODE_OPTIONS;
-    if (language === 'python') return { language, command: this.settings.python, args: ['-u', PYTHON_DRIVER, limits], cwd: this.cwd, env };
-    return { language, command: this.settings.node, args: ['--disable-warning=ExperimentalWarning', path.join(__dirname, 'javascript', 'driver.js'), limits], cwd: this.cwd, env };
+    if (language === 'python')
+      return { language, command: this.settings.python, args: ['-u', PYTHON_DRIVER, limits], cwd: this.cwd, env };
+    return {
+      language,
+      command: this.settings.node,
+      args: ['--disable-warning=ExperimentalWarning', path.join(__dirname, 'javascript', 'driver.js'), limits],
+      cwd: this.cwd,
+      env,
+    };
   }
 
   /** Copies the image's prebuilt font cache once, so the first plot of a run skips the font scan. */
   private seedMatplotlibCache(configDir: string): void {
     const seed = this.settings.matplotlibCacheSeed;
     try {
-      if (!seed || !existsSync(seed) || readdirSync(configDir, { withFileTypes: true }).some((e) => e.name.startsWith('fontlist'))) return;
+      if (
+        !seed ||
+        !existsSync(seed) ||
+        readdirSync(configDir, { withFileTypes: true }).some((e) => e.name.startsWith('fontlist'))
+      )
+        return;
     } catch {
       // configDir does not exist yet: seed it.
     }
@@ -84,7 +103,10 @@ export class KernelManager {
       }
     };
     const run = before.then(turn, turn);
-    this.queues.set(language, run.catch(() => undefined));
+    this.queues.set(
+      language,
+      run.catch(() => undefined),
+    );
     return run;
   }
 

@@ -56,7 +56,9 @@ export async function runCell(kernel: Kernel, code: string, ctx: ToolContext, op
     }, opts.graceMs);
   };
   const seconds = Math.round((opts.budgetMs / 1000) * 10) / 10;
-  const timer = new InactivityTimer(opts.budgetMs, () => stop(`the cell produced no output for ${seconds} s (its inactivity budget; pass timeout_seconds for more)`));
+  const timer = new InactivityTimer(opts.budgetMs, () =>
+    stop(`the cell produced no output for ${seconds} s (its inactivity budget; pass timeout_seconds for more)`),
+  );
   const onAbort = () => stop(`the call was cancelled (${String(ctx.signal.reason ?? 'cancelled')})`);
   ctx.signal.addEventListener('abort', onAbort, { once: true });
   try {

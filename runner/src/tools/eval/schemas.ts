@@ -7,20 +7,32 @@ export const DESCRIPTION_WORDS = { min: 5, max: 10 } as const;
 
 export const evalSchema = Type.Object(
   {
-    code: Type.String({ maxLength: MAX_CODE_CHARS, description: 'The cell. Its last expression is echoed; display(x) shows tables and figures.' }),
+    code: Type.String({
+      maxLength: MAX_CODE_CHARS,
+      description: 'The cell. Its last expression is echoed; display(x) shows tables and figures.',
+    }),
     description: Type.String({
       minLength: 1,
       maxLength: 200,
       pattern: `^\\s*\\S+(\\s+\\S+){${DESCRIPTION_WORDS.min - 1},${DESCRIPTION_WORDS.max - 1}}\\s*$`,
       description: `A ${DESCRIPTION_WORDS.min}–${DESCRIPTION_WORDS.max} word label for the transcript, e.g. "Load the sales data and plot revenue".`,
     }),
-    language: Type.Optional(StringEnum(['python', 'javascript'], { description: 'python (default) or javascript. Each has its own interpreter, kept across calls.' })),
-    reset: Type.Optional(Type.Boolean({ description: 'Discard the interpreter (all variables and imports) and start a clean one before this cell.' })),
+    language: Type.Optional(
+      StringEnum(['python', 'javascript'], {
+        description: 'python (default) or javascript. Each has its own interpreter, kept across calls.',
+      }),
+    ),
+    reset: Type.Optional(
+      Type.Boolean({
+        description: 'Discard the interpreter (all variables and imports) and start a clean one before this cell.',
+      }),
+    ),
     timeout_seconds: Type.Optional(
       Type.Number({
         exclusiveMinimum: 0,
         maximum: 86400,
-        description: 'Inactivity budget: the cell is interrupted after this long without output (default 300). Time spent waiting on tool() calls does not count.',
+        description:
+          'Inactivity budget: the cell is interrupted after this long without output (default 300). Time spent waiting on tool() calls does not count.',
       }),
     ),
   },
@@ -32,7 +44,9 @@ export type EvalArgs = Static<typeof evalSchema>;
 export function checkDescription(description: string): void {
   const words = description.trim().split(/\s+/).filter(Boolean).length;
   if (words < DESCRIPTION_WORDS.min || words > DESCRIPTION_WORDS.max) {
-    throw new ToolError(`description must be ${DESCRIPTION_WORDS.min}–${DESCRIPTION_WORDS.max} words (got ${words}): a short label of what the cell does, e.g. "Load the sales data and plot revenue"`);
+    throw new ToolError(
+      `description must be ${DESCRIPTION_WORDS.min}–${DESCRIPTION_WORDS.max} words (got ${words}): a short label of what the cell does, e.g. "Load the sales data and plot revenue"`,
+    );
   }
 }
 

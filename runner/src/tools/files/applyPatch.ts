@@ -17,7 +17,8 @@ async function readOrNull(p: string): Promise<string | null> {
 export function applyPatchTool(run: RunContext): ToolDefinition<ApplyPatchArgs> {
   return {
     name: 'apply_patch',
-    description: 'Apply a "*** Begin Patch" envelope (Add/Update/Delete/Move files). Every file changes or none does. Newly introduced diagnostics are folded into the result.',
+    description:
+      'Apply a "*** Begin Patch" envelope (Add/Update/Delete/Move files). Every file changes or none does. Newly introduced diagnostics are folded into the result.',
     tier: 'write',
     inputSchema: applyPatchSchema,
     parallelSafe: false,
@@ -61,7 +62,8 @@ export function applyPatchTool(run: RunContext): ToolDefinition<ApplyPatchArgs> 
             if (op.moveTo) {
               const dest = await run.workspace.resolve(op.moveTo);
               const destNow = await current(dest);
-              if (destNow !== null) throw new PatchError(`cannot move ${rel} to ${run.workspace.relative(dest)}: it exists`);
+              if (destNow !== null)
+                throw new PatchError(`cannot move ${rel} to ${run.workspace.relative(dest)}: it exists`);
               set(abs, null);
               set(dest, next);
               summary.push(`R ${rel} -> ${run.workspace.relative(dest)}`);
@@ -82,7 +84,10 @@ export function applyPatchTool(run: RunContext): ToolDefinition<ApplyPatchArgs> 
       const written = changes.filter((c) => c.next !== null).map((c) => c.path);
       const extra = await run.afterWrite(written, ctx);
       return {
-        content: [{ type: 'text', text: `applied patch to ${changes.length} file(s):\n${summary.join('\n')}` }, ...extra],
+        content: [
+          { type: 'text', text: `applied patch to ${changes.length} file(s):\n${summary.join('\n')}` },
+          ...extra,
+        ],
         structured: { files: summary },
       };
     },

@@ -48,7 +48,8 @@ export function parsePatch(input: string): PatchOp[] {
       k++;
       const content: string[] = [];
       while (k < body.length && !body[k].startsWith('*** ')) {
-        if (!body[k].startsWith('+')) throw new PatchError(`line ${k + 2}: every line of an added file must start with "+"`);
+        if (!body[k].startsWith('+'))
+          throw new PatchError(`line ${k + 2}: every line of an added file must start with "+"`);
         content.push(body[k].slice(1));
         k++;
       }
@@ -97,7 +98,9 @@ export function parsePatch(input: string): PatchOp[] {
     } else if (line.trim() === '') {
       k++;
     } else {
-      throw new PatchError(`line ${k + 2}: expected a file header ("*** Add File:", "*** Update File:", "*** Delete File:"), got ${JSON.stringify(line)}`);
+      throw new PatchError(
+        `line ${k + 2}: expected a file header ("*** Add File:", "*** Update File:", "*** Delete File:"), got ${JSON.stringify(line)}`,
+      );
     }
   }
   if (ops.length === 0) throw new PatchError('patch changes no file');
@@ -159,7 +162,10 @@ export function applyHunks(original: string, hunks: Hunk[], file: string): strin
     }
     const at = seek(lines, h.oldLines, from, h.atEnd);
     if (at < 0) {
-      const shown = h.oldLines.slice(0, 6).map((l) => `  ${l}`).join('\n');
+      const shown = h.oldLines
+        .slice(0, 6)
+        .map((l) => `  ${l}`)
+        .join('\n');
       throw new PatchError(`${file}: hunk ${n + 1} does not match the file; expected these lines:\n${shown}`);
     }
     out.push(...lines.slice(cursor, at), ...h.newLines);

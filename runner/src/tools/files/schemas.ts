@@ -8,7 +8,12 @@ export const readSchema = Type.Object(
   {
     path: Type.String({ minLength: 1, maxLength: 4096, description: 'Workspace-relative path of a text file.' }),
     start_line: Type.Optional(Type.Integer({ minimum: 1, description: 'First line to return (1-based). Default 1.' })),
-    end_line: Type.Optional(Type.Integer({ minimum: 1, description: `Last line to return (inclusive). At most ${MAX_READ_LINES} lines are returned per call.` })),
+    end_line: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        description: `Last line to return (inclusive). At most ${MAX_READ_LINES} lines are returned per call.`,
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -16,7 +21,11 @@ export type ReadArgs = Static<typeof readSchema>;
 
 export const writeSchema = Type.Object(
   {
-    path: Type.String({ minLength: 1, maxLength: 4096, description: 'Workspace-relative path; parent folders are created.' }),
+    path: Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      description: 'Workspace-relative path; parent folders are created.',
+    }),
     content: Type.String({ maxLength: MAX_WRITE_BYTES, description: 'The whole new content of the file.' }),
   },
   { additionalProperties: false },
@@ -26,9 +35,15 @@ export type WriteArgs = Static<typeof writeSchema>;
 export const editSchema = Type.Object(
   {
     path: Type.String({ minLength: 1, maxLength: 4096 }),
-    old_string: Type.String({ minLength: 1, maxLength: MAX_WRITE_BYTES, description: 'Exact text to replace; must occur exactly once unless replace_all.' }),
+    old_string: Type.String({
+      minLength: 1,
+      maxLength: MAX_WRITE_BYTES,
+      description: 'Exact text to replace; must occur exactly once unless replace_all.',
+    }),
     new_string: Type.String({ maxLength: MAX_WRITE_BYTES, description: 'Replacement text.' }),
-    replace_all: Type.Optional(Type.Boolean({ description: 'Replace every occurrence instead of requiring exactly one.' })),
+    replace_all: Type.Optional(
+      Type.Boolean({ description: 'Replace every occurrence instead of requiring exactly one.' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -39,7 +54,8 @@ export const applyPatchSchema = Type.Object(
     patch: Type.String({
       minLength: 1,
       maxLength: MAX_WRITE_BYTES,
-      description: 'A "*** Begin Patch" … "*** End Patch" envelope with Add/Update/Delete File sections. All files change or none.',
+      description:
+        'A "*** Begin Patch" … "*** End Patch" envelope with Add/Update/Delete File sections. All files change or none.',
     }),
   },
   { additionalProperties: false },

@@ -17,7 +17,12 @@ async function executable(p: string): Promise<boolean> {
  * Resolves an executable for a root: project-local folders of the root and of each parent up
  * to the workspace, then $PATH. Returns undefined when nothing is found.
  */
-export async function resolveBinary(command: string, root: string, workspaceRoot: string, envPath = process.env.PATH ?? ''): Promise<string | undefined> {
+export async function resolveBinary(
+  command: string,
+  root: string,
+  workspaceRoot: string,
+  envPath = process.env.PATH ?? '',
+): Promise<string | undefined> {
   for (let dir = root; dir === workspaceRoot || dir.startsWith(workspaceRoot + path.sep); dir = path.dirname(dir)) {
     for (const local of LOCAL_BIN_DIRS) {
       const candidate = path.join(dir, local, command);

@@ -18,7 +18,10 @@ interface CheckerCommand {
 }
 
 async function exists(p: string): Promise<boolean> {
-  return fs.stat(p).then(() => true, () => false);
+  return fs.stat(p).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function cSources(root: string): Promise<string[]> {
@@ -26,7 +29,8 @@ async function cSources(root: string): Promise<string[]> {
   const walk = async (dir: string): Promise<void> => {
     for (const e of await fs.readdir(dir, { withFileTypes: true }).catch(() => [])) {
       if (out.length >= C_SOURCE_LIMIT) return;
-      if (e.isDirectory() && !e.name.startsWith('.') && !['build', 'node_modules'].includes(e.name)) await walk(path.join(dir, e.name));
+      if (e.isDirectory() && !e.name.startsWith('.') && !['build', 'node_modules'].includes(e.name))
+        await walk(path.join(dir, e.name));
       else if (e.isFile() && /\.(c|cc|cpp|cxx)$/.test(e.name)) out.push(path.relative(root, path.join(dir, e.name)));
     }
   };
@@ -41,7 +45,11 @@ async function checkerFor(serverId: string, root: string, workspaceRoot: string)
     case 'typescript': {
       const tsc = await find('tsc');
       if (!tsc) return 'tsc not found (node_modules/.bin or $PATH)';
-      const config = (await exists(path.join(root, 'tsconfig.json'))) ? 'tsconfig.json' : (await exists(path.join(root, 'jsconfig.json'))) ? 'jsconfig.json' : undefined;
+      const config = (await exists(path.join(root, 'tsconfig.json')))
+        ? 'tsconfig.json'
+        : (await exists(path.join(root, 'jsconfig.json')))
+          ? 'jsconfig.json'
+          : undefined;
       if (!config) return 'no tsconfig.json or jsconfig.json in this root for tsc to check';
       return { label: `tsc --noEmit -p ${config}`, binary: tsc, args: ['--noEmit', '--pretty', 'false', '-p', config] };
     }
@@ -57,14 +65,21 @@ async function checkerFor(serverId: string, root: string, workspaceRoot: string)
       const sources = await cSources(root);
       if (sources.length === 0) return 'no C/C++ sources in this root';
       const cpp = sources.some((s) => !s.endsWith('.c'));
-      const compiler = (await find(cpp ? 'g++' : 'gcc')) ?? (await find(cpp ? 'clang++' : 'clang')) ?? (await find('cc'));
+      const compiler =
+        (await find(cpp ? 'g++' : 'gcc')) ?? (await find(cpp ? 'clang++' : 'clang')) ?? (await find('cc'));
       if (!compiler) return 'no C compiler (gcc, clang, cc) found';
       const name = path.basename(compiler);
-      return { label: `${name} -fsyntax-only -Wall (${sources.length} file(s))`, binary: compiler, args: ['-fsyntax-only', '-Wall', '-I', '.', ...sources] };
+      return {
+        label: `${name} -fsyntax-only -Wall (${sources.length} file(s))`,
+        binary: compiler,
+        args: ['-fsyntax-only', '-Wall', '-I', '.', ...sources],
+      };
     }
     case 'rust-analyzer': {
       const cargo = await find('cargo');
-      return cargo ? { label: 'cargo check', binary: cargo, args: ['check', '--offline', '--message-format', 'short'] } : 'cargo not found';
+      return cargo
+        ? { label: 'cargo check', binary: cargo, args: ['check', '--offline', '--message-format', 'short'] }
+        : 'cargo not found';
     }
     case 'dart': {
       const dart = await find('dart');
@@ -75,24 +90,45 @@ async function checkerFor(serverId: string, root: string, workspaceRoot: string)
   }
 }
 
-function run(cmd: CheckerCommand, cwd: string, timeoutMs: number, signal: AbortSignal): Promise<{ code: number | null; output: string; ms: number; timedOut: boolean }> {
+function run(
+  cmd: CheckerCommand,
+  cwd: string,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<{ code: number | null; output: string; ms: number; timedOut: boolean }> {
   const t0 = Date.now();
   return new Promise((resolve) => {
-    execFile(cmd.binary, cmd.args, { cwd, timeout: timeoutMs, signal, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, GOPROXY: process.env.GOPROXY ?? 'off', GOFLAGS: process.env.GOFLAGS ?? '-mod=mod' } }, (err, stdout, stderr) => {
-      const e = err as (NodeJS.ErrnoException & { killed?: boolean; code?: number | string }) | null;
-      const code = e ? (typeof e.code === 'number' ? e.code : null) : 0;
-      resolve({ code, output: `${stdout}${stderr}`, ms: Date.now() - t0, timedOut: Boolean(e?.killed) });
-    });
+    execFile(
+      cmd.binary,
+      cmd.args,
+      {
+        cwd,
+        timeout: timeoutMs,
+        signal,
+        maxBuffer: 16 * 1024 * 1024,
+        env: { ...process.env, GOPROXY: process.env.GOPROXY ?? 'off', GOFLAGS: process.env.GOFLAGS ?? '-mod=mod' },
+      },
+      (err, stdout, stderr) => {
+        const e = err as (NodeJS.ErrnoException & { killed?: boolean; code?: number | string }) | null;
+        const code = e ? (typeof e.code === 'number' ? e.code : null) : 0;
+        resolve({ code, output: `${stdout}${stderr}`, ms: Date.now() - t0, timedOut: Boolean(e?.killed) });
+      },
+    );
   });
 }
 
 function tidy(output: string, root: string, display: (abs: string) => string): string {
   const prefix = root.endsWith('/') ? root : `${root}/`;
   const rel = display(root);
-  let text = output.split(prefix).join(rel === '' || rel === '.' ? '' : `${rel}/`).trimEnd();
+  let text = output
+    .split(prefix)
+    .join(rel === '' || rel === '.' ? '' : `${rel}/`)
+    .trimEnd();
   const lines = text.split('\n');
-  if (lines.length > OUTPUT_MAX_LINES) text = `${lines.slice(0, OUTPUT_MAX_LINES).join('\n')}\n… showing ${OUTPUT_MAX_LINES} of ${lines.length} lines`;
-  if (text.length > OUTPUT_MAX_CHARS) text = `${text.slice(0, OUTPUT_MAX_CHARS)}\n… output cut at ${OUTPUT_MAX_CHARS} characters`;
+  if (lines.length > OUTPUT_MAX_LINES)
+    text = `${lines.slice(0, OUTPUT_MAX_LINES).join('\n')}\n… showing ${OUTPUT_MAX_LINES} of ${lines.length} lines`;
+  if (text.length > OUTPUT_MAX_CHARS)
+    text = `${text.slice(0, OUTPUT_MAX_CHARS)}\n… output cut at ${OUTPUT_MAX_CHARS} characters`;
   return text;
 }
 
@@ -111,11 +147,18 @@ export async function runProjectCheckers(session: LspSession, ctx: ToolContext):
       ctx.progress(`running ${cmd.label} in ${where}`);
       const r = await run(cmd, root, session.settings.checkerTimeoutMs, ctx.signal);
       ran.push({ checker: cmd.label, root: where, exitCode: r.code });
-      const verdict = r.timedOut ? `stopped after ${session.settings.checkerTimeoutMs} ms` : r.code === 0 ? 'clean (exit 0)' : `exit ${r.code ?? 'signal'}`;
+      const verdict = r.timedOut
+        ? `stopped after ${session.settings.checkerTimeoutMs} ms`
+        : r.code === 0
+          ? 'clean (exit 0)'
+          : `exit ${r.code ?? 'signal'}`;
       const body = tidy(r.output, root, (a) => session.format.display(a));
-      sections.push(`checker: ${cmd.label} in ${where} — ${verdict}, ${(r.ms / 1000).toFixed(1)} s${body ? `\n${body}` : ''}`);
+      sections.push(
+        `checker: ${cmd.label} in ${where} — ${verdict}, ${(r.ms / 1000).toFixed(1)} s${body ? `\n${body}` : ''}`,
+      );
     }
   }
-  if (sections.length === 0) throw new ToolError('no project root found in the workspace for any known checker; see lsp status');
+  if (sections.length === 0)
+    throw new ToolError('no project root found in the workspace for any known checker; see lsp status');
   return ok(sections.join('\n\n'), { ran });
 }

@@ -1,7 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { pathToFileURL } from 'node:url';
-import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection, type RequestType } from 'vscode-jsonrpc/node';
+import {
+  createMessageConnection,
+  StreamMessageReader,
+  StreamMessageWriter,
+  type MessageConnection,
+  type RequestType,
+} from 'vscode-jsonrpc/node';
 import {
   ApplyWorkspaceEditRequest,
   ConfigurationRequest,
@@ -86,7 +92,21 @@ const CAPABILITIES: ClientCapabilities = {
     references: {},
     documentSymbol: { hierarchicalDocumentSymbolSupport: true },
     codeAction: {
-      codeActionLiteralSupport: { codeActionKind: { valueSet: ['', 'quickfix', 'refactor', 'refactor.extract', 'refactor.inline', 'refactor.rewrite', 'source', 'source.organizeImports', 'source.fixAll'] } },
+      codeActionLiteralSupport: {
+        codeActionKind: {
+          valueSet: [
+            '',
+            'quickfix',
+            'refactor',
+            'refactor.extract',
+            'refactor.inline',
+            'refactor.rewrite',
+            'source',
+            'source.organizeImports',
+            'source.fixAll',
+          ],
+        },
+      },
       isPreferredSupport: true,
     },
     rename: { prepareSupport: true },
@@ -114,13 +134,20 @@ export class LspClient extends EventEmitter {
 
   constructor(readonly options: LaunchOptions) {
     super();
-    this.process = spawn(options.command, options.args, { cwd: options.root, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.process = spawn(options.command, options.args, {
+      cwd: options.root,
+      env: options.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     this.process.stderr!.on('data', (d: Buffer) => {
       this.stderrTail.push(d.toString('utf8'));
     });
     // Writing to a dead server raises EPIPE on stdin; the exit handler reports the crash.
     this.process.stdin!.on('error', () => undefined);
-    this.connection = createMessageConnection(new StreamMessageReader(this.process.stdout!), new StreamMessageWriter(this.process.stdin!));
+    this.connection = createMessageConnection(
+      new StreamMessageReader(this.process.stdout!),
+      new StreamMessageWriter(this.process.stdin!),
+    );
     this.connection.onError(() => undefined);
     this.process.on('error', (err) => this.markExited(null, null, err.message));
     this.process.on('exit', (code, signal) => this.markExited(code, signal));
@@ -169,25 +196,34 @@ export class LspClient extends EventEmitter {
     c.onRequest(UnregistrationRequest.type, () => undefined);
     c.onRequest(ShowMessageRequest.type, () => null);
     c.onRequest(WorkspaceFoldersRequest.type, () => [this.workspaceFolder()]);
-    c.onRequest(ApplyWorkspaceEditRequest.type, () => ({ applied: false, failureReason: 'tether applies edits itself' }));
+    c.onRequest(ApplyWorkspaceEditRequest.type, () => ({
+      applied: false,
+      failureReason: 'tether applies edits itself',
+    }));
     // Refresh requests (diagnostics, semantic tokens, inlay hints…) and anything else: an empty
     // success. Some servers exit when a request of theirs is answered with an error.
     c.onRequest(() => null);
     c.onNotification(PublishDiagnosticsNotification.type, (p) => {
-      const entry: PublishedDiagnostics = { version: p.version ?? undefined, diagnostics: p.diagnostics, seq: ++this.seq };
+      const entry: PublishedDiagnostics = {
+        version: p.version ?? undefined,
+        diagnostics: p.diagnostics,
+        seq: ++this.seq,
+      };
       this.diagnostics.set(p.uri, entry);
       this.emit('diagnostics', p.uri, entry);
     });
     // Work-done progress under any token: no token is claimed with onProgress, so all of it lands here.
-    c.onUnhandledProgress((p: { token: string | number; value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd }) => {
-      const v = p.value;
-      if (!v || typeof v !== 'object') return;
-      if (v.kind === 'begin') {
-        this.progressEverBegun = true;
-        this.progress.set(p.token, v.title);
-      } else if (v.kind === 'end') this.progress.delete(p.token);
-      this.emit('progress');
-    });
+    c.onUnhandledProgress(
+      (p: { token: string | number; value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd }) => {
+        const v = p.value;
+        if (!v || typeof v !== 'object') return;
+        if (v.kind === 'begin') {
+          this.progressEverBegun = true;
+          this.progress.set(p.token, v.title);
+        } else if (v.kind === 'end') this.progress.delete(p.token);
+        this.emit('progress');
+      },
+    );
     c.onNotification(() => undefined);
   }
 
@@ -222,13 +258,15 @@ export class LspClient extends EventEmitter {
       this.once('exit', onExit);
       const onAbort = () => reject(new Error('cancelled'));
       signal?.addEventListener('abort', onAbort, { once: true });
-      send().then(
-        (r) => resolve(r),
-        (e: Error) => reject(e),
-      ).finally(() => {
-        this.off('exit', onExit);
-        signal?.removeEventListener('abort', onAbort);
-      });
+      send()
+        .then(
+          (r) => resolve(r),
+          (e: Error) => reject(e),
+        )
+        .finally(() => {
+          this.off('exit', onExit);
+          signal?.removeEventListener('abort', onAbort);
+        });
     });
   }
 
@@ -273,13 +311,19 @@ export class LspClient extends EventEmitter {
     if (!doc) {
       const d = { version: 1, text, languageId };
       this.documents.set(uri, d);
-      await this.connection.sendNotification(DidOpenTextDocumentNotification.type, { textDocument: { uri, languageId, version: d.version, text } });
+      await this.connection.sendNotification(DidOpenTextDocumentNotification.type, {
+        textDocument: { uri, languageId, version: d.version, text },
+      });
       return { version: d.version, changed: true };
     }
     if (doc.text === text) return { version: doc.version, changed: false };
     doc.version += 1;
     doc.text = text;
-    await this.connection.sendNotification(DidChangeTextDocumentNotification.type, { textDocument: { uri, version: doc.version }, contentChanges: [{ text }], ...this.options.didChangeExtras });
+    await this.connection.sendNotification(DidChangeTextDocumentNotification.type, {
+      textDocument: { uri, version: doc.version },
+      contentChanges: [{ text }],
+      ...this.options.didChangeExtras,
+    });
     return { version: doc.version, changed: true };
   }
 
@@ -288,7 +332,10 @@ export class LspClient extends EventEmitter {
     if (!doc || this.exit) return;
     const save = this.capabilities.textDocumentSync;
     const includeText = typeof save === 'object' && typeof save.save === 'object' && save.save.includeText;
-    await this.connection.sendNotification(DidSaveTextDocumentNotification.type, { textDocument: { uri }, ...(includeText ? { text: doc.text } : {}) });
+    await this.connection.sendNotification(DidSaveTextDocumentNotification.type, {
+      textDocument: { uri },
+      ...(includeText ? { text: doc.text } : {}),
+    });
   }
 
   /** Whether the server answers textDocument/diagnostic (pull), statically or by registration. */
@@ -306,9 +353,12 @@ export class LspClient extends EventEmitter {
   async filesChanged(changes: { uri: string; deleted: boolean }[]): Promise<void> {
     if (this.exit || changes.length === 0) return;
     for (const c of changes) {
-      if (c.deleted && this.documents.delete(c.uri)) await this.connection.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri: c.uri } });
+      if (c.deleted && this.documents.delete(c.uri))
+        await this.connection.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri: c.uri } });
     }
-    await this.connection.sendNotification(DidChangeWatchedFilesNotification.type, { changes: changes.map((c) => ({ uri: c.uri, type: c.deleted ? FileChangeType.Deleted : FileChangeType.Changed })) });
+    await this.connection.sendNotification(DidChangeWatchedFilesNotification.type, {
+      changes: changes.map((c) => ({ uri: c.uri, type: c.deleted ? FileChangeType.Deleted : FileChangeType.Changed })),
+    });
   }
 
   openDocument(uri: string): { version: number; text: string } | undefined {
@@ -329,7 +379,14 @@ export class LspClient extends EventEmitter {
    * first match it lingers `settleMs` for a follow-up publish (servers that send syntax and
    * semantic results separately). Resolves undefined at the deadline.
    */
-  waitDiagnostics(uri: string, version: number, afterSeq: number, deadline: number, settleMs: number, requireVersion = false): Promise<PublishedDiagnostics | undefined> {
+  waitDiagnostics(
+    uri: string,
+    version: number,
+    afterSeq: number,
+    deadline: number,
+    settleMs: number,
+    requireVersion = false,
+  ): Promise<PublishedDiagnostics | undefined> {
     const matches = (p: PublishedDiagnostics | undefined) =>
       p !== undefined && p.seq > afterSeq && (p.version === undefined ? !requireVersion : p.version >= version);
     return new Promise((resolve) => {
@@ -348,14 +405,17 @@ export class LspClient extends EventEmitter {
       };
       // A versioned publish is final for its version; an unversioned one may be followed by more.
       const onPublish = (u: string, p: PublishedDiagnostics) => {
-        if (u === uri && matches(p)) (p.version === undefined ? arm() : finish(p));
+        if (u === uri && matches(p)) p.version === undefined ? arm() : finish(p);
       };
       const onExit = () => finish(undefined);
-      const deadlineTimer = setTimeout(() => finish(matches(this.diagnostics.get(uri)) ? this.diagnostics.get(uri) : undefined), Math.max(0, deadline - Date.now()));
+      const deadlineTimer = setTimeout(
+        () => finish(matches(this.diagnostics.get(uri)) ? this.diagnostics.get(uri) : undefined),
+        Math.max(0, deadline - Date.now()),
+      );
       this.on('diagnostics', onPublish);
       this.on('exit', onExit);
       const now = this.diagnostics.get(uri);
-      if (matches(now)) (now!.version === undefined ? arm() : finish(now));
+      if (matches(now)) now!.version === undefined ? arm() : finish(now);
     });
   }
 
@@ -364,7 +424,11 @@ export class LspClient extends EventEmitter {
     if (this.exit) return;
     const exited = new Promise<void>((resolve) => this.once('exit', () => resolve()));
     try {
-      await withTimeout(this.untilExit(() => this.connection.sendRequest(ShutdownRequest.type)), graceMs, () => undefined);
+      await withTimeout(
+        this.untilExit(() => this.connection.sendRequest(ShutdownRequest.type)),
+        graceMs,
+        () => undefined,
+      );
       await this.connection.sendNotification(ExitNotification.type);
     } catch {
       /* already going */

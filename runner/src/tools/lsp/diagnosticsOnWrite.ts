@@ -9,7 +9,8 @@ import { withTimeout } from '../../util/timeout';
 
 const TIMED_OUT = Symbol('timed out');
 
-const before = <T>(p: Promise<T>, deadline: number) => withTimeout(p, deadline - Date.now(), (): typeof TIMED_OUT => TIMED_OUT);
+const before = <T>(p: Promise<T>, deadline: number) =>
+  withTimeout(p, deadline - Date.now(), (): typeof TIMED_OUT => TIMED_OUT);
 
 /**
  * Folds newly introduced diagnostics into the result of a write: each written file is synced
@@ -18,13 +19,22 @@ const before = <T>(p: Promise<T>, deadline: number) => withTimeout(p, deadline -
  * out what was reported before. Files no server handles are simply written.
  */
 export class DiagnosticsOnWrite implements WriteObserver {
-  constructor(private readonly session: LspSession, private readonly ledger: DiagnosticsLedger) {}
+  constructor(
+    private readonly session: LspSession,
+    private readonly ledger: DiagnosticsLedger,
+  ) {}
 
   async afterWrite(absPaths: string[]): Promise<ContentItem[]> {
     this.session.supervisor.forgetPlacements();
     await this.announce(absPaths);
     const deadline = Date.now() + this.session.settings.writeDiagnosticsTimeoutMs;
-    const results = await Promise.all(absPaths.map((p) => this.check(p, deadline).catch((err: Error) => `diagnostics not checked for ${this.session.format.display(p)}: ${err.message}`)));
+    const results = await Promise.all(
+      absPaths.map((p) =>
+        this.check(p, deadline).catch(
+          (err: Error) => `diagnostics not checked for ${this.session.format.display(p)}: ${err.message}`,
+        ),
+      ),
+    );
     return results.filter((t): t is string => Boolean(t)).map((text) => ({ type: 'text', text }));
   }
 
@@ -48,13 +58,17 @@ export class DiagnosticsOnWrite implements WriteObserver {
     if (!placement.ok) return undefined;
     const display = this.session.format.display(abs);
     const synced = await before(this.session.sync(abs, placement, text), deadline);
-    if (synced === TIMED_OUT) return `diagnostics not checked for ${display}: ${placement.spec.id} is still starting (the write is done)`;
+    if (synced === TIMED_OUT)
+      return `diagnostics not checked for ${display}: ${placement.spec.id} is still starting (the write is done)`;
     await synced.handle.client.save(synced.uri);
     const published = await this.session.diagnosticsOf(synced, Math.max(0, deadline - Date.now()));
-    if (!published) return `diagnostics not checked for ${display}: ${placement.spec.id} sent none within ${this.session.settings.writeDiagnosticsTimeoutMs} ms (the write is done)`;
+    if (!published)
+      return `diagnostics not checked for ${display}: ${placement.spec.id} sent none within ${this.session.settings.writeDiagnosticsTimeoutMs} ms (the write is done)`;
     const fresh = this.ledger.admit(abs, errorsAndWarnings(published.diagnostics));
     if (fresh.length === 0) return undefined;
-    const lines = fresh.sort((a, b) => a.range.start.line - b.range.start.line).map((d) => this.session.format.diagnostic(abs, d));
+    const lines = fresh
+      .sort((a, b) => a.range.start.line - b.range.start.line)
+      .map((d) => this.session.format.diagnostic(abs, d));
     return `new diagnostics in ${display} (${placement.spec.id}):\n${lines.join('\n')}`;
   }
 }

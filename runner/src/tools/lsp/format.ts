@@ -1,7 +1,14 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { Diagnostic, DocumentSymbol, Location, LocationLink, SymbolInformation, WorkspaceSymbol } from 'vscode-languageserver-protocol';
+import type {
+  Diagnostic,
+  DocumentSymbol,
+  Location,
+  LocationLink,
+  SymbolInformation,
+  WorkspaceSymbol,
+} from 'vscode-languageserver-protocol';
 import { splitLines } from './position';
 
 export const toUri = (abs: string) => pathToFileURL(abs).href;
@@ -12,7 +19,35 @@ export function fromUri(uri: string): string {
 
 const SOURCE_LINE_MAX = 160;
 const SEVERITY = ['', 'error', 'warning', 'info', 'hint'];
-const SYMBOL_KIND = ['', 'file', 'module', 'namespace', 'package', 'class', 'method', 'property', 'field', 'constructor', 'enum', 'interface', 'function', 'variable', 'constant', 'string', 'number', 'boolean', 'array', 'object', 'key', 'null', 'enum member', 'struct', 'event', 'operator', 'type parameter'];
+const SYMBOL_KIND = [
+  '',
+  'file',
+  'module',
+  'namespace',
+  'package',
+  'class',
+  'method',
+  'property',
+  'field',
+  'constructor',
+  'enum',
+  'interface',
+  'function',
+  'variable',
+  'constant',
+  'string',
+  'number',
+  'boolean',
+  'array',
+  'object',
+  'key',
+  'null',
+  'enum member',
+  'struct',
+  'event',
+  'operator',
+  'type parameter',
+];
 
 export function severityName(s: number | undefined): string {
   return SEVERITY[s ?? 1] || 'error';
@@ -40,7 +75,11 @@ export class LocationFormatter {
   }
 
   /** The trimmed source line; `cache` lives for one answer only, files change between calls. */
-  async sourceLine(abs: string, line0: number, cache = new Map<string, Promise<string[] | undefined>>()): Promise<string> {
+  async sourceLine(
+    abs: string,
+    line0: number,
+    cache = new Map<string, Promise<string[] | undefined>>(),
+  ): Promise<string> {
     let lines = cache.get(abs);
     if (!lines) {
       // Small source files, read once per answer: a synchronous read skips a thread-pool round
@@ -54,7 +93,9 @@ export class LocationFormatter {
 
   /** `path:line: source line`, one per location, sorted and de-duplicated. */
   async locations(locs: (Location | LocationLink)[]): Promise<string[]> {
-    const flat = locs.map((l) => ('targetUri' in l ? { uri: l.targetUri, range: l.targetSelectionRange ?? l.targetRange } : l));
+    const flat = locs.map((l) =>
+      'targetUri' in l ? { uri: l.targetUri, range: l.targetSelectionRange ?? l.targetRange } : l,
+    );
     const seen = new Set<string>();
     const cache = new Map<string, Promise<string[] | undefined>>();
     const out: { key: string; text: string }[] = [];
@@ -64,7 +105,10 @@ export class LocationFormatter {
       if (seen.has(k)) continue;
       seen.add(k);
       const where = `${this.display(abs)}:${l.range.start.line + 1}`;
-      out.push({ key: `${this.display(abs)}\u0000${String(l.range.start.line).padStart(9, '0')}`, text: `${where}${await this.sourceLine(abs, l.range.start.line, cache).then((src) => (src ? `: ${src}` : ''))}` });
+      out.push({
+        key: `${this.display(abs)}\u0000${String(l.range.start.line).padStart(9, '0')}`,
+        text: `${where}${await this.sourceLine(abs, l.range.start.line, cache).then((src) => (src ? `: ${src}` : ''))}`,
+      });
     }
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map((o) => o.text);
   }
@@ -89,12 +133,17 @@ export class LocationFormatter {
     const out: string[] = [];
     const walk = (list: DocumentSymbol[], depth: number) => {
       for (const s of list) {
-        out.push(`${'  '.repeat(depth)}${symbolKindName(s.kind)} ${s.name}${s.detail ? ` ${s.detail.replace(/\s+/g, ' ').slice(0, 80)}` : ''} — line ${s.selectionRange.start.line + 1}`);
+        out.push(
+          `${'  '.repeat(depth)}${symbolKindName(s.kind)} ${s.name}${s.detail ? ` ${s.detail.replace(/\s+/g, ' ').slice(0, 80)}` : ''} — line ${s.selectionRange.start.line + 1}`,
+        );
         if (s.children) walk(s.children, depth + 1);
       }
     };
     if (syms.length > 0 && 'location' in syms[0]) {
-      for (const s of syms as SymbolInformation[]) out.push(`${symbolKindName(s.kind)} ${s.name}${s.containerName ? ` (in ${s.containerName})` : ''} — line ${s.location.range.start.line + 1}`);
+      for (const s of syms as SymbolInformation[])
+        out.push(
+          `${symbolKindName(s.kind)} ${s.name}${s.containerName ? ` (in ${s.containerName})` : ''} — line ${s.location.range.start.line + 1}`,
+        );
     } else walk(syms as DocumentSymbol[], 0);
     return out;
   }

@@ -15,7 +15,7 @@ async function asToolError<T>(p: Promise<T>): Promise<T> {
   try {
     return await p;
   } catch (err) {
-    if (err instanceof ToolError || (typeof (err as NodeJS.ErrnoException)?.code === 'string')) throw err;
+    if (err instanceof ToolError || typeof (err as NodeJS.ErrnoException)?.code === 'string') throw err;
     throw new ToolError(`language server failure: ${(err as Error)?.message ?? String(err)}`);
   }
 }
@@ -47,7 +47,8 @@ export function registerLsp(registry: ToolRegistry, run: RunContext): void {
   };
   const lspRename: ToolDefinition<LspRenameArgs> = {
     name: 'lsp_rename',
-    description: 'Rename a symbol across the project through the language server: every file changes or none. Locate it by 1-based line and a symbol substring on that line.',
+    description:
+      'Rename a symbol across the project through the language server: every file changes or none. Locate it by 1-based line and a symbol substring on that line.',
     tier: 'write',
     inputSchema: lspRenameSchema,
     parallelSafe: false,

@@ -10,14 +10,20 @@ import type { LspSession } from './session';
  * compare a tool call against the bare server in the same run; it is not a tool and no model sees it.
  */
 export async function probe(session: LspSession, req: ProbeParams): Promise<ProbeResult> {
-  if (req.method !== DefinitionRequest.method && req.method !== ReferencesRequest.method) throw new ToolError(`probe sends ${DefinitionRequest.method} or ${ReferencesRequest.method}, not ${req.method}`);
+  if (req.method !== DefinitionRequest.method && req.method !== ReferencesRequest.method)
+    throw new ToolError(`probe sends ${DefinitionRequest.method} or ${ReferencesRequest.method}, not ${req.method}`);
   const signal = new AbortController().signal;
   const { synced, position } = await locate(session, req, 'probe');
   const textDocument = { uri: synced.uri };
   const { client } = synced.handle;
   const send =
     req.method === ReferencesRequest.method
-      ? () => client.request(ReferencesRequest.type, { textDocument, position, context: { includeDeclaration: true } }, signal)
+      ? () =>
+          client.request(
+            ReferencesRequest.type,
+            { textDocument, position, context: { includeDeclaration: true } },
+            signal,
+          )
       : () => client.request(DefinitionRequest.type, { textDocument, position }, signal);
   const samplesMs: number[] = [];
   for (let i = 0; i < Math.min(Math.max(1, req.count), 1000); i++) {

@@ -1,5 +1,11 @@
 import { promises as fs } from 'node:fs';
-import { PrepareRenameRequest, RenameRequest, type TextDocumentEdit, type TextEdit, type WorkspaceEdit } from 'vscode-languageserver-protocol';
+import {
+  PrepareRenameRequest,
+  RenameRequest,
+  type TextDocumentEdit,
+  type TextEdit,
+  type WorkspaceEdit,
+} from 'vscode-languageserver-protocol';
 import { commitChanges, type FileChange } from '../../fileTransaction';
 import type { ToolResult } from '../../../../protocol/src/tools';
 import type { RunContext } from '../../run';
@@ -23,7 +29,11 @@ export function applyTextEdits(text: string, edits: TextEdit[]): string {
   const starts = [0];
   for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) === 10) starts.push(i + 1);
   const spans = edits
-    .map((e) => ({ from: offsetAt(text, starts, e.range.start), to: offsetAt(text, starts, e.range.end), text: e.newText }))
+    .map((e) => ({
+      from: offsetAt(text, starts, e.range.start),
+      to: offsetAt(text, starts, e.range.end),
+      text: e.newText,
+    }))
     .sort((a, b) => b.from - a.from || b.to - a.to);
   let out = text;
   let lastFrom = Number.POSITIVE_INFINITY;
@@ -40,20 +50,29 @@ function editsByFile(edit: WorkspaceEdit): Map<string, { edits: TextEdit[]; vers
   const out = new Map<string, { edits: TextEdit[]; version?: number | null }>();
   if (edit.documentChanges) {
     for (const dc of edit.documentChanges) {
-      if (!('textDocument' in dc)) throw new ToolError(`the server's rename also ${dc.kind}s files; tether applies text renames only and wrote nothing`);
+      if (!('textDocument' in dc))
+        throw new ToolError(
+          `the server's rename also ${dc.kind}s files; tether applies text renames only and wrote nothing`,
+        );
       const d = dc as TextDocumentEdit;
       const entry = out.get(d.textDocument.uri) ?? { edits: [], version: d.textDocument.version };
       entry.edits.push(...(d.edits as TextEdit[]));
       out.set(d.textDocument.uri, entry);
     }
   } else if (edit.changes) {
-    for (const [uri, edits] of Object.entries(edit.changes)) out.set(uri, { edits: [...(out.get(uri)?.edits ?? []), ...edits] });
+    for (const [uri, edits] of Object.entries(edit.changes))
+      out.set(uri, { edits: [...(out.get(uri)?.edits ?? []), ...edits] });
   }
   return out;
 }
 
 /** `lsp_rename`: the server's WorkspaceEdit applied to every file or to none. */
-export async function renameSymbol(run: RunContext, session: LspSession, args: LspRenameArgs, ctx: ToolContext): Promise<ToolResult> {
+export async function renameSymbol(
+  run: RunContext,
+  session: LspSession,
+  args: LspRenameArgs,
+  ctx: ToolContext,
+): Promise<ToolResult> {
   const { synced, position } = await locate(session, args, 'lsp_rename');
   const { handle } = synced;
   checkIdentifier(args.new_name, (await session.placeOrFail(synced.abs)).languageId);
@@ -63,9 +82,11 @@ export async function renameSymbol(run: RunContext, session: LspSession, args: L
   const provider = handle.client.capabilities.renameProvider;
   if (!provider) throw new ToolError(`${handle.spec.id} does not support rename`);
   if (typeof provider === 'object' && provider.prepareProvider) {
-    const prep = await session.request(handle, PrepareRenameRequest.type, { textDocument, position }, ctx.signal).catch((err: Error) => {
-      throw new ToolError(`cannot rename at ${where}: ${err.message}`);
-    });
+    const prep = await session
+      .request(handle, PrepareRenameRequest.type, { textDocument, position }, ctx.signal)
+      .catch((err: Error) => {
+        throw new ToolError(`cannot rename at ${where}: ${err.message}`);
+      });
     if (prep === null) throw new ToolError(`there is no renameable symbol at ${where}`);
   }
   const edit = await session
@@ -87,7 +108,9 @@ export async function renameSymbol(run: RunContext, session: LspSession, args: L
     // The content the server computed against: the synced document if open, else the file on disk.
     const open = handle.client.openDocument(uri);
     if (open && typeof version === 'number' && version !== open.version) {
-      throw new ToolError(`the server answered for version ${version} of ${session.format.display(abs)} but has version ${open.version}; nothing was written — retry`);
+      throw new ToolError(
+        `the server answered for version ${version} of ${session.format.display(abs)} but has version ${open.version}; nothing was written — retry`,
+      );
     }
     const expected = open ? open.text : await fs.readFile(confined, 'utf8');
     changes.push({ path: confined, expected, next: applyTextEdits(expected, edits) });
@@ -103,12 +126,21 @@ export async function renameSymbol(run: RunContext, session: LspSession, args: L
       await handle.client.save(toUri(c.path));
     }
   }
-  const extra = await run.afterWrite(changes.map((c) => c.path), ctx);
+  const extra = await run.afterWrite(
+    changes.map((c) => c.path),
+    ctx,
+  );
   const total = counts.reduce((n, c) => n + c.edits, 0);
   counts.sort((a, b) => (a.file < b.file ? -1 : 1));
   const lines = counts.map((c) => `${c.file}: ${c.edits} edit(s)`);
   return {
-    content: [{ type: 'text', text: `renamed ${JSON.stringify(args.symbol)} to ${JSON.stringify(args.new_name)}: ${total} edit(s) in ${counts.length} file(s)\n${lines.join('\n')}` }, ...extra],
+    content: [
+      {
+        type: 'text',
+        text: `renamed ${JSON.stringify(args.symbol)} to ${JSON.stringify(args.new_name)}: ${total} edit(s) in ${counts.length} file(s)\n${lines.join('\n')}`,
+      },
+      ...extra,
+    ],
     structured: { files: counts, edits: total },
   };
 }

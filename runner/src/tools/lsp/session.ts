@@ -52,7 +52,11 @@ export class LspSession {
   readonly supervisor: ServerSupervisor;
   readonly format: LocationFormatter;
 
-  constructor(readonly workspace: Workspace, readonly settings: LspSettings, servers: ServerSpec[] = activeLanguages().servers) {
+  constructor(
+    readonly workspace: Workspace,
+    readonly settings: LspSettings,
+    servers: ServerSpec[] = activeLanguages().servers,
+  ) {
     this.supervisor = new ServerSupervisor(workspace.root, settings, servers);
     this.format = new LocationFormatter(workspace.root);
   }
@@ -93,7 +97,10 @@ export class LspSession {
     const first = !handle.settledOnce;
     if (!first && !client.busy) return;
     handle.settledOnce = true;
-    const idle = await client.waitIdle(Date.now() + this.settings.readyTimeoutMs, first ? this.settings.progressGraceMs : 0);
+    const idle = await client.waitIdle(
+      Date.now() + this.settings.readyTimeoutMs,
+      first ? this.settings.progressGraceMs : 0,
+    );
     if (!idle && client.alive) {
       handle.readyNote = `${handle.spec.id} was still busy (${client.progressTitles.join(', ') || 'indexing'}) after ${this.settings.readyTimeoutMs} ms; answers may be incomplete`;
     } else handle.readyNote = undefined;
@@ -102,16 +109,33 @@ export class LspSession {
   /** The diagnostics of exactly the synced version, or undefined if the bound passes first. */
   async diagnosticsOf(f: SyncedFile, timeoutMs: number): Promise<PublishedDiagnostics | undefined> {
     const client = f.handle.client;
-    const pull = f.handle.spec.diagnostics === 'tsserver-pull' ? () => pullTsserverDiagnostics(client, f.abs) : client.pullsDiagnostics ? () => client.pullDiagnostics(f.uri) : undefined;
+    const pull =
+      f.handle.spec.diagnostics === 'tsserver-pull'
+        ? () => pullTsserverDiagnostics(client, f.abs)
+        : client.pullsDiagnostics
+          ? () => client.pullDiagnostics(f.uri)
+          : undefined;
     if (pull) {
       const pulled = await withTimeout(pull(), timeoutMs, () => undefined);
       return pulled && { version: f.version, diagnostics: pulled, seq: client.diagnosticsSeq };
     }
-    return f.handle.client.waitDiagnostics(f.uri, f.version, f.changed ? f.seqBefore : 0, Date.now() + timeoutMs, this.settings.diagnosticsSettleMs, f.handle.spec.diagnostics === 'versioned-push');
+    return f.handle.client.waitDiagnostics(
+      f.uri,
+      f.version,
+      f.changed ? f.seqBefore : 0,
+      Date.now() + timeoutMs,
+      this.settings.diagnosticsSettleMs,
+      f.handle.spec.diagnostics === 'versioned-push',
+    );
   }
 
   /** An LSP request with the configured bound and the call's cancellation. */
-  async request<P, R>(handle: ServerHandle, type: RequestType<P, R, unknown>, params: P, signal: AbortSignal): Promise<R> {
+  async request<P, R>(
+    handle: ServerHandle,
+    type: RequestType<P, R, unknown>,
+    params: P,
+    signal: AbortSignal,
+  ): Promise<R> {
     const { method } = type;
     try {
       return await withTimeout(handle.client.request(type, params, signal), this.settings.requestTimeoutMs, () => {

@@ -21,12 +21,16 @@ export function formatStatus(session: LspSession, all: ServerStatus[]): string {
     const from = s.source ? `; declared in ${s.source}` : '';
     out.push(`${s.id} (${s.languages}): ${state}; ${roots}; ${bin}${from}`);
     for (const r of s.running) {
-      out.push(`  running for ${r.root}: pid ${r.pid}, up ${seconds(r.uptimeMs)}${r.busy.length ? `, busy: ${r.busy.join(', ')}` : ''}`);
+      out.push(
+        `  running for ${r.root}: pid ${r.pid}, up ${seconds(r.uptimeMs)}${r.busy.length ? `, busy: ${r.busy.join(', ')}` : ''}`,
+      );
     }
     for (const c of s.crashes) {
       const how = c.last.signal ? `killed by ${c.last.signal}` : `exit code ${c.last.code}`;
       const tail = c.last.stderrTail ? ` — ${c.last.stderrTail.split('\n').slice(-2).join(' | ').slice(0, 300)}` : '';
-      out.push(`  last crash for ${c.root}: ${c.last.at.toISOString()} (${how}; ${c.count} crash(es) this run; restarted on next call)${tail}`);
+      out.push(
+        `  last crash for ${c.root}: ${c.last.at.toISOString()} (${how}; ${c.count} crash(es) this run; restarted on next call)${tail}`,
+      );
     }
   }
   for (const p of activeLanguages().problems) out.push(`language file not used: ${p}`);

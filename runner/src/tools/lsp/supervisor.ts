@@ -62,7 +62,11 @@ export class ServerSupervisor {
   /** Clients tether stopped itself (idle, reload, failed start): their exit is not a crash. */
   private readonly stoppedOnPurpose = new WeakSet<LspClient>();
 
-  constructor(readonly workspaceRoot: string, private readonly settings: SupervisorSettings, readonly servers: ServerSpec[] = SERVERS) {
+  constructor(
+    readonly workspaceRoot: string,
+    private readonly settings: SupervisorSettings,
+    readonly servers: ServerSpec[] = SERVERS,
+  ) {
     this.roots = new RootDetector(workspaceRoot);
   }
 
@@ -94,9 +98,21 @@ export class ServerSupervisor {
     if (!spec) return { ok: false, reason: `no language server handles ${ext || 'files without an extension'}` };
     const root = await this.roots.rootFor(absFile, spec);
     const binary = await resolveBinary(spec.command, root ?? path.dirname(absFile), this.workspaceRoot);
-    if (!root && !binary) return { ok: false, reason: `${spec.id}: no root marker (${spec.rootMarkers.join(', ')}) above this file and binary ${spec.command} not found` };
-    if (!root) return { ok: false, reason: `${spec.id}: no root marker (${spec.rootMarkers.join(', ')}) in this file's folder or above it inside the workspace` };
-    if (!binary) return { ok: false, reason: `${spec.id}: binary ${spec.command} not found (looked in node_modules/.bin, .venv/bin, venv/bin and $PATH)` };
+    if (!root && !binary)
+      return {
+        ok: false,
+        reason: `${spec.id}: no root marker (${spec.rootMarkers.join(', ')}) above this file and binary ${spec.command} not found`,
+      };
+    if (!root)
+      return {
+        ok: false,
+        reason: `${spec.id}: no root marker (${spec.rootMarkers.join(', ')}) in this file's folder or above it inside the workspace`,
+      };
+    if (!binary)
+      return {
+        ok: false,
+        reason: `${spec.id}: binary ${spec.command} not found (looked in node_modules/.bin, .venv/bin, venv/bin and $PATH)`,
+      };
     return { ok: true, spec, root, binary, languageId: spec.extensions[ext.toLowerCase()] };
   }
 
@@ -126,7 +142,15 @@ export class ServerSupervisor {
   }
 
   private async start(p: Extract<Placement, { ok: true }>, slot: Slot): Promise<ServerHandle> {
-    const client = new LspClient({ command: p.binary, args: p.spec.args, root: p.root, env: serverEnv(), initializationOptions: p.spec.initializationOptions, settings: p.spec.settings, didChangeExtras: p.spec.didChangeExtras });
+    const client = new LspClient({
+      command: p.binary,
+      args: p.spec.args,
+      root: p.root,
+      env: serverEnv(),
+      initializationOptions: p.spec.initializationOptions,
+      settings: p.spec.settings,
+      didChangeExtras: p.spec.didChangeExtras,
+    });
     client.on('exit', (exit: ServerExit) => {
       if (this.stoppedOnPurpose.has(client)) return;
       slot.lastCrash = exit;
@@ -202,7 +226,9 @@ export class ServerSupervisor {
         const binary = await resolveBinary(spec.command, root, this.workspaceRoot);
         if (!binary) continue;
         try {
-          handles.push(await this.ensure({ ok: true, spec, root, binary, languageId: Object.values(spec.extensions)[0] }));
+          handles.push(
+            await this.ensure({ ok: true, spec, root, binary, languageId: Object.values(spec.extensions)[0] }),
+          );
         } catch (err) {
           failures.push((err as Error).message);
         }
@@ -228,10 +254,26 @@ export class ServerSupervisor {
         if (!k.startsWith(`${spec.id}\u0000`)) continue;
         const root = k.slice(spec.id.length + 1);
         const h = slot.handle;
-        if (h?.client.alive) running.push({ root: this.describeRoot(root), pid: h.client.pid, uptimeMs: Date.now() - h.client.startedAt.getTime(), busy: h.client.progressTitles });
+        if (h?.client.alive)
+          running.push({
+            root: this.describeRoot(root),
+            pid: h.client.pid,
+            uptimeMs: Date.now() - h.client.startedAt.getTime(),
+            busy: h.client.progressTitles,
+          });
         if (slot.lastCrash) crashes.push({ root: this.describeRoot(root), count: slot.crashes, last: slot.lastCrash });
       }
-      out.push({ id: spec.id, languages: spec.languages, source: spec.source, command: spec.command, binary, markers: spec.rootMarkers, roots: roots.map((r) => this.describeRoot(r)), running, crashes });
+      out.push({
+        id: spec.id,
+        languages: spec.languages,
+        source: spec.source,
+        command: spec.command,
+        binary,
+        markers: spec.rootMarkers,
+        roots: roots.map((r) => this.describeRoot(r)),
+        running,
+        crashes,
+      });
     }
     return out;
   }

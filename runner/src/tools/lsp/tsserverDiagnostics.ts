@@ -26,7 +26,10 @@ export async function pullTsserverDiagnostics(client: LspClient, absFile: string
     });
     for (const d of r?.body ?? []) {
       out.push({
-        range: { start: { line: d.start.line - 1, character: d.start.offset - 1 }, end: { line: d.end.line - 1, character: d.end.offset - 1 } },
+        range: {
+          start: { line: d.start.line - 1, character: d.start.offset - 1 },
+          end: { line: d.end.line - 1, character: d.end.offset - 1 },
+        },
         severity: SEVERITY[d.category] ?? 1,
         code: d.code,
         source: 'typescript',

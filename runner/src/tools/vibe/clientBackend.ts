@@ -17,7 +17,9 @@ export class ClientWorkerBackend implements WorkerBackend {
   }
 
   unavailable(): string | undefined {
-    return this.watchers > 0 ? undefined : 'no platform is watching this run for client workers (nothing is connected to WatchWorkers), so nobody would run it';
+    return this.watchers > 0
+      ? undefined
+      : 'no platform is watching this run for client workers (nothing is connected to WatchWorkers), so nobody would run it';
   }
 
   begin(worker: Worker, message?: string): void {
@@ -31,7 +33,12 @@ export class ClientWorkerBackend implements WorkerBackend {
 
   /** What a watcher that connects now must be told: every client worker still running. */
   snapshot(workers: Worker[]): WatchSnapshot {
-    return { seq: this.seq, events: workers.filter((w) => w.backend === 'client' && w.status === 'running').map((w) => this.payload('START', w, this.seq)) };
+    return {
+      seq: this.seq,
+      events: workers
+        .filter((w) => w.backend === 'client' && w.status === 'running')
+        .map((w) => this.payload('START', w, this.seq)),
+    };
   }
 
   private send(kind: WorkerEventKind, worker: Worker, message?: string): void {
@@ -39,6 +46,14 @@ export class ClientWorkerBackend implements WorkerBackend {
   }
 
   private payload(kind: WorkerEventKind, w: Worker, seq: number, message?: string): WorkerEventPayload {
-    return { seq, kind, workerId: w.id, label: w.label, tier: w.tier, brief: w.brief, ...(message !== undefined ? { message } : {}) };
+    return {
+      seq,
+      kind,
+      workerId: w.id,
+      label: w.label,
+      tier: w.tier,
+      brief: w.brief,
+      ...(message !== undefined ? { message } : {}),
+    };
   }
 }

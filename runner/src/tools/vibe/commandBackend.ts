@@ -60,19 +60,37 @@ export class CommandWorkerBackend implements WorkerBackend {
       cwd: this.cwd,
       detached: true,
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, ...this.spec.env, TETHER_WORKER_ID: id, TETHER_WORKER_LABEL: worker.label, TETHER_WORKER_TIER: worker.tier, TETHER_WORKER_ROUND: String(round) },
+      env: {
+        ...process.env,
+        ...this.spec.env,
+        TETHER_WORKER_ID: id,
+        TETHER_WORKER_LABEL: worker.label,
+        TETHER_WORKER_TIER: worker.tier,
+        TETHER_WORKER_ROUND: String(round),
+      },
     });
     let timer: NodeJS.Timeout | undefined;
     const closed = new Promise<void>((resolve) => {
       child.once('error', (err) => {
-        this.hooks.settle(id, round, 'failed', `could not start the worker command ${JSON.stringify(cmd)}: ${err.message}`);
+        this.hooks.settle(
+          id,
+          round,
+          'failed',
+          `could not start the worker command ${JSON.stringify(cmd)}: ${err.message}`,
+        );
         resolve();
       });
       child.once('close', (code, signal) => {
         if (timer) clearTimeout(timer);
         const output = out.text().trimEnd();
         if (code === 0) this.hooks.settle(id, round, 'done', output || '(the worker printed nothing)');
-        else this.hooks.settle(id, round, 'failed', `${signal ? `the worker was killed by ${signal}` : `the worker exited with code ${code}`}${output ? `\n${output}` : ''}`);
+        else
+          this.hooks.settle(
+            id,
+            round,
+            'failed',
+            `${signal ? `the worker was killed by ${signal}` : `the worker exited with code ${code}`}${output ? `\n${output}` : ''}`,
+          );
         resolve();
       });
     }).finally(() => {
@@ -87,11 +105,18 @@ export class CommandWorkerBackend implements WorkerBackend {
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', (d: Buffer) => out.push(d));
-    child.stdin?.on('error', (err) => logger.debug({ worker: id, err: err.message }, 'worker did not read its whole brief'));
+    child.stdin?.on('error', (err) =>
+      logger.debug({ worker: id, err: err.message }, 'worker did not read its whole brief'),
+    );
     child.stdin?.end(worker.brief);
     if (this.spec.timeoutSeconds) {
       timer = setTimeout(() => {
-        this.hooks.settle(id, round, 'failed', `the worker ran longer than ${this.spec.timeoutSeconds}s and was stopped\n${out.text().trimEnd()}`);
+        this.hooks.settle(
+          id,
+          round,
+          'failed',
+          `the worker ran longer than ${this.spec.timeoutSeconds}s and was stopped\n${out.text().trimEnd()}`,
+        );
         void this.stopRound(child, closed);
       }, this.spec.timeoutSeconds * 1000);
     }

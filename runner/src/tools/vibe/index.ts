@@ -2,7 +2,14 @@ import type { ToolRegistry } from '../../registry';
 import type { RunContext } from '../../run';
 import { ClientWorkerBackend } from './clientBackend';
 import { CommandWorkerBackend } from './commandBackend';
-import { ReportCommand, WatchersCommand, WorkerEvent, type ReportPayload, type ReportReply, type WorkerTier } from '../../../../protocol/src/workers';
+import {
+  ReportCommand,
+  WatchersCommand,
+  WorkerEvent,
+  type ReportPayload,
+  type ReportReply,
+  type WorkerTier,
+} from '../../../../protocol/src/workers';
 import { WorkerRoster, type WorkerBackend } from './roster';
 import { MAX_TOTAL_BRIEF_CHARS } from './schemas';
 import { vibeSettings } from './settings';
@@ -44,13 +51,27 @@ export function registerVibe(registry: ToolRegistry, run: RunContext): void {
 
 /** ReportWorker from the platform: progress while running, or the result that settles the round. */
 function report(roster: WorkerRoster, r: ReportPayload, maxChars: number): ReportReply {
-  if (!STATUSES.has(r.status)) return { ok: false, code: 'invalid', message: 'status must be RUNNING, DONE, FAILED or KILLED' };
+  if (!STATUSES.has(r.status))
+    return { ok: false, code: 'invalid', message: 'status must be RUNNING, DONE, FAILED or KILLED' };
   const w = roster.list().find((x) => x.id === r.workerId);
   if (!w) return { ok: false, code: 'not_found', message: `no worker ${r.workerId} in this run` };
-  if (w.backend !== 'client') return { ok: false, code: 'not_client', message: `worker ${w.id} is run by a command inside the run, not by the platform` };
-  if (w.status !== 'running') return { ok: false, code: 'settled', message: `worker ${w.id} has already settled (${w.status}); reports for it are ignored` };
+  if (w.backend !== 'client')
+    return {
+      ok: false,
+      code: 'not_client',
+      message: `worker ${w.id} is run by a command inside the run, not by the platform`,
+    };
+  if (w.status !== 'running')
+    return {
+      ok: false,
+      code: 'settled',
+      message: `worker ${w.id} has already settled (${w.status}); reports for it are ignored`,
+    };
   const text = String(r.text ?? '');
-  const kept = text.length > maxChars ? `[the first ${text.length - maxChars} characters were left out]\n${text.slice(-maxChars)}` : text;
+  const kept =
+    text.length > maxChars
+      ? `[the first ${text.length - maxChars} characters were left out]\n${text.slice(-maxChars)}`
+      : text;
   if (r.status === 'running') roster.progress(w.id, w.round, kept.slice(-300));
   else roster.settle(w.id, w.round, r.status, kept);
   return { ok: true };

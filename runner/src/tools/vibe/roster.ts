@@ -80,7 +80,9 @@ export class WorkerRoster {
     const w = this.workers.get(id);
     if (!w) {
       const known = [...this.workers.keys()];
-      throw new ToolError(`no worker ${JSON.stringify(id)} in this run${known.length ? ` (workers: ${known.join(', ')})` : ' (none spawned yet)'}`);
+      throw new ToolError(
+        `no worker ${JSON.stringify(id)} in this run${known.length ? ` (workers: ${known.join(', ')})` : ' (none spawned yet)'}`,
+      );
     }
     return w;
   }
@@ -89,7 +91,9 @@ export class WorkerRoster {
     if (this.stopped) throw new ToolError('the run is stopping; no worker can start');
     const live = this.liveCount;
     if (live >= this.limits.maxLiveWorkers) {
-      throw new ToolError(`${live} workers are running, the most this run allows at once is ${this.limits.maxLiveWorkers}. Wait for one (vibe_wait) or stop one (vibe_kill) first.`);
+      throw new ToolError(
+        `${live} workers are running, the most this run allows at once is ${this.limits.maxLiveWorkers}. Wait for one (vibe_wait) or stop one (vibe_kill) first.`,
+      );
     }
   }
 
@@ -103,9 +107,12 @@ export class WorkerRoster {
   spawn(init: { brief: string; label: string; tier: WorkerTier }): Worker {
     this.checkRoom();
     if (this.workers.size >= this.limits.maxWorkers) {
-      throw new ToolError(`this run has spawned ${this.workers.size} workers, the most it may; reuse one with vibe_send instead`);
+      throw new ToolError(
+        `this run has spawned ${this.workers.size} workers, the most it may; reuse one with vibe_send instead`,
+      );
     }
-    if (init.brief.length > this.limits.maxBriefChars) throw new ToolError(`the brief is longer than ${this.limits.maxBriefChars} characters`);
+    if (init.brief.length > this.limits.maxBriefChars)
+      throw new ToolError(`the brief is longer than ${this.limits.maxBriefChars} characters`);
     const backend = this.backendOf(init.tier);
     const t = this.now();
     const worker: Worker = {
@@ -132,7 +139,10 @@ export class WorkerRoster {
     return this.serial(w, async () => {
       if (w.status !== 'running') this.checkRoom();
       const brief = `${w.brief}\n\n${message}`;
-      if (brief.length > this.limits.maxBriefChars) throw new ToolError(`the brief would grow past ${this.limits.maxBriefChars} characters; spawn a fresh worker with a shorter brief`);
+      if (brief.length > this.limits.maxBriefChars)
+        throw new ToolError(
+          `the brief would grow past ${this.limits.maxBriefChars} characters; spawn a fresh worker with a shorter brief`,
+        );
       const backend = this.backendOf(w.tier);
       const wasRunning = w.status === 'running';
       w.round++;
@@ -151,7 +161,11 @@ export class WorkerRoster {
     const w = this.get(id);
     return this.serial(w, async () => {
       if (w.status !== 'running') return { worker: w, wasRunning: false };
-      this.finish(w, 'killed', w.progress ? `killed while running; last progress: ${w.progress}` : 'killed while running');
+      this.finish(
+        w,
+        'killed',
+        w.progress ? `killed while running; last progress: ${w.progress}` : 'killed while running',
+      );
       await this.backendFor(w.tier).stop(w, 'kill');
       return { worker: w, wasRunning: true };
     });
@@ -203,7 +217,11 @@ export class WorkerRoster {
   /** Workers die with their run. */
   async stopAll(): Promise<void> {
     this.stopped = true;
-    await Promise.allSettled(this.list().filter((w) => w.status === 'running').map((w) => this.kill(w.id)));
+    await Promise.allSettled(
+      this.list()
+        .filter((w) => w.status === 'running')
+        .map((w) => this.kill(w.id)),
+    );
   }
 
   view(w: Worker): WorkerView {

@@ -13,10 +13,17 @@ const workerId = Type.String({ minLength: 1, maxLength: 32, description: 'The id
 
 export const spawnSchema = Type.Object(
   {
-    brief: Type.String({ minLength: 1, maxLength: MAX_BRIEF_CHARS, description: 'Everything the worker needs: goal, files, constraints, what "done" means.' }),
+    brief: Type.String({
+      minLength: 1,
+      maxLength: MAX_BRIEF_CHARS,
+      description: 'Everything the worker needs: goal, files, constraints, what "done" means.',
+    }),
     label: Type.String({ minLength: 1, maxLength: 80, description: 'A short name for the roster.' }),
     tier: Type.Optional(
-      StringEnum(WORKER_TIERS, { description: '"fast" for mechanical work with a clear spec (default); "good" for design, judgement, or reviewing a fast worker\'s output.' }),
+      StringEnum(WORKER_TIERS, {
+        description:
+          '"fast" for mechanical work with a clear spec (default); "good" for design, judgement, or reviewing a fast worker\'s output.',
+      }),
     ),
   },
   { additionalProperties: false },
@@ -26,7 +33,11 @@ export type SpawnArgs = Static<typeof spawnSchema>;
 export const sendSchema = Type.Object(
   {
     worker_id: workerId,
-    message: Type.String({ minLength: 1, maxLength: MAX_BRIEF_CHARS, description: 'Appended to the brief; the worker then runs again on the whole brief.' }),
+    message: Type.String({
+      minLength: 1,
+      maxLength: MAX_BRIEF_CHARS,
+      description: 'Appended to the brief; the worker then runs again on the whole brief.',
+    }),
   },
   { additionalProperties: false },
 );
@@ -35,7 +46,13 @@ export type SendArgs = Static<typeof sendSchema>;
 export const waitSchema = Type.Object(
   {
     worker_id: workerId,
-    timeout_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: MAX_WAIT_SECONDS, description: 'How long to wait before returning "still running".' })),
+    timeout_seconds: Type.Optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        maximum: MAX_WAIT_SECONDS,
+        description: 'How long to wait before returning "still running".',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -11,20 +11,31 @@ const commandTier = Type.Object(
   {
     backend: Type.Literal('command'),
     command: Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
-    env: Type.Optional(Type.Unsafe<Record<string, string>>({ type: 'object', additionalProperties: { type: 'string' } })),
+    env: Type.Optional(
+      Type.Unsafe<Record<string, string>>({ type: 'object', additionalProperties: { type: 'string' } }),
+    ),
     timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
   },
-  { additionalProperties: false, description: 'A command run in the workspace with the brief on stdin; its exit settles the worker.' },
+  {
+    additionalProperties: false,
+    description: 'A command run in the workspace with the brief on stdin; its exit settles the worker.',
+  },
 );
 const tierSchema = Type.Union([clientTier, commandTier]);
 export type TierBackend = Static<typeof tierSchema>;
 
-const tiersSchema = Type.Object({ fast: tierSchema, good: tierSchema } satisfies Record<WorkerTier, unknown>, { additionalProperties: false });
+const tiersSchema = Type.Object({ fast: tierSchema, good: tierSchema } satisfies Record<WorkerTier, unknown>, {
+  additionalProperties: false,
+});
 
 const settingsSchema = Type.Object(
   {
     maxLiveWorkers: Type.Integer({ minimum: 1, maximum: 64 }),
-    maxWorkers: Type.Integer({ minimum: 1, maximum: 10000, description: 'Workers a run may spawn in all (settled ones stay in the roster with their results).' }),
+    maxWorkers: Type.Integer({
+      minimum: 1,
+      maximum: 10000,
+      description: 'Workers a run may spawn in all (settled ones stay in the roster with their results).',
+    }),
     outputLimitBytes: Type.Integer({ minimum: 1024, description: 'Output kept per command worker round (the tail).' }),
     waitDefaultSeconds: Type.Number({ exclusiveMinimum: 0 }),
     killGraceMs: Type.Integer({ minimum: 0 }),
@@ -46,7 +57,9 @@ export const VIBE_DEFAULTS: VibeSettings = {
 };
 
 /** What the config may give: any of the keys, and either tier alone; the defaults fill in the rest. */
-const givenSchema = Type.Partial(Type.Object({ ...settingsSchema.properties, tiers: Type.Partial(tiersSchema) }, { additionalProperties: false }));
+const givenSchema = Type.Partial(
+  Type.Object({ ...settingsSchema.properties, tiers: Type.Partial(tiersSchema) }, { additionalProperties: false }),
+);
 
 const check = new Ajv({ allErrors: true }).compile<Static<typeof givenSchema>>(givenSchema);
 

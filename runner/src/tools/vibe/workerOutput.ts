@@ -5,7 +5,10 @@ export class WorkerOutput extends ByteTail {
   /** The last non-blank line so far, for progress. */
   lastLine(): string {
     const tail = (this.items[this.items.length - 1] ?? Buffer.alloc(0)).toString('utf8');
-    const lines = tail.split('\n').map((l) => l.trim()).filter(Boolean);
+    const lines = tail
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean);
     return (lines[lines.length - 1] ?? '').slice(0, 300);
   }
 

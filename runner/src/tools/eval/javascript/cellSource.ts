@@ -84,7 +84,12 @@ function apply(code: string, edits: Edit[]): string {
 }
 
 function parseScript(code: string): AnyNode {
-  return parse(code, { ecmaVersion: 'latest', sourceType: 'script', allowAwaitOutsideFunction: true, locations: true }) as AnyNode;
+  return parse(code, {
+    ecmaVersion: 'latest',
+    sourceType: 'script',
+    allowAwaitOutsideFunction: true,
+    locations: true,
+  }) as AnyNode;
 }
 
 /**
@@ -100,7 +105,12 @@ function importsToDynamic(code: string): string | undefined {
   }
   const edits: Edit[] = [];
   for (const stmt of program.body as AnyNode[]) {
-    if (stmt.type === 'ExportNamedDeclaration' || stmt.type === 'ExportDefaultDeclaration' || stmt.type === 'ExportAllDeclaration') return undefined;
+    if (
+      stmt.type === 'ExportNamedDeclaration' ||
+      stmt.type === 'ExportDefaultDeclaration' ||
+      stmt.type === 'ExportAllDeclaration'
+    )
+      return undefined;
     if (stmt.type !== 'ImportDeclaration') continue;
     const from = `await import(${code.slice(stmt.source.start, stmt.source.end)})`;
     const names: string[] = [];
@@ -134,7 +144,9 @@ export function prepareCell(source: string): PreparedCell {
       program = parseScript(code);
     } else {
       const e = err as Error & { loc?: { line: number; column: number } };
-      const hint = /'import' and 'export'/.test(e.message) ? ' (a cell is a script: use require() or await import())' : '';
+      const hint = /'import' and 'export'/.test(e.message)
+        ? ' (a cell is a script: use require() or await import())'
+        : '';
       throw new CellSyntaxError(e.message + hint, e.loc?.line ?? 1, e.loc?.column ?? 0);
     }
   }
@@ -148,8 +160,10 @@ export function prepareCell(source: string): PreparedCell {
     // A plain script: its completion value is the echo. let/const/class become var-like so a
     // later cell may declare the same name again.
     for (const stmt of body) {
-      if (stmt.type === 'VariableDeclaration' && stmt.kind !== 'var') edits.push({ start: stmt.start, end: stmt.start + stmt.kind.length, text: 'var' });
-      if (stmt.type === 'ClassDeclaration') edits.push({ start: stmt.start, end: stmt.end, text: `var ${stmt.id.name} = ${src(stmt)};` });
+      if (stmt.type === 'VariableDeclaration' && stmt.kind !== 'var')
+        edits.push({ start: stmt.start, end: stmt.start + stmt.kind.length, text: 'var' });
+      if (stmt.type === 'ClassDeclaration')
+        edits.push({ start: stmt.start, end: stmt.end, text: `var ${stmt.id.name} = ${src(stmt)};` });
     }
     return { source: apply(code, edits), async: false, echoes };
   }

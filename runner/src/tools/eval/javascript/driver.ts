@@ -11,7 +11,14 @@ import * as vm from 'node:vm';
 import { Console } from 'node:console';
 import { Writable } from 'node:stream';
 import { createRequire } from 'node:module';
-import { JsonLineDecoder, KERNEL_IN_FD, KERNEL_OUT_FD, type KernelCommand, type KernelLimits, type KernelMessage } from '../wire';
+import {
+  JsonLineDecoder,
+  KERNEL_IN_FD,
+  KERNEL_OUT_FD,
+  type KernelCommand,
+  type KernelLimits,
+  type KernelMessage,
+} from '../wire';
 import type { ContentItem, ToolResult } from '../../../../../protocol/src/tools';
 import { CellSyntaxError, prepareCell } from './cellSource';
 
@@ -56,7 +63,8 @@ class CellStream extends Writable {
   }
 
   finish(): void {
-    if (this.omitted) send({ t: 'stream', cell, name: this.streamName, text: this.tail, omitted: this.omitted - this.tail.length });
+    if (this.omitted)
+      send({ t: 'stream', cell, name: this.streamName, text: this.tail, omitted: this.omitted - this.tail.length });
     this.sent = this.omitted = 0;
     this.tail = '';
   }
@@ -70,7 +78,13 @@ function clip(s: string, n: number): string {
 }
 
 function isRecordArray(x: unknown): x is Record<string, unknown>[] {
-  return Array.isArray(x) && x.length > 0 && x.every((r) => r !== null && typeof r === 'object' && !Array.isArray(r) && Object.getPrototypeOf(r) === Object.prototype);
+  return (
+    Array.isArray(x) &&
+    x.length > 0 &&
+    x.every(
+      (r) => r !== null && typeof r === 'object' && !Array.isArray(r) && Object.getPrototypeOf(r) === Object.prototype,
+    )
+  );
 }
 
 function cellText(v: unknown): string {
@@ -84,17 +98,36 @@ const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0
  * anything else its inspection.
  */
 function render(value: unknown): ContentItem {
-  if (value instanceof Uint8Array && value.byteLength >= 8 && Buffer.from(value.buffer, value.byteOffset, 8).equals(PNG_SIGNATURE)) {
-    return { type: 'image', mime: 'image/png', data: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
+  if (
+    value instanceof Uint8Array &&
+    value.byteLength >= 8 &&
+    Buffer.from(value.buffer, value.byteOffset, 8).equals(PNG_SIGNATURE)
+  ) {
+    return {
+      type: 'image',
+      mime: 'image/png',
+      data: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'),
+    };
   }
   if (isRecordArray(value)) {
-    const columns = [...new Set(value.slice(0, limits.tableRows).flatMap((r) => Object.keys(r)))].slice(0, limits.tableColumns);
-    const rows = value.slice(0, limits.tableRows).map((r, i) => [String(i), ...columns.map((c) => (c in r ? cellText(r[c]) : ''))]);
+    const columns = [...new Set(value.slice(0, limits.tableRows).flatMap((r) => Object.keys(r)))].slice(
+      0,
+      limits.tableColumns,
+    );
+    const rows = value
+      .slice(0, limits.tableRows)
+      .map((r, i) => [String(i), ...columns.map((c) => (c in r ? cellText(r[c]) : ''))]);
     const item: ContentItem = { type: 'table', columns: ['', ...columns], rows };
     if (value.length > limits.tableRows) item.omittedRows = value.length - limits.tableRows;
     return item;
   }
-  return { type: 'text', text: clip(typeof value === 'string' ? util.inspect(value) : util.inspect(value, { depth: 4, colors: false }), limits.reprChars) };
+  return {
+    type: 'text',
+    text: clip(
+      typeof value === 'string' ? util.inspect(value) : util.inspect(value, { depth: 4, colors: false }),
+      limits.reprChars,
+    ),
+  };
 }
 
 function display(...values: unknown[]): void {
@@ -132,7 +165,10 @@ function tool(name: string, args: unknown = {}): Promise<ToolReply> {
   const id = ++nextToolId;
   return new Promise((resolve, reject) => {
     pendingTools.set(id, (result) => {
-      const text = result.content.map((c) => (c.type === 'text' ? c.text : '')).filter(Boolean).join('\n');
+      const text = result.content
+        .map((c) => (c.type === 'text' ? c.text : ''))
+        .filter(Boolean)
+        .join('\n');
       if (result.isError) reject(new ToolError(text, result));
       else resolve(new ToolReply(text, result.structured, result.content));
     });
@@ -142,7 +178,11 @@ function tool(name: string, args: unknown = {}): Promise<ToolReply> {
 
 function formatError(err: unknown): { ename: string; evalue: string; traceback: string } {
   if (err instanceof CellSyntaxError) {
-    return { ename: 'SyntaxError', evalue: err.message, traceback: `SyntaxError: ${err.message} (cell line ${err.line})` };
+    return {
+      ename: 'SyntaxError',
+      evalue: err.message,
+      traceback: `SyntaxError: ${err.message} (cell line ${err.line})`,
+    };
   }
   if (!(err instanceof Error) && !(err && typeof err === 'object' && 'stack' in err)) {
     return { ename: 'Uncaught', evalue: util.inspect(err), traceback: `Uncaught ${util.inspect(err)}` };
@@ -154,13 +194,18 @@ function formatError(err: unknown): { ename: string; evalue: string; traceback: 
     .filter((l) => !/\(node:|\bat node:/.test(l) && !l.includes(__filename))
     .map((l) => l.replace(/\(?cell-(\d+)\.js:(\d+):(\d+)\)?/g, 'cell line $2:$3'))
     .slice(0, 12);
-  return { ename: e.name ?? 'Error', evalue: e.message ?? '', traceback: [`${e.name}: ${e.message}`, ...frames].join('\n') };
+  return {
+    ename: e.name ?? 'Error',
+    evalue: e.message ?? '',
+    traceback: [`${e.name}: ${e.message}`, ...frames].join('\n'),
+  };
 }
 
 /** Settles when a SIGINT arrives while the cell awaits something (sync code is stopped by breakOnSigint). */
 let interruptWaiting: ((err: Error) => void) | undefined;
 process.on('SIGINT', () => {
-  if (running && interruptWaiting) interruptWaiting(Object.assign(new Error('the cell was interrupted'), { name: 'Interrupted' }));
+  if (running && interruptWaiting)
+    interruptWaiting(Object.assign(new Error('the cell was interrupted'), { name: 'Interrupted' }));
 });
 
 async function runCell(id: number, code: string): Promise<void> {
@@ -171,7 +216,8 @@ async function runCell(id: number, code: string): Promise<void> {
     const prepared = prepareCell(code);
     const script = new vm.Script(prepared.source, {
       filename: `cell-${id}.js`,
-      importModuleDynamically: (vm.constants as unknown as { USE_MAIN_CONTEXT_DEFAULT_LOADER?: symbol } | undefined)?.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+      importModuleDynamically: (vm.constants as unknown as { USE_MAIN_CONTEXT_DEFAULT_LOADER?: symbol } | undefined)
+        ?.USE_MAIN_CONTEXT_DEFAULT_LOADER,
     } as vm.ScriptOptions);
     let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
     if (prepared.async) {
@@ -183,9 +229,12 @@ async function runCell(id: number, code: string): Promise<void> {
       display(value);
     }
   } catch (err) {
-    const interrupted = (err as Error)?.name === 'Interrupted' || (err as { code?: string })?.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED';
+    const interrupted =
+      (err as Error)?.name === 'Interrupted' || (err as { code?: string })?.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED';
     status = interrupted ? 'interrupted' : 'error';
-    const info = interrupted ? { ename: 'Interrupted', evalue: 'the cell was interrupted', traceback: 'Interrupted: the cell was interrupted' } : formatError(err);
+    const info = interrupted
+      ? { ename: 'Interrupted', evalue: 'the cell was interrupted', traceback: 'Interrupted: the cell was interrupted' }
+      : formatError(err);
     send({ t: 'error', cell: id, ...info });
   } finally {
     interruptWaiting = undefined;

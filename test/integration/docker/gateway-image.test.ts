@@ -52,6 +52,8 @@ before(async () => {
       TETHER_TOKENS: 'tc-token=acme',
       TETHER_IMAGE: runnerImage(),
       TETHER_INSTANCE: instance,
+      // Runs start cold, so each run's container carries its id (a pooled one carries its pool id).
+      TETHER_POOL_SIZE: '0',
     })
     .withLabels({ 'dev.tether.test': 'gateway-image' })
     .withWaitStrategy(Wait.forLogMessage(/tether gateway serving/))

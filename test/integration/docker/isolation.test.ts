@@ -86,7 +86,8 @@ test('no process is root, none holds capabilities, none can gain privileges', as
   assert.equal(owner, '1000', 'files put by PutFiles belong to the run user');
   const seen = procs.filter((l) => l.startsWith('Name:'));
   assert.ok(
-    seen.some((l) => /Name: node /.test(l)),
+    // The runner runs as `node`, or `node-private` (its execute-only copy; docs/transport.md).
+    seen.some((l) => /Name: node(-private)? /.test(l)),
     `the runner is among the processes:\n${r.stdout}`,
   );
   assert.ok(

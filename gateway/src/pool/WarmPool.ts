@@ -71,6 +71,8 @@ export class WarmPool {
   private readonly classes = new Map<string, PoolClass>();
   private inflight = 0;
   private closed = false;
+  /** Told when no start is in flight any more (close waits for starts under way). */
+  private drained: (() => void)[] = [];
   private retry?: NodeJS.Timeout;
   private claims = 0;
   private misses = 0;
@@ -208,6 +210,7 @@ export class WarmPool {
       c.starting--;
       this.inflight--;
       this.changed();
+      if (this.inflight === 0) for (const done of this.drained.splice(0)) done();
     }
     if (ok) this.fill();
     else if (!this.closed && !this.retry) {
@@ -228,6 +231,8 @@ export class WarmPool {
   /** Stops refilling and removes every idle sandbox (claimed ones belong to their runs). */
   async close(): Promise<void> {
     this.stop();
+    // A start under way ends by removing its sandbox (the pool is closed): wait for it.
+    if (this.inflight > 0) await new Promise<void>((r) => this.drained.push(r));
     const idle = [...this.classes.values()].flatMap((c) => c.idle.splice(0));
     await Promise.all(idle.map((s) => this.opts.provider.remove(s.id).catch(() => undefined)));
   }

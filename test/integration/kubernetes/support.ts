@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import * as path from 'node:path';
@@ -134,6 +135,9 @@ export class AttachedRunner {
     const socket = await new k8s.Attach(kc).attach(ns, pod, container, stdout, null, stdin, false);
     const runner = new AttachedRunner(stdin, socket);
     stdout.on('data', (chunk: Buffer) => runner.receive(chunk));
+    // The runner's first stdin line is the boot line (its secret, where else to listen); it
+    // answers with one line of its own before any JSON-RPC frame (protocol/src/transport.ts).
+    stdin.write(`${JSON.stringify({ secret: randomBytes(32).toString('hex'), listen: {} })}\n`);
     return runner;
   }
 
@@ -155,8 +159,16 @@ export class AttachedRunner {
     this.socket.close();
   }
 
+  private booted = false;
+
   private receive(chunk: Buffer): void {
     this.buffer = Buffer.concat([this.buffer, chunk]);
+    if (!this.booted) {
+      const eol = this.buffer.indexOf('\n');
+      if (eol < 0) return;
+      this.buffer = this.buffer.subarray(eol + 1);
+      this.booted = true;
+    }
     for (;;) {
       const headerEnd = this.buffer.indexOf('\r\n\r\n');
       if (headerEnd < 0) return;

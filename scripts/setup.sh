@@ -47,7 +47,8 @@ echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
 if [ "${1:-}" = --engine-only ]; then exit 0; fi
 
 # Optional: gVisor as a runtime runs may use (docker.runtime / TETHER_RUNTIME=runsc).
-if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
+# An older registration without --host-uds=all is brought up to date: the socket fast path needs it.
+if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}}' | grep -q 'host-uds=all'; then
   step "registering gVisor (runsc) with the engine"
   command -v runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
   # Runtime arguments can only be given here, not per container.
@@ -58,7 +59,7 @@ if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}
     cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } };
     fs.writeFileSync(f, JSON.stringify(cfg, null, 2) + "\n");'
   as_root kill -HUP "$(pgrep -xo dockerd)"   # reloads the runtimes without a restart
-  for _ in $(seq 1 20); do docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' && break; sleep 0.5; done
+  for _ in $(seq 1 20); do docker info --format '{{json .Runtimes}}' | grep -q 'host-uds=all' && break; sleep 0.5; done
 fi
 
 # ---- 2. the base image ------------------------------------------------------------------

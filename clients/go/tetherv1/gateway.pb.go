@@ -3179,6 +3179,250 @@ func (*ReportWorkerResponse) Descriptor() ([]byte, []int) {
 	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
+type GetEgressLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this run's records (a live or a deleted run of the caller); empty: every run's.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// At most this many records; 0 means 100, and more than 1000 is 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEgressLogRequest) Reset() {
+	*x = GetEgressLogRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEgressLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEgressLogRequest) ProtoMessage() {}
+
+func (x *GetEgressLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEgressLogRequest.ProtoReflect.Descriptor instead.
+func (*GetEgressLogRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetEgressLogRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *GetEgressLogRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetEgressLogRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type EgressRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	RunId string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// CONNECT for a tunnel (https), or the method of a forwarded plain-http request.
+	Method  string `protobuf:"bytes,3,opt,name=method,proto3" json:"method,omitempty"`
+	Host    string `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
+	Port    uint32 `protobuf:"varint,5,opt,name=port,proto3" json:"port,omitempty"`
+	Allowed bool   `protobuf:"varint,6,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// Why it was refused, or why an allowed request failed upstream.
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The address the proxy connected to.
+	Address string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
+	// Bytes from the run to the host, and back.
+	BytesOut      uint64 `protobuf:"varint,9,opt,name=bytes_out,json=bytesOut,proto3" json:"bytes_out,omitempty"`
+	BytesIn       uint64 `protobuf:"varint,10,opt,name=bytes_in,json=bytesIn,proto3" json:"bytes_in,omitempty"`
+	DurationMs    uint32 `protobuf:"varint,11,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EgressRecord) Reset() {
+	*x = EgressRecord{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EgressRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EgressRecord) ProtoMessage() {}
+
+func (x *EgressRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EgressRecord.ProtoReflect.Descriptor instead.
+func (*EgressRecord) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *EgressRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *EgressRecord) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *EgressRecord) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *EgressRecord) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *EgressRecord) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *EgressRecord) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *EgressRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *EgressRecord) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *EgressRecord) GetBytesOut() uint64 {
+	if x != nil {
+		return x.BytesOut
+	}
+	return 0
+}
+
+func (x *EgressRecord) GetBytesIn() uint64 {
+	if x != nil {
+		return x.BytesIn
+	}
+	return 0
+}
+
+func (x *EgressRecord) GetDurationMs() uint32 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+type GetEgressLogResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*EgressRecord        `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEgressLogResponse) Reset() {
+	*x = GetEgressLogResponse{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEgressLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEgressLogResponse) ProtoMessage() {}
+
+func (x *GetEgressLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEgressLogResponse.ProtoReflect.Descriptor instead.
+func (*GetEgressLogResponse) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GetEgressLogResponse) GetRecords() []*EgressRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *GetEgressLogResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_tether_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_tether_v1_gateway_proto_rawDesc = "" +
@@ -3367,7 +3611,29 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12/\n" +
 	"\x06status\x18\x03 \x01(\x0e2\x17.tether.v1.WorkerStatusR\x06status\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\"\x16\n" +
-	"\x14ReportWorkerResponse*_\n" +
+	"\x14ReportWorkerResponse\"h\n" +
+	"\x13GetEgressLogRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xba\x02\n" +
+	"\fEgressRecord\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\x12\x12\n" +
+	"\x04host\x18\x04 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x05 \x01(\rR\x04port\x12\x18\n" +
+	"\aallowed\x18\x06 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
+	"\aaddress\x18\b \x01(\tR\aaddress\x12\x1b\n" +
+	"\tbytes_out\x18\t \x01(\x04R\bbytesOut\x12\x19\n" +
+	"\bbytes_in\x18\n" +
+	" \x01(\x04R\abytesIn\x12\x1f\n" +
+	"\vduration_ms\x18\v \x01(\rR\n" +
+	"durationMs\"q\n" +
+	"\x14GetEgressLogResponse\x121\n" +
+	"\arecords\x18\x01 \x03(\v2\x17.tether.v1.EgressRecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*_\n" +
 	"\bApproval\x12\x18\n" +
 	"\x14APPROVAL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rAPPROVAL_AUTO\x10\x01\x12\x13\n" +
@@ -3411,7 +3677,7 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x15WORKER_STATUS_RUNNING\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DONE\x10\x02\x12\x18\n" +
 	"\x14WORKER_STATUS_FAILED\x10\x03\x12\x18\n" +
-	"\x14WORKER_STATUS_KILLED\x10\x042\xba\x05\n" +
+	"\x14WORKER_STATUS_KILLED\x10\x042\x8b\x06\n" +
 	"\aGateway\x128\n" +
 	"\tCreateRun\x12\x1b.tether.v1.CreateRunRequest\x1a\x0e.tether.v1.Run\x122\n" +
 	"\x06GetRun\x12\x18.tether.v1.GetRunRequest\x1a\x0e.tether.v1.Run\x12C\n" +
@@ -3422,7 +3688,8 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\tListTools\x12\x1b.tether.v1.ListToolsRequest\x1a\x1c.tether.v1.ListToolsResponse\x12C\n" +
 	"\bCallTool\x12\x18.tether.v1.CallToolInput\x1a\x19.tether.v1.CallToolOutput(\x010\x01\x12H\n" +
 	"\fWatchWorkers\x12\x1e.tether.v1.WatchWorkersRequest\x1a\x16.tether.v1.WorkerEvent0\x01\x12O\n" +
-	"\fReportWorker\x12\x1e.tether.v1.ReportWorkerRequest\x1a\x1f.tether.v1.ReportWorkerResponseB\x94\x01\n" +
+	"\fReportWorker\x12\x1e.tether.v1.ReportWorkerRequest\x1a\x1f.tether.v1.ReportWorkerResponse\x12O\n" +
+	"\fGetEgressLog\x12\x1e.tether.v1.GetEgressLogRequest\x1a\x1f.tether.v1.GetEgressLogResponseB\x94\x01\n" +
 	"\rcom.tether.v1B\fGatewayProtoP\x01Z0github.com/tether-dev/tether/clients/go/tetherv1\xa2\x02\x03TXX\xaa\x02\tTether.V1\xca\x02\tTether\\V1\xe2\x02\x15Tether\\V1\\GPBMetadata\xea\x02\n" +
 	"Tether::V1b\x06proto3"
 
@@ -3439,7 +3706,7 @@ func file_tether_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_tether_v1_gateway_proto_goTypes = []any{
 	(Approval)(0),                 // 0: tether.v1.Approval
 	(RunState)(0),                 // 1: tether.v1.RunState
@@ -3491,9 +3758,12 @@ var file_tether_v1_gateway_proto_goTypes = []any{
 	(*WorkerEvent)(nil),           // 47: tether.v1.WorkerEvent
 	(*ReportWorkerRequest)(nil),   // 48: tether.v1.ReportWorkerRequest
 	(*ReportWorkerResponse)(nil),  // 49: tether.v1.ReportWorkerResponse
-	nil,                           // 50: tether.v1.CreateRunRequest.LabelsEntry
-	nil,                           // 51: tether.v1.Run.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
+	(*GetEgressLogRequest)(nil),   // 50: tether.v1.GetEgressLogRequest
+	(*EgressRecord)(nil),          // 51: tether.v1.EgressRecord
+	(*GetEgressLogResponse)(nil),  // 52: tether.v1.GetEgressLogResponse
+	nil,                           // 53: tether.v1.CreateRunRequest.LabelsEntry
+	nil,                           // 54: tether.v1.Run.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
 }
 var file_tether_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: tether.v1.Approvals.write:type_name -> tether.v1.Approval
@@ -3501,13 +3771,13 @@ var file_tether_v1_gateway_proto_depIdxs = []int32{
 	10, // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
 	11, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
 	9,  // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
-	50, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
+	53, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
 	12, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
 	14, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
 	1,  // 8: tether.v1.Run.state:type_name -> tether.v1.RunState
-	52, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	55, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
 	11, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
-	51, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
+	54, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
 	9,  // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
 	12, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
 	16, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
@@ -3538,31 +3808,35 @@ var file_tether_v1_gateway_proto_depIdxs = []int32{
 	44, // 39: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
 	7,  // 40: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
 	8,  // 41: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
-	13, // 42: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
-	17, // 43: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
-	18, // 44: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
-	20, // 45: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
-	22, // 46: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
-	25, // 47: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
-	28, // 48: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
-	35, // 49: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
-	46, // 50: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
-	48, // 51: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
-	15, // 52: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
-	15, // 53: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
-	19, // 54: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
-	21, // 55: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
-	24, // 56: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
-	26, // 57: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
-	30, // 58: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
-	45, // 59: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
-	47, // 60: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
-	49, // 61: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
-	52, // [52:62] is the sub-list for method output_type
-	42, // [42:52] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	55, // 42: tether.v1.EgressRecord.time:type_name -> google.protobuf.Timestamp
+	51, // 43: tether.v1.GetEgressLogResponse.records:type_name -> tether.v1.EgressRecord
+	13, // 44: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
+	17, // 45: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
+	18, // 46: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
+	20, // 47: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
+	22, // 48: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
+	25, // 49: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
+	28, // 50: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
+	35, // 51: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
+	46, // 52: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
+	48, // 53: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
+	50, // 54: tether.v1.Gateway.GetEgressLog:input_type -> tether.v1.GetEgressLogRequest
+	15, // 55: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
+	15, // 56: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
+	19, // 57: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
+	21, // 58: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
+	24, // 59: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
+	26, // 60: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
+	30, // 61: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
+	45, // 62: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
+	47, // 63: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
+	49, // 64: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
+	52, // 65: tether.v1.Gateway.GetEgressLog:output_type -> tether.v1.GetEgressLogResponse
+	55, // [55:66] is the sub-list for method output_type
+	44, // [44:55] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_gateway_proto_init() }
@@ -3598,7 +3872,7 @@ func file_tether_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_gateway_proto_rawDesc), len(file_tether_v1_gateway_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   43,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Gateway_CallTool_FullMethodName     = "/tether.v1.Gateway/CallTool"
 	Gateway_WatchWorkers_FullMethodName = "/tether.v1.Gateway/WatchWorkers"
 	Gateway_ReportWorker_FullMethodName = "/tether.v1.Gateway/ReportWorker"
+	Gateway_GetEgressLog_FullMethodName = "/tether.v1.Gateway/GetEgressLog"
 )
 
 // GatewayClient is the client API for Gateway service.
@@ -63,6 +64,10 @@ type GatewayClient interface {
 	// ReportWorker lets the platform report progress (RUNNING) and the one final status and
 	// result of each round of a `client`-backed worker.
 	ReportWorker(ctx context.Context, in *ReportWorkerRequest, opts ...grpc.CallOption) (*ReportWorkerResponse, error)
+	// GetEgressLog reads the caller's egress log: every request its runs made through the
+	// egress proxy (allowed or refused), oldest first, in pages. Only the caller's own records:
+	// another tenant's run id finds nothing.
+	GetEgressLog(ctx context.Context, in *GetEgressLogRequest, opts ...grpc.CallOption) (*GetEgressLogResponse, error)
 }
 
 type gatewayClient struct {
@@ -197,6 +202,16 @@ func (c *gatewayClient) ReportWorker(ctx context.Context, in *ReportWorkerReques
 	return out, nil
 }
 
+func (c *gatewayClient) GetEgressLog(ctx context.Context, in *GetEgressLogRequest, opts ...grpc.CallOption) (*GetEgressLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEgressLogResponse)
+	err := c.cc.Invoke(ctx, Gateway_GetEgressLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServer is the server API for Gateway service.
 // All implementations must embed UnimplementedGatewayServer
 // for forward compatibility.
@@ -229,6 +244,10 @@ type GatewayServer interface {
 	// ReportWorker lets the platform report progress (RUNNING) and the one final status and
 	// result of each round of a `client`-backed worker.
 	ReportWorker(context.Context, *ReportWorkerRequest) (*ReportWorkerResponse, error)
+	// GetEgressLog reads the caller's egress log: every request its runs made through the
+	// egress proxy (allowed or refused), oldest first, in pages. Only the caller's own records:
+	// another tenant's run id finds nothing.
+	GetEgressLog(context.Context, *GetEgressLogRequest) (*GetEgressLogResponse, error)
 	mustEmbedUnimplementedGatewayServer()
 }
 
@@ -268,6 +287,9 @@ func (UnimplementedGatewayServer) WatchWorkers(*WatchWorkersRequest, grpc.Server
 }
 func (UnimplementedGatewayServer) ReportWorker(context.Context, *ReportWorkerRequest) (*ReportWorkerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportWorker not implemented")
+}
+func (UnimplementedGatewayServer) GetEgressLog(context.Context, *GetEgressLogRequest) (*GetEgressLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEgressLog not implemented")
 }
 func (UnimplementedGatewayServer) mustEmbedUnimplementedGatewayServer() {}
 func (UnimplementedGatewayServer) testEmbeddedByValue()                 {}
@@ -434,6 +456,24 @@ func _Gateway_ReportWorker_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Gateway_GetEgressLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEgressLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).GetEgressLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_GetEgressLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).GetEgressLog(ctx, req.(*GetEgressLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Gateway_ServiceDesc is the grpc.ServiceDesc for Gateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -464,6 +504,10 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportWorker",
 			Handler:    _Gateway_ReportWorker_Handler,
+		},
+		{
+			MethodName: "GetEgressLog",
+			Handler:    _Gateway_GetEgressLog_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -4,10 +4,13 @@ import * as grpc from '@grpc/grpc-js';
 import {
   CreateRunRequestSchema,
   Gateway,
+  GetEgressLogRequestSchema,
   ReportWorkerRequestSchema,
   SurfaceSchema,
   type CallToolInput,
   type CallToolOutput,
+  type EgressRecord,
+  type GetEgressLogResponse,
   type GetFilesResponse,
   type ListRunsResponse,
   type ListToolsResponse,
@@ -24,6 +27,7 @@ import { extractTo, tarOf, tarOfFolder, untar, type FileMap } from './files';
 import { VERSION } from './version';
 
 export type CreateRunInit = MessageInitShape<typeof CreateRunRequestSchema>;
+export type EgressLogQuery = MessageInitShape<typeof GetEgressLogRequestSchema>;
 
 export interface ClientOptions {
   /** Channel credentials; plaintext by default (tether listens on loopback or a private network). */
@@ -120,6 +124,21 @@ export class TetherClient {
   /** Stops the run's sandbox and removes its workspace. */
   async deleteRun(runId: string, o?: RequestOptions): Promise<void> {
     await this.unary('deleteRun', { $typeName: 'tether.v1.DeleteRunRequest', runId }, o);
+  }
+
+  /** One page of this tenant's egress log (every run's, or `runId`'s), oldest first. */
+  getEgressLog(query: EgressLogQuery = {}, o?: RequestOptions): Promise<GetEgressLogResponse> {
+    return this.unary('getEgressLog', create(GetEgressLogRequestSchema, query), o);
+  }
+
+  /** Every record of this tenant's egress log (of one run, when given), page after page. */
+  async *egressLog(runId = '', o?: RequestOptions): AsyncGenerator<EgressRecord> {
+    let pageToken = '';
+    do {
+      const page = await this.getEgressLog({ runId, pageSize: 1000, pageToken }, o);
+      yield* page.records;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
   }
 
   /** The tools a surface sees, with their JSON Schemas, ready to hand to a model. */

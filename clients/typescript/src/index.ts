@@ -1,4 +1,11 @@
-export { TetherClient, type ClientOptions, type CreateRunInit, type FilesSource, type RequestOptions } from './client';
+export {
+  TetherClient,
+  type ClientOptions,
+  type CreateRunInit,
+  type EgressLogQuery,
+  type FilesSource,
+  type RequestOptions,
+} from './client';
 export type {
   AnswerInit,
   ApprovalDecision,

@@ -4,7 +4,8 @@ import { status } from '@grpc/grpc-js';
 import type { GatewayConfig } from '../config';
 import { GatewayError, invalid } from '../errors';
 import { logger } from '../log';
-import { EgressLog } from './log';
+import { EgressLog, readEgressLog } from './log';
+import { type EgressPage, pageOf } from './page';
 import { formatRule, narrow, parseRule, tenantRules } from './policy';
 import { RunProxy } from './proxy';
 
@@ -110,6 +111,12 @@ export class EgressService {
     if (!proxy) return;
     this.proxies.delete(runId);
     await proxy.close().catch(() => undefined);
+  }
+
+  /** A page of the tenant's own log, optionally of one run (live or deleted): the file is per tenant. */
+  async read(tenant: string, query: { runId?: string; pageSize: number; pageToken: string }): Promise<EgressPage> {
+    const records = await readEgressLog(this.log.dir, tenant, query.runId || undefined);
+    return pageOf(records, query.pageSize, query.pageToken);
   }
 
   /** On gateway shutdown: ends every proxy, keeping the folders of runs that stay. */

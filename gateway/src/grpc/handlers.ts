@@ -9,6 +9,7 @@ import {
   type CreateRunRequest,
   type DeleteRunRequest,
   type GetFilesRequest,
+  type GetEgressLogRequest,
   type GetFilesResponse,
   type GetRunRequest,
   type ListRunsRequest,
@@ -22,6 +23,7 @@ import type { RunManager } from '../runs/RunManager';
 import { maxTierOf, tierToProto, visible } from '../surfaces';
 import { ToolInvoker } from '../calls/ToolInvoker';
 import { workerHandlers } from '../workers/handlers';
+import { egressPageToProto } from '../egress/proto';
 import { serveCallTool } from './callTool';
 import { runToProto, specFromRequest } from './convert';
 import { Edge } from './edge';
@@ -50,6 +52,11 @@ export function gatewayHandlers(
     }),
     listRuns: edge.unary(async (_req: ListRunsRequest, tenant) =>
       create(ListRunsResponseSchema, { runs: runs.list(tenant).map((r) => runToProto(r)) }),
+    ),
+    getEgressLog: edge.unary(async (req: GetEgressLogRequest, tenant) =>
+      egressPageToProto(
+        await runs.egress.read(tenant, { runId: req.runId, pageSize: req.pageSize, pageToken: req.pageToken }),
+      ),
     ),
     deleteRun: edge.unary(async (req: DeleteRunRequest, tenant) => {
       await runs.delete(tenant, req.runId);

@@ -18,7 +18,7 @@ const { startAdapter } = mod<typeof Transport>('transport');
 const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
 
 async function session(): Promise<{ launchMs: number; stackMs: number[]; variablesMs: number[] }> {
-  const spec = ADAPTERS[adapterId as Adapters.AdapterId];
+  const spec = ADAPTERS[adapterId as Adapters.BuiltinAdapterId];
   const cwd = path.dirname(path.resolve(file));
   const t0 = process.hrtime.bigint();
   const found = await spec.findBinary(cwd, cwd);

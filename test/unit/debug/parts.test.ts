@@ -117,10 +117,10 @@ test('debugpy prefers the project-local .venv python over every python3 on PATH'
   // Interpreters that "import debugpy" successfully: a script exiting 0.
   write(path.join(bin, 'python3'), '#!/bin/sh\nexit 0\n', 0o755);
   await withPath([bin], async () => {
-    const without = await adapterForFile('debugpy', ws, ws);
+    const without = await adapterForFile(ADAPTERS.debugpy, ws, ws);
     assert.equal(without.binary?.interpreter, path.join(bin, 'python3'));
     write(path.join(ws, '.venv/bin/python'), '#!/bin/sh\nexit 0\n', 0o755);
-    const withVenv = await adapterForFile('debugpy', ws, ws);
+    const withVenv = await adapterForFile(ADAPTERS.debugpy, ws, ws);
     assert.ok(withVenv.available);
     assert.equal(withVenv.binary?.interpreter, path.join(ws, '.venv/bin/python'));
     assert.equal(withVenv.binary?.command, path.join(ws, '.venv/bin/python'));
@@ -130,7 +130,7 @@ test('debugpy prefers the project-local .venv python over every python3 on PATH'
   write(path.join(ws2, 'setup.py'), '');
   write(path.join(ws2, 'venv/bin/python'), '#!/bin/sh\nexit 1\n', 0o755);
   await withPath([bin], async () => {
-    const a = await adapterForFile('debugpy', ws2, ws2);
+    const a = await adapterForFile(ADAPTERS.debugpy, ws2, ws2);
     assert.equal(a.binary?.command, path.join(bin, 'python3'));
     assert.equal(a.binary?.interpreter, path.join(ws2, 'venv/bin/python'));
   });
@@ -139,7 +139,7 @@ test('debugpy prefers the project-local .venv python over every python3 on PATH'
   const bare = tempWorkspace();
   write(path.join(bare, 'requirements.txt'), '');
   await withPath([none], async () => {
-    const a = await adapterForFile('debugpy', bare, bare);
+    const a = await adapterForFile(ADAPTERS.debugpy, bare, bare);
     assert.equal(a.available, false);
     assert.match(whyUnavailable(a), /no python with debugpy: tried .*python3 \(no debugpy module\)/);
   });
@@ -150,13 +150,13 @@ test('lldb-dap is found under its Debian name lldb-dap-19; availability names th
   const bin = tempWorkspace();
   write(path.join(bin, 'lldb-dap-19'), '#!/bin/sh\n', 0o755);
   await withPath([bin], async () => {
-    const noMarker = await adapterForFile('lldb', ws, ws);
+    const noMarker = await adapterForFile(ADAPTERS.lldb, ws, ws);
     assert.equal(noMarker.available, false);
     assert.equal(noMarker.binary?.command, path.join(bin, 'lldb-dap-19'));
     assert.match(whyUnavailable(noMarker), /^root marker missing: none of Cargo.toml, CMakeLists.txt/);
     write(path.join(ws, 'CMakeLists.txt'), '');
-    assert.ok((await adapterForFile('lldb', ws, ws)).available);
-    const dart = await adapterForFile('dart', ws, ws);
+    assert.ok((await adapterForFile(ADAPTERS.lldb, ws, ws)).available);
+    const dart = await adapterForFile(ADAPTERS.dart, ws, ws);
     assert.match(whyUnavailable(dart), /binary missing: dart not on PATH.*root marker missing: none of pubspec.yaml/);
   });
 });

@@ -4,7 +4,9 @@ import * as path from 'node:path';
 import { findAllOnPath, findOnPath, isExecutable, pythonCanImport } from './executables';
 
 export const ADAPTER_IDS = ['dart', 'debugpy', 'lldb', 'delve'] as const;
-export type AdapterId = (typeof ADAPTER_IDS)[number];
+export type BuiltinAdapterId = (typeof ADAPTER_IDS)[number];
+/** A built-in adapter's id, or one a template declares in debug.d. */
+export type AdapterId = string;
 
 /** How to start a resolved adapter. */
 export interface AdapterCommand {
@@ -41,6 +43,10 @@ export type Handshake = 'launch-then-configure' | 'configure-then-launch';
 
 export interface AdapterSpec {
   id: AdapterId;
+  /** The DAP `adapterID` sent in initialize, when it is not the id. */
+  adapterID?: string;
+  /** The debug.d file that declared it; built-in adapters have none. */
+  source?: string;
   /** The command as documented. */
   command: string;
   markers: readonly string[];
@@ -227,7 +233,7 @@ const dart: AdapterSpec = {
   attachArguments: (port) => ({ vmServiceUri: `ws://127.0.0.1:${port}/ws` }),
 };
 
-export const ADAPTERS: Record<AdapterId, AdapterSpec> = { dart, debugpy, lldb, delve };
+export const ADAPTERS: Record<BuiltinAdapterId, AdapterSpec> = { dart, debugpy, lldb, delve };
 
 function isDirectorySync(p: string): boolean {
   try {
@@ -244,7 +250,7 @@ const ELF_MAGIC = Buffer.from([0x7f, 0x45, 0x4c, 0x46]);
  * (empty when none). A native binary may be C/C++/Rust (lldb) or Go (delve): the root markers
  * decide between them.
  */
-export async function adaptersForProgram(absProgram: string): Promise<AdapterId[]> {
+export async function adaptersForProgram(absProgram: string): Promise<BuiltinAdapterId[]> {
   const st = await fs.stat(absProgram);
   if (st.isDirectory()) {
     const entries = await fs.readdir(absProgram);
@@ -268,9 +274,4 @@ export async function adaptersForProgram(absProgram: string): Promise<AdapterId[
   } finally {
     await fh.close();
   }
-}
-
-/** "debugpy (a .py file), lldb (…)" — what launch tried when nothing fitted. */
-export function describeTried(): string {
-  return ADAPTER_IDS.map((id) => `${id} (${ADAPTERS[id].handles})`).join(', ');
 }

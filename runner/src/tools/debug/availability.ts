@@ -1,11 +1,13 @@
 import * as path from 'node:path';
-import { ADAPTER_IDS, ADAPTERS, type AdapterCommand, type AdapterId, type AdapterSpec } from './adapters';
+import type { AdapterCommand, AdapterSpec } from './adapters';
 import { findMarkerUp, findMarkersDown, type MarkerHit } from '../../util/rootMarkers';
 
 /** One adapter row, decided now: root marker AND binary. */
 export interface Availability {
-  id: AdapterId;
+  id: string;
   command: string;
+  /** The debug.d file that declared it. */
+  source?: string;
   markers: readonly string[];
   available: boolean;
   /** Where the marker was found: the project root the adapter runs in. */
@@ -25,6 +27,7 @@ async function decide(
   return {
     id: spec.id,
     command: spec.command,
+    source: spec.source,
     markers: spec.markers,
     available: !!root && binary.ok,
     root,
@@ -35,10 +38,9 @@ async function decide(
 }
 
 /** Every adapter row for the workspace as a whole (markers at its root or a couple of levels down). */
-export async function workspaceAdapters(workspaceRoot: string): Promise<Availability[]> {
+export async function workspaceAdapters(workspaceRoot: string, specs: AdapterSpec[]): Promise<Availability[]> {
   return Promise.all(
-    ADAPTER_IDS.map(async (id) => {
-      const spec = ADAPTERS[id];
+    specs.map(async (spec) => {
       const hits = await findMarkersDown(workspaceRoot, spec.markers);
       return decide(spec, workspaceRoot, hits[0], `none of ${spec.markers.join(', ')} in the workspace`);
     }),
@@ -46,8 +48,11 @@ export async function workspaceAdapters(workspaceRoot: string): Promise<Availabi
 }
 
 /** One adapter for one program: the nearest marker from the program's folder up to the workspace root. */
-export async function adapterForFile(id: AdapterId, workspaceRoot: string, programDir: string): Promise<Availability> {
-  const spec = ADAPTERS[id];
+export async function adapterForFile(
+  spec: AdapterSpec,
+  workspaceRoot: string,
+  programDir: string,
+): Promise<Availability> {
   const hit = await findMarkerUp(workspaceRoot, programDir, spec.markers);
   const rel = path.relative(workspaceRoot, programDir) || '.';
   return decide(

@@ -56,10 +56,12 @@ async function runOp(sup: DebugSupervisor, args: DebugArgs, ctx: ToolContext): P
   switch (args.op) {
     case 'adapters': {
       const rows = await sup.adapters();
-      return ok(formatAdapters(rows, sup), {
+      return ok(formatAdapters(rows, sup, sup.adapterProblems), {
+        problems: sup.adapterProblems,
         adapters: rows.map((r) => ({
           id: r.id,
           command: r.command,
+          declaredIn: r.source,
           markers: r.markers,
           available: r.available,
           root: r.root ? sup.displayPath(r.root.dir) : undefined,

@@ -54,14 +54,14 @@ export function outcomeStructured(outcome: Outcome, paths: Paths): Record<string
   }
 }
 
-export function formatAdapters(rows: Availability[], paths: Paths): string {
-  return rows
-    .map((r) => {
-      if (!r.available) return `${r.id.padEnd(8)} unavailable — ${whyUnavailable(r)} (command: ${r.command})`;
-      const marker = r.root ? `${r.root.marker} in ${paths.displayPath(r.root.dir)}` : '';
-      return `${r.id.padEnd(8)} available — ${r.command}; root marker ${marker}; ${r.binary?.detail}`;
-    })
-    .join('\n');
+export function formatAdapters(rows: Availability[], paths: Paths, problems: string[] = []): string {
+  const lines = rows.map((r) => {
+    if (!r.available)
+      return `${r.id.padEnd(8)} unavailable — ${whyUnavailable(r)} (command: ${r.command}${r.source ? `; declared in ${r.source}` : ''})`;
+    const marker = r.root ? `${r.root.marker} in ${paths.displayPath(r.root.dir)}` : '';
+    return `${r.id.padEnd(8)} available — ${r.command}; root marker ${marker}; ${r.binary?.detail}`;
+  });
+  return [...lines, ...problems.map((p) => `not used: ${p}`)].join('\n');
 }
 
 export function formatBreakpoints(b: BreakpointsOutcome): string {

@@ -55,8 +55,10 @@ const debugProperties = {
     }),
   ),
   adapter: Type.Optional(
-    StringEnum(['dart', 'debugpy', 'lldb', 'delve'], {
-      description: 'launch/attach: use this adapter instead of picking one from the program and root markers.',
+    Type.String({
+      pattern: '^[a-z0-9][a-z0-9_.-]{0,62}$',
+      description:
+        'launch/attach: use this adapter (an id from op "adapters": dart, debugpy, lldb, delve, or one the template declares) instead of picking one from the program and root markers.',
     }),
   ),
   port: Type.Optional(

@@ -280,7 +280,7 @@ export class DebugSession {
       {
         clientID: 'tether',
         clientName: 'tether',
-        adapterID: spec.id,
+        adapterID: spec.adapterID ?? spec.id,
         locale: 'en',
         pathFormat: 'path',
         linesStartAt1: true,

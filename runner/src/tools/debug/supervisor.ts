@@ -2,10 +2,11 @@ import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { ToolError } from '../../tool';
 import type { Workspace } from '../../workspace';
-import { adaptersForProgram, ADAPTERS, describeTried, type AdapterId } from './adapters';
+import type { AdapterId, AdapterSpec } from './adapters';
 import { adapterForFile, whyUnavailable, workspaceAdapters, type Availability } from './availability';
 import { OutputBuffer } from './outputBuffer';
 import { makeScratchDir } from './scratch';
+import { activeAdapters, adapterSpec, candidatesFor, describeTried } from './table';
 import {
   DebugSession,
   PROGRAM_ENDED,
@@ -151,7 +152,24 @@ export class DebugSupervisor {
   }
 
   adapters(): Promise<Availability[]> {
-    return workspaceAdapters(this.workspace.root);
+    return workspaceAdapters(this.workspace.root, activeAdapters().specs);
+  }
+
+  /** debug.d files the runner could not use, and why. */
+  get adapterProblems(): string[] {
+    return activeAdapters().problems;
+  }
+
+  /** The named adapter, or a ToolError listing the ones this runner has. */
+  private named(id: AdapterId): AdapterSpec {
+    const spec = adapterSpec(id);
+    if (!spec)
+      throw new ToolError(
+        `unknown debug adapter ${JSON.stringify(id)}; this runner has: ${activeAdapters()
+          .specs.map((s) => s.id)
+          .join(', ')}`,
+      );
+    return spec;
   }
 
   private refuseSecond(): void {
@@ -184,13 +202,13 @@ export class DebugSupervisor {
         throw new ToolError(`program not found: ${program} does not exist in the workspace`);
       throw err;
     }
-    const candidates = adapter ? [adapter] : await adaptersForProgram(abs);
+    const candidates = adapter ? [this.named(adapter).id] : await candidatesFor(abs);
     if (candidates.length === 0)
       throw new ToolError(
         `no debug adapter fits ${program}: tried ${describeTried()}. Name one with the adapter argument if the program is one of these in disguise`,
       );
     const dir = isDir ? abs : path.dirname(abs);
-    const checked = await Promise.all(candidates.map((id) => adapterForFile(id, this.workspace.root, dir)));
+    const checked = await Promise.all(candidates.map((id) => adapterForFile(this.named(id), this.workspace.root, dir)));
     const availability = checked.find((a) => a.available);
     if (!availability) {
       throw new ToolError(
@@ -214,7 +232,7 @@ export class DebugSupervisor {
     const rows = await this.adapters();
     let chosen: Availability | undefined;
     if (adapter) {
-      chosen = rows.find((r) => r.id === adapter)!;
+      chosen = rows.find((r) => r.id === this.named(adapter).id)!;
       if (!chosen.available) throw new ToolError(`the ${adapter} adapter cannot run here: ${whyUnavailable(chosen)}`);
     } else {
       const usable = rows.filter((r) => r.available);
@@ -249,7 +267,7 @@ export class DebugSupervisor {
     const { session, outcome } = await DebugSession.open(
       {
         id: sessionId,
-        spec: ADAPTERS[id],
+        spec: this.named(id),
         command: availability.binary,
         start,
         breakpoints: new Map(this.breakpoints),

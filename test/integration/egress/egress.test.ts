@@ -183,3 +183,78 @@ test('a run without egress has no proxy: pip says the run has no network', async
   assert.match(resultText(r.result), /this run has no network access/);
   assert.deepEqual(await logOf(plainRunId), []);
 });
+
+test('a tenant reads its own egress log over gRPC, in pages; another tenant sees none of it', async () => {
+  assert.ok(runId);
+  const onDisk = await logOf(runId);
+  assert.ok(onDisk.length >= 4, JSON.stringify(onDisk));
+  const page = await t.alice.getEgressLog({ runId });
+  assert.equal(page.records.length, onDisk.length);
+  assert.equal(page.nextPageToken, '');
+  const first = page.records[0];
+  assert.equal(first.runId, runId);
+  assert.equal(first.host, onDisk[0].host);
+  assert.equal(first.port, onDisk[0].port);
+  assert.equal(first.allowed, onDisk[0].allowed);
+  assert.equal(Number(first.bytesIn), onDisk[0].bytesIn);
+  assert.equal(first.time?.seconds, BigInt(Math.floor(Date.parse(onDisk[0].time) / 1000)));
+  const refusal = page.records.find((r) => !r.allowed && r.host === REFUSED);
+  assert.match(refusal?.reason ?? '', /is not on the egress allow-list of this run/);
+
+  // Page by page, the same records in the same order.
+  const paged = [];
+  let pageToken = '';
+  let pages = 0;
+  do {
+    const p = await t.alice.getEgressLog({ runId, pageSize: 2, pageToken });
+    assert.ok(p.records.length <= 2);
+    paged.push(...p.records);
+    pageToken = p.nextPageToken;
+    pages++;
+  } while (pageToken);
+  assert.equal(pages, Math.ceil(onDisk.length / 2));
+  assert.deepEqual(
+    paged.map((r) => `${r.method} ${r.host}:${r.port} ${r.allowed}`),
+    onDisk.map((r) => `${r.method} ${r.host}:${r.port} ${r.allowed}`),
+  );
+  const all = [];
+  for await (const r of t.alice.egressLog()) all.push(r);
+  assert.ok(all.length >= onDisk.length);
+  assert.ok(all.every((r) => r.runId === runId || r.runId === plainRunId));
+
+  assert.deepEqual((await t.bob.getEgressLog({ runId })).records, []);
+  assert.deepEqual((await t.bob.getEgressLog({})).records, []);
+  await assert.rejects(t.alice.getEgressLog({ runId, pageToken: 'x' }), (err: ServiceError) => {
+    assert.equal(err.code, status.INVALID_ARGUMENT);
+    assert.match(err.details, /page_token "x" is not one this gateway gave out/);
+    return true;
+  });
+});
+
+test('after a gateway restart, a run with egress reaches the allowed index again', async () => {
+  assert.ok(runId);
+  const { instance, stateDir } = t.config;
+  t.alice.close();
+  t.bob.close();
+  await t.gateway.close({ keepRuns: true });
+  t = await startTestGateway({
+    provider: 'docker',
+    instance,
+    stateDir,
+    egress: {
+      allowed: { alice: [`${ALLOWED}:${index.port}`] },
+      testHosts: { [ALLOWED]: '127.0.0.1', [REFUSED]: '127.0.0.1' },
+    },
+  });
+  const run = await t.alice.getRun(runId);
+  assert.equal(run.state, RunState.READY, run.error);
+  const seen = index.seen.length;
+  const again = await cell(
+    `%pip install --force-reinstall --no-deps --index-url http://${ALLOWED}:${index.port}/simple --trusted-host ${ALLOWED} ${PACKAGE}`,
+  );
+  assert.equal(again.isError, false, again.text);
+  assert.match(again.text, new RegExp(`Successfully installed ${PACKAGE}-0\\.1`));
+  assert.ok(index.seen.length > seen, 'the index was reached after the restart');
+  const refused = await cell(`%pip install --index-url https://${REFUSED}/simple ${PACKAGE}-absent`);
+  assert.match(refused.text, new RegExp(`This run's egress allow-list: ${ALLOWED}:${index.port}`));
+});

@@ -71,7 +71,7 @@ export function evalTool(kernels: KernelManager, settings: EvalSettings): ToolDe
     description:
       'Run a Python (default) or JavaScript cell in a persistent interpreter: variables, imports and loaded data survive across calls. ' +
       'The last expression is echoed; display(x) works; pandas DataFrames come back as tables and matplotlib figures as images. ' +
-      '%pip, %cd, !cmd, %%bash, %%timeit, %time and %env work in Python (the run has no network: %pip installs only from the workspace). ' +
+      '%pip, %cd, !cmd, %%bash, %%timeit, %time and %env work in Python (no network unless the run was granted egress to a list of hosts: then %pip and !npm install reach those through the gateway proxy, else only the workspace). ' +
       "tool(name, args) calls this run's tools from inside a cell (JavaScript: await tool(...)), under the same approvals. " +
       'A cell is interrupted after timeout_seconds (default 300) without output; waiting on tool() does not count.',
     tier: 'exec',

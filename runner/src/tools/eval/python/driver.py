@@ -443,9 +443,12 @@ class ShellLines(List[str]):
 
 class Magics:
     def sh(self, cmd: str) -> None:
-        code, _ = stream_command(cmd, shell=True)
+        code, out = stream_command(cmd, shell=True)
         if code:
             print('[exit status ' + str(code) + ']')
+            hint = network_hint(out)
+            if hint:
+                print(hint)
 
     def sh_lines(self, cmd: str) -> ShellLines:
         out = subprocess.run(
@@ -586,12 +589,22 @@ EGRESS_REFUSED = re.compile(r'tether egress: ([^\n\'"]*)')
 def egress_refusal(pip_output: str) -> str | None:
     """Why the proxy refuses the indexes pip tried: pip without retries does not print it."""
     m = re.search(r'Looking in indexes: (\S+)', pip_output)
-    urls = m.group(1).split(',') if m else ['https://pypi.org/simple']
+    return refusal_of(m.group(1).split(',') if m else ['https://pypi.org/simple'])
+
+
+def refusal_of(urls: Iterable[str]) -> str | None:
+    """Asks the run's proxy about each URL's host and port: its refusal, if it refuses one."""
+    if not os.environ.get('TETHER_EGRESS_PORT'):
+        return None
     for url in urls:
-        parts = urllib.parse.urlsplit(url)
-        if not parts.hostname:
+        try:
+            parts = urllib.parse.urlsplit(url.rstrip('.,:;'))
+            port = parts.port or (443 if parts.scheme == 'https' else 80)
+        except ValueError:
             continue
-        port = parts.port or (443 if parts.scheme == 'https' else 80)
+        # The proxy itself, and loopback names a tool reaches without it (NO_PROXY).
+        if not parts.hostname or parts.hostname in ('localhost', '127.0.0.1', '::1'):
+            continue
         target = parts.hostname + ':' + str(port)
         try:
             with socket.create_connection(('127.0.0.1', int(os.environ.get('TETHER_EGRESS_PORT', '0'))), timeout=5) as s:
@@ -602,6 +615,40 @@ def egress_refusal(pip_output: str) -> str | None:
         found = EGRESS_REFUSED.search(line)
         if found:
             return found.group(1).strip()
+    return None
+
+
+# What a failed command (npm, cargo, git, curl) prints when a request did not get through.
+NETWORK_FAILURE = re.compile(
+    r'ENETUNREACH|EAI_AGAIN|ENOTFOUND|ECONNREFUSED|Network is unreachable|Could not resolve host|'
+    r'Temporary failure in name resolution|Invalid status code .?403|403 Forbidden|tunneling socket|'
+    r'Failed to connect|failed to get successful HTTP response|CONNECT tunnel failed',
+    re.I,
+)
+URL = re.compile(r'\bhttps?://[^\s\'"`<>)]+')
+
+
+def network_hint(output: str) -> str | None:
+    """
+    After a failed shell command: why its network requests failed, in this run's terms (npm,
+    for one, prints only that the proxy answered 403, not the reason the proxy gave).
+    """
+    allow = os.environ.get('TETHER_EGRESS_ALLOW') or 'none'
+    found = EGRESS_REFUSED.search(output)
+    reason = found.group(1).strip() if found else None
+    if not os.environ.get('TETHER_EGRESS_SOCKET'):
+        if NETWORK_FAILURE.search(output):
+            return 'tether: this run has no network access; a request to the network cannot succeed here.'
+        return None
+    if not reason and NETWORK_FAILURE.search(output):
+        reason = refusal_of(dict.fromkeys(URL.findall(output)))
+    if reason:
+        return "tether: the egress proxy refused a request (" + reason + "). This run's egress allow-list: " + allow
+    if NETWORK_FAILURE.search(output):
+        return (
+            "tether: a network request failed. This run reaches the network only through the gateway's "
+            'egress proxy, and only these hosts: ' + allow
+        )
     return None
 
 

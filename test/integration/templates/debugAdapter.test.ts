@@ -32,6 +32,7 @@ after(async () => {
 test('a debug adapter declared by the template: listed by adapters, chosen and configured by launch', async () => {
   const run = await t.alice.createRun({
     template: TEMPLATE,
+    conversationId: 'conv-declared-adapter',
     features: { debug: true },
     approvals: { exec: Approval.AUTO, write: Approval.AUTO },
   });

@@ -641,7 +641,8 @@ def network_hint(output: str) -> str | None:
             return 'tether: this run has no network access; a request to the network cannot succeed here.'
         return None
     if not reason and NETWORK_FAILURE.search(output):
-        reason = refusal_of(dict.fromkeys(URL.findall(output)))
+        # A few distinct URLs at most: each question to the proxy may open a connection upstream.
+        reason = refusal_of(list(dict.fromkeys(URL.findall(output)))[:5])
     if reason:
         return "tether: the egress proxy refused a request (" + reason + "). This run's egress allow-list: " + allow
     if NETWORK_FAILURE.search(output):

@@ -72,6 +72,29 @@ func (c *Client) ListRuns(ctx context.Context) ([]*pb.Run, error) {
 	return res.GetRuns(), nil
 }
 
+// GetEgressLog returns one page of the tenant's egress log (of one run, when runID is set),
+// oldest first; pass the previous page's NextPageToken for the next.
+func (c *Client) GetEgressLog(ctx context.Context, runID string, pageSize int32, pageToken string) (*pb.GetEgressLogResponse, error) {
+	res, err := c.rpc.GetEgressLog(c.Authorize(ctx), &pb.GetEgressLogRequest{RunId: runID, PageSize: pageSize, PageToken: pageToken})
+	return res, wrap(err)
+}
+
+// EgressLog returns every record of the tenant's egress log (of one run, when runID is set).
+func (c *Client) EgressLog(ctx context.Context, runID string) ([]*pb.EgressRecord, error) {
+	var records []*pb.EgressRecord
+	token := ""
+	for {
+		page, err := c.GetEgressLog(ctx, runID, 1000, token)
+		if err != nil {
+			return records, err
+		}
+		records = append(records, page.GetRecords()...)
+		if token = page.GetNextPageToken(); token == "" {
+			return records, nil
+		}
+	}
+}
+
 // DeleteRun stops the run and removes its workspace.
 func (c *Client) DeleteRun(ctx context.Context, runID string) error {
 	_, err := c.rpc.DeleteRun(c.Authorize(ctx), &pb.DeleteRunRequest{RunId: runID})

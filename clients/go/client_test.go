@@ -101,3 +101,20 @@ func TestContextCancelAndDeadline(t *testing.T) {
 		t.Fatalf("after: %v, %v", after, err)
 	}
 }
+
+func TestEgressLogOfARunWithoutEgress(t *testing.T) {
+	c := dial(t, liveGateway(t).tokenA)
+	ctx := context.Background()
+	run, err := c.CreateRun(ctx, &pb.CreateRunRequest{ConversationId: "go-egress"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DeleteRun(ctx, run.GetRunId())
+	records, err := c.EgressLog(ctx, run.GetRunId())
+	if err != nil || len(records) != 0 {
+		t.Fatalf("a run without egress: %v, %v", records, err)
+	}
+	if _, err := c.GetEgressLog(ctx, "", 10, "not-a-token"); tether.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a page token the gateway never gave: %v", err)
+	}
+}

@@ -100,3 +100,16 @@ def test_asyncio_client_bridges_a_call_and_abandons_a_cancelled_task(gateway: Di
                 await tether.delete_run(run.run_id)
 
     asyncio.run(main())
+
+
+def test_egress_log_of_a_run_without_egress(client: Client) -> None:
+    run = client.create_run(conversation_id="py-egress")
+    try:
+        assert list(client.egress_log(run.run_id)) == []
+        page = client.get_egress_log(run.run_id, page_size=10)
+        assert list(page.records) == [] and page.next_page_token == ""
+        with pytest.raises(TetherError) as err:
+            client.get_egress_log("", page_token="not-a-token")
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        client.delete_run(run.run_id)

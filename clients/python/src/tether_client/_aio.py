@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import grpc
 import grpc.aio
@@ -104,6 +104,25 @@ class AsyncClient:
             await self._stub.DeleteRun(pb.DeleteRunRequest(run_id=run_id), metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    async def get_egress_log(self, run_id: str = "", *, page_size: int = 0, page_token: str = "", timeout: Optional[float] = None) -> pb.GetEgressLogResponse:
+        """One page of this tenant's egress log (of one run, when given), oldest first."""
+        req = pb.GetEgressLogRequest(run_id=run_id, page_size=page_size, page_token=page_token)
+        try:
+            return await self._stub.GetEgressLog(req, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def egress_log(self, run_id: str = "", *, timeout: Optional[float] = None) -> AsyncIterator[pb.EgressRecord]:
+        """Every record of this tenant's egress log (of one run, when given), page after page."""
+        token = ""
+        while True:
+            page = await self.get_egress_log(run_id, page_size=1000, page_token=token, timeout=timeout)
+            for record in page.records:
+                yield record
+            token = page.next_page_token
+            if not token:
+                return
 
     async def list_tools(self, run_id: str, surface: SurfaceLike = None, *, timeout: Optional[float] = None) -> List[pb.Tool]:
         req = pb.ListToolsRequest(run_id=run_id, surface=surface_of(surface))

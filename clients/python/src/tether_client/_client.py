@@ -105,6 +105,24 @@ class Client:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
+    def get_egress_log(self, run_id: str = "", *, page_size: int = 0, page_token: str = "", timeout: Optional[float] = None) -> pb.GetEgressLogResponse:
+        """One page of this tenant's egress log (of one run, when given), oldest first."""
+        req = pb.GetEgressLogRequest(run_id=run_id, page_size=page_size, page_token=page_token)
+        try:
+            return self._stub.GetEgressLog(req, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def egress_log(self, run_id: str = "", *, timeout: Optional[float] = None) -> Iterator[pb.EgressRecord]:
+        """Every record of this tenant's egress log (of one run, when given), page after page."""
+        token = ""
+        while True:
+            page = self.get_egress_log(run_id, page_size=1000, page_token=token, timeout=timeout)
+            yield from page.records
+            token = page.next_page_token
+            if not token:
+                return
+
     def list_tools(self, run_id: str, surface: SurfaceLike = None, *, timeout: Optional[float] = None) -> List[pb.Tool]:
         req = pb.ListToolsRequest(run_id=run_id, surface=surface_of(surface))
         try:

@@ -28,9 +28,12 @@ export async function traced(traceparent: string | undefined, call: () => Promis
  * Times `fn` as a phase of the traced call it runs under (an lsp request, a debug step, a
  * cell); outside one, just runs it.
  */
-export async function phase<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+export function phase<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
   const log = current.getStore();
-  if (!log) return fn();
+  return log ? timed(log, name, attributes, fn) : fn();
+}
+
+async function timed<T>(log: PhaseLog, name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
   const start = performance.now();
   let error: string | undefined;
   try {

@@ -2,6 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { sampleOf } from '../../helpers/otlp';
+import { Approval } from '../../../gen/tether/v1/gateway_pb';
 import { resultText } from '../../../clients/typescript/src';
 import { summarizeMetrics } from '../../../gateway/src/observability/metricsSummary';
 import { fixture, killInRun, pidOf } from '../lsp/helpers';
@@ -65,7 +66,11 @@ async function scrapeUntil(ok: (text: string) => boolean, what: string): Promise
 }
 
 test('docker: a language server and a kernel starting, restarting on request and after a crash move their series; disk use per tenant', async () => {
-  const run = await t.alice.createRun({ features: { lsp: true, eval: true }, limits: { memoryMb: 1024, diskMb: 64 } });
+  const run = await t.alice.createRun({
+    features: { lsp: true, eval: true },
+    approvals: { exec: Approval.AUTO },
+    limits: { memoryMb: 1024, diskMb: 64 },
+  });
   assert.equal(run.error, '');
   await t.alice.putFileMap(run.runId, fixture('py'));
   const call = async (tool: string, args: Record<string, unknown>) => {
@@ -89,8 +94,12 @@ test('docker: a language server and a kernel starting, restarting on request and
   assert.equal(n(text, 'tether_language_servers', { server: 'pyright' }), 1);
 
   // A kernel: started, reset on request, and dead then started again.
-  const cell = (code: string, reset = false) => call('eval', { code, description: 'metrics test', reset });
-  assert.equal((await cell('open("fill.bin", "wb").write(b"\\0" * (8 << 20))')).isError, false);
+  const cell = async (code: string, reset = false) => {
+    const r = await call('eval', { code, description: 'metrics test', reset });
+    assert.ok(!r.isError || code.includes('SIGKILL'), r.text);
+    return r;
+  };
+  await cell('open("fill.bin", "wb").write(b"\\0" * (8 << 20))');
   await scrapeUntil((s) => n(s, 'tether_kernels', { language: 'python' }) === 1, 'one python kernel');
   await cell('1', true);
   await cell('import os, signal; os.kill(os.getpid(), signal.SIGKILL)');

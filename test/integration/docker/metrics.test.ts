@@ -95,14 +95,17 @@ test('docker: a language server and a kernel starting, restarting on request and
 
   // A kernel: started, reset on request, and dead then started again.
   const cell = async (code: string, reset = false) => {
-    const r = await call('eval', { code, description: 'metrics test', reset });
+    const r = await call('eval', { code, description: 'a cell for the resource metrics test', reset });
     assert.ok(!r.isError || code.includes('SIGKILL'), r.text);
     return r;
   };
-  await cell('open("fill.bin", "wb").write(b"\\0" * (8 << 20))');
+  // Synced, so the blocks reach the workspace image now rather than at the next writeback.
+  await cell(
+    'import os\nwith open("fill.bin", "wb") as f:\n    f.write(b"\\1" * (8 << 20)); f.flush(); os.fsync(f.fileno())',
+  );
   await scrapeUntil((s) => n(s, 'tether_kernels', { language: 'python' }) === 1, 'one python kernel');
   await cell('1', true);
-  await cell('import os, signal; os.kill(os.getpid(), signal.SIGKILL)');
+  assert.match((await cell('import os, signal; os.kill(os.getpid(), signal.SIGKILL)')).text, /interpreter/);
   await cell('2');
   text = await scrapeUntil(
     (s) => n(s, 'tether_kernel_restarts_total', { language: 'python', cause: 'crash' }) === 1,

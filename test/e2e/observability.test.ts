@@ -277,6 +277,31 @@ test('a traced lsp call: the runner phases (server start, the LSP request) are c
   await t.alice.deleteRun(run.runId);
 });
 
+test('a traced eval call: the kernel start and the cell are runner phases under the runner span', async () => {
+  const run = await t.alice.createRun({ features: { eval: true }, approvals: { exec: Approval.AUTO } });
+  assert.equal(run.error, '');
+  const traceId = '5b8efff798038103d269b633813fc60c';
+  await tracedCall(
+    run.runId,
+    'eval',
+    { code: '6 * 7', description: 'a cell for the tracing test here' },
+    traceId,
+    'eee19b7ec3c1b174',
+  );
+  const spans = otlp.spans.filter((s) => s.traceId === traceId);
+  const root = spans.find((s) => s.name === 'CallTool');
+  assert.equal(root?.attributes['tether.outcome'], 'ok');
+  const children = spans.filter((s) => s.parentSpanId === root!.spanId).map((s) => s.name);
+  assert.deepEqual(children, ['validate', 'approval', 'runner']);
+  const runner = spans.find((s) => s.parentSpanId === root!.spanId && s.name === 'runner')!;
+  const phases = spans.filter((s) => s.parentSpanId === runner.spanId);
+  assert.deepEqual(phases.map((s) => [s.name, s.attributes['eval.language']]).sort(), [
+    ['eval.cell', 'python'],
+    ['eval.kernel_start', 'python'],
+  ]);
+  await t.alice.deleteRun(run.runId);
+});
+
 test('a token never reaches the log, the metrics or the audit log of a served gateway (debug logging)', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-tokens-'));
   const secret = 'tok-d41d8cd98f00b204e980';

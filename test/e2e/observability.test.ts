@@ -10,6 +10,7 @@ import { Approval, CallToolInputSchema, type CallToolOutput } from '../../gen/te
 import { resultText, TetherClient } from '../../clients/typescript/src';
 import { startTestGateway, TOKENS, type TestGateway } from '../helpers/gateway';
 import { sampleOf, startOtlpReceiver } from '../helpers/otlp';
+import { debugRun, fixture as debugFixture } from '../integration/debug/helpers';
 import { fixture } from '../integration/lsp/helpers';
 
 let t: TestGateway;
@@ -300,6 +301,22 @@ test('a traced eval call: the kernel start and the cell are runner phases under 
     ['eval.kernel_start', 'python'],
   ]);
   await t.alice.deleteRun(run.runId);
+});
+
+test('a traced debug launch: the debug op and its adapter requests are runner phases', async () => {
+  const d = await debugRun(t, 'conv-traced-debug', debugFixture('python'));
+  await d.ok({ op: 'breakpoints', file: 'app.py', lines: [12] });
+  const traceId = '8d3f0c6c2b1e4a5f9e7d6c5b4a392817';
+  await tracedCall(d.runId, 'debug', { op: 'launch', program: 'app.py' }, traceId, '1f2e3d4c5b6a7988');
+  const spans = otlp.spans.filter((s) => s.traceId === traceId);
+  const root = spans.find((s) => s.name === 'CallTool');
+  assert.equal(root?.attributes['tether.outcome'], 'ok');
+  const runner = spans.find((s) => s.parentSpanId === root!.spanId && s.name === 'runner')!;
+  const phases = spans.filter((s) => s.parentSpanId === runner.spanId);
+  assert.equal(phases.find((s) => s.name === 'debug.launch')?.attributes['debug.op'], 'launch');
+  const commands = phases.filter((s) => s.name === 'dap.request').map((s) => s.attributes['dap.command']);
+  for (const c of ['initialize', 'launch', 'configurationDone']) assert.ok(commands.includes(c), `${c} in ${commands}`);
+  await t.alice.deleteRun(d.runId);
 });
 
 test('a token never reaches the log, the metrics or the audit log of a served gateway (debug logging)', async () => {

@@ -49,9 +49,28 @@ export interface CallToolParams {
 }
 
 /**
+ * One timed phase of a tool call as the runner measured it (an lsp request, a debug step, a
+ * cell), in ms from the moment the runner received the call: offsets, not wall-clock times,
+ * so the gateway can place them under its own span without trusting the sandbox's clock.
+ */
+export interface RunnerPhase {
+  name: string;
+  startMs: number;
+  durationMs: number;
+  attributes?: Record<string, string | number | boolean>;
+  /** Set when the phase failed: why. */
+  error?: string;
+}
+
+/** What the runner answers to tools/call: the result, and its phases when the call carried a traceparent. */
+export interface CallToolReply extends ToolResult {
+  phases?: RunnerPhase[];
+}
+
+/**
  * gateway → runner: runs one tool. Cancelling the request (JSON-RPC `$/cancelRequest`, sent
  * by vscode-jsonrpc for a cancelled token) aborts the tool's signal in the runner.
  */
 export namespace CallToolRequest {
-  export const type = new RequestType<CallToolParams, ToolResult, void>('tools/call');
+  export const type = new RequestType<CallToolParams, CallToolReply, void>('tools/call');
 }

@@ -7,7 +7,9 @@ import type {
   RunFeatures,
 } from '../../protocol/src/run';
 import type { ContentItem } from '../../protocol/src/tools';
+import { ResourcesEvent } from '../../protocol/src/resources';
 import { FilesArrivedCommand } from '../../protocol/src/workspace';
+import { ResourceLedger } from './resources';
 import type { ToolContext } from './tool';
 import { Workspace } from './workspace';
 
@@ -30,6 +32,8 @@ export class RunContext {
   private readonly commands = new Map<string, Map<string, (payload: unknown) => Promise<unknown>>>();
   /** Set by the runner's main: sends a run-level event up to the gateway. */
   sendEvent: (event: RunEventParams) => void = () => undefined;
+  /** Language servers and kernels alive, started and restarted, reported to the gateway as they change. */
+  readonly resources = new ResourceLedger((payload) => this.emit(ResourcesEvent.type, payload));
 
   constructor(init: InitializeParams) {
     this.runId = init.runId;

@@ -10,6 +10,8 @@ import { Approval, CallToolInputSchema, type CallToolOutput } from '../../gen/te
 import { resultText, TetherClient } from '../../clients/typescript/src';
 import { startTestGateway, TOKENS, type TestGateway } from '../helpers/gateway';
 import { sampleOf, startOtlpReceiver } from '../helpers/otlp';
+import { debugRun, fixture as debugFixture } from '../integration/debug/helpers';
+import { fixture } from '../integration/lsp/helpers';
 
 let t: TestGateway;
 let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
@@ -189,10 +191,14 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
     assert.ok(!everything.includes(token), `${token} appears in an output`);
 });
 
-test('a CallTool carrying a traceparent: one span tree under the client trace, exported over OTLP', async () => {
-  const run = await t.alice.createRun({ approvals: { write: Approval.AUTO } });
-  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-  const clientSpan = '00f067aa0ba902b7';
+/** One CallTool sent with a W3C traceparent in its metadata, run to its end. */
+async function tracedCall(
+  runId: string,
+  tool: string,
+  args: Record<string, unknown>,
+  traceId: string,
+  clientSpan: string,
+): Promise<void> {
   const md = new Metadata();
   md.set('authorization', 'Bearer token-alice');
   md.set('traceparent', `00-${traceId}-${clientSpan}-01`);
@@ -206,13 +212,20 @@ test('a CallTool carrying a traceparent: one span tree under the client trace, e
     create(CallToolInputSchema, {
       msg: {
         case: 'start',
-        value: { runId: run.runId, tool: 'write', argumentsJson: JSON.stringify({ path: 't.txt', content: 'x' }) },
+        value: { runId, tool, argumentsJson: JSON.stringify(args) },
       },
     }),
   );
   call.end();
   await done;
   await t.gateway.telemetry.tracer!.flush();
+}
+
+test('a CallTool carrying a traceparent: one span tree under the client trace, exported over OTLP', async () => {
+  const run = await t.alice.createRun({ approvals: { write: Approval.AUTO } });
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const clientSpan = '00f067aa0ba902b7';
+  await tracedCall(run.runId, 'write', { path: 't.txt', content: 'x' }, traceId, clientSpan);
   const spans = otlp.spans.filter((s) => s.traceId === traceId);
   const root = spans.find((s) => s.name === 'CallTool');
   assert.ok(root, `a CallTool span in ${JSON.stringify(otlp.spans.map((s) => s.name))}`);
@@ -223,6 +236,87 @@ test('a CallTool carrying a traceparent: one span tree under the client trace, e
   const children = spans.filter((s) => s.parentSpanId === root.spanId).map((s) => s.name);
   assert.deepEqual(children, ['validate', 'approval', 'runner']);
   await t.alice.deleteRun(run.runId);
+});
+
+test('a traced lsp call: the runner phases (server start, the LSP request) are children of the runner span', async () => {
+  const run = await t.alice.createRun({ features: { lsp: true } });
+  assert.equal(run.error, '');
+  await t.alice.putFileMap(run.runId, fixture('py'));
+  const traceId = '0af7651916cd43dd8448eb211c80319c';
+  const clientSpan = 'b7ad6b7169203331';
+  await tracedCall(
+    run.runId,
+    'lsp',
+    { action: 'hover', file: 'geometry/main.py', line: 4, symbol: 'total_area' },
+    traceId,
+    clientSpan,
+  );
+  const spans = otlp.spans.filter((s) => s.traceId === traceId);
+  const root = spans.find((s) => s.name === 'CallTool');
+  assert.ok(root, `a CallTool span in ${JSON.stringify(spans.map((s) => s.name))}`);
+  assert.equal(root.parentSpanId, clientSpan);
+  assert.equal(root.attributes['tether.outcome'], 'ok');
+  const children = spans.filter((s) => s.parentSpanId === root.spanId);
+  assert.deepEqual(
+    children.map((s) => s.name),
+    ['validate', 'runner'],
+    'a read tool has no approval phase',
+  );
+  const runner = children.find((s) => s.name === 'runner')!;
+  const phases = spans.filter((s) => s.parentSpanId === runner.spanId);
+  const names = phases.map((s) => s.name);
+  assert.ok(names.includes('lsp.start'), `lsp.start in ${names}`);
+  const hover = phases.find((s) => s.name === 'lsp.request' && s.attributes['lsp.method'] === 'textDocument/hover');
+  assert.ok(hover, `a hover request in ${JSON.stringify(phases.map((s) => [s.name, s.attributes]))}`);
+  assert.equal(hover.attributes['tether.side'], 'runner');
+  assert.equal(phases.find((s) => s.name === 'lsp.start')?.attributes['lsp.server'], 'pyright');
+  // Placed by offsets under the runner span: inside it, give or take the transit of the call.
+  for (const p of phases) {
+    assert.ok(p.startMs >= runner.startMs - 1 && p.endMs <= runner.endMs + 1, `${p.name} outside the runner span`);
+    assert.ok(p.endMs >= p.startMs);
+  }
+  await t.alice.deleteRun(run.runId);
+});
+
+test('a traced eval call: the kernel start and the cell are runner phases under the runner span', async () => {
+  const run = await t.alice.createRun({ features: { eval: true }, approvals: { exec: Approval.AUTO } });
+  assert.equal(run.error, '');
+  const traceId = '5b8efff798038103d269b633813fc60c';
+  await tracedCall(
+    run.runId,
+    'eval',
+    { code: '6 * 7', description: 'a cell for the tracing test here' },
+    traceId,
+    'eee19b7ec3c1b174',
+  );
+  const spans = otlp.spans.filter((s) => s.traceId === traceId);
+  const root = spans.find((s) => s.name === 'CallTool');
+  assert.equal(root?.attributes['tether.outcome'], 'ok');
+  const children = spans.filter((s) => s.parentSpanId === root!.spanId).map((s) => s.name);
+  assert.deepEqual(children, ['validate', 'approval', 'runner']);
+  const runner = spans.find((s) => s.parentSpanId === root!.spanId && s.name === 'runner')!;
+  const phases = spans.filter((s) => s.parentSpanId === runner.spanId);
+  assert.deepEqual(phases.map((s) => [s.name, s.attributes['eval.language']]).sort(), [
+    ['eval.cell', 'python'],
+    ['eval.kernel_start', 'python'],
+  ]);
+  await t.alice.deleteRun(run.runId);
+});
+
+test('a traced debug launch: the debug op and its adapter requests are runner phases', async () => {
+  const d = await debugRun(t, 'conv-traced-debug', debugFixture('python'));
+  await d.ok({ op: 'breakpoints', file: 'app.py', lines: [12] });
+  const traceId = '8d3f0c6c2b1e4a5f9e7d6c5b4a392817';
+  await tracedCall(d.runId, 'debug', { op: 'launch', program: 'app.py' }, traceId, '1f2e3d4c5b6a7988');
+  const spans = otlp.spans.filter((s) => s.traceId === traceId);
+  const root = spans.find((s) => s.name === 'CallTool');
+  assert.equal(root?.attributes['tether.outcome'], 'ok');
+  const runner = spans.find((s) => s.parentSpanId === root!.spanId && s.name === 'runner')!;
+  const phases = spans.filter((s) => s.parentSpanId === runner.spanId);
+  assert.equal(phases.find((s) => s.name === 'debug.launch')?.attributes['debug.op'], 'launch');
+  const commands = phases.filter((s) => s.name === 'dap.request').map((s) => s.attributes['dap.command']);
+  for (const c of ['initialize', 'launch', 'configurationDone']) assert.ok(commands.includes(c), `${c} in ${commands}`);
+  await t.alice.deleteRun(d.runId);
 });
 
 test('a token never reaches the log, the metrics or the audit log of a served gateway (debug logging)', async () => {

@@ -9,6 +9,11 @@ export interface ReceivedSpan {
   name: string;
   attributes: Record<string, unknown>;
   service: string;
+  /** Unix time in ms (from the nanosecond fields). */
+  startMs: number;
+  endMs: number;
+  /** OTLP status code: 0 unset, 1 ok, 2 error. */
+  status: number;
 }
 
 /** An OTLP/HTTP JSON traces receiver on 127.0.0.1: the collector stand-in for tests. */
@@ -42,6 +47,9 @@ export async function startOtlpReceiver(): Promise<{ url: string; spans: Receive
               name: s.name,
               attributes,
               service,
+              startMs: Number(BigInt(s.startTimeUnixNano ?? 0) / 1000n) / 1000,
+              endMs: Number(BigInt(s.endTimeUnixNano ?? 0) / 1000n) / 1000,
+              status: s.status?.code ?? 0,
             });
           }
         }

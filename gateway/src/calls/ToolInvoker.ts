@@ -5,6 +5,7 @@ import { checkApproval } from './ApprovalGate';
 import type { CallStream } from './CallStream';
 import { errorResult } from './results';
 import { logger } from '../log';
+import { recordRunnerPhases } from '../observability/runnerPhases';
 import { ResponseError } from 'vscode-jsonrpc/node';
 
 /** Raised when the caller's surface has no tool of that name (absent, or above its tier). */
@@ -63,6 +64,7 @@ export class ToolInvoker {
           progress: (text) => caller.stream.progress(text),
           ask: (card) => caller.stream.ask(card),
           bridge: (name, bridgedArgs) => this.bridge(run, name, bridgedArgs, caller, depth + 1),
+          phases: running ? (phases) => recordRunnerPhases(running, phases) : undefined,
         },
         caller.stream.signal,
         running?.traceparent(),

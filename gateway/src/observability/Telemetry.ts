@@ -1,6 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { AgentKind, SurfaceMode, type Surface } from '../../../gen/tether/v1/gateway_pb';
 import type { Tier, ToolResult } from '../../../protocol/src/tools';
+import type { ResourcesPayload } from '../../../protocol/src/resources';
 import type { RunRecord } from '../runs/RunRecord';
 import { AuditLog, summarizeForAudit } from './audit';
 import {
@@ -73,6 +74,25 @@ export class Telemetry {
       durationMs: Math.round(ms),
       ...(ok ? {} : { error: run.error }),
     });
+  }
+
+  /**
+   * The runner's report of its language servers and kernels: kept on the run for the gauges,
+   * its news counted. A replay to a gateway that just connected is a baseline, not news.
+   */
+  runResources(run: RunRecord, payload: ResourcesPayload): void {
+    if (!this.metrics || !Array.isArray(payload?.resources)) return;
+    const now = payload.resources
+      .slice(0, 64)
+      .filter(
+        (c) =>
+          c &&
+          (c.kind === 'language_server' || c.kind === 'kernel') &&
+          typeof c.name === 'string' &&
+          Number.isFinite(c.alive),
+      );
+    if (run.resources || !payload.replay) this.metrics.countResources(run.resources ?? [], now);
+    run.resources = now;
   }
 
   runFailed(run: RunRecord, reason: string): void {

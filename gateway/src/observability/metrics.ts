@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ResourceCounts, ResourceKind } from '../../../protocol/src/resources';
 
 /** How a tool call ended, as a bounded label: a result, a cancel, or the gRPC status it failed with. */
 export type CallOutcome = 'ok' | 'is_error' | 'cancelled' | string;
@@ -23,13 +24,27 @@ export function failureReason(reason: string): FailureReason {
   return 'other';
 }
 
+/** What one live run uses now, as its provider measures it (disk 0 when it cannot tell). */
+export interface RunUsage {
+  tenant: string;
+  memoryBytes: number;
+  cpuSeconds: number;
+  diskBytes: number;
+}
+
 /** A source the gauges read at scrape time, so nothing has to be kept in step by hand. */
 export interface RunCensus {
   /** [tenant, state] of every run the gateway holds. */
   states(): Iterable<readonly [string, string]>;
   /** What each live run uses now, where its provider reports it. */
-  usage?(): Promise<{ tenant: string; memoryBytes: number; cpuSeconds: number }[]>;
+  usage?(): Promise<RunUsage[]>;
+  /** The language servers and kernels of every live run, as their runners last reported them. */
+  resources?(): Iterable<ResourceCounts>;
 }
+
+/** Distinct server or kernel names one gateway labels; more become `other` (a runner cannot mint series). */
+export const MAX_RESOURCE_NAMES = 32;
+const RESOURCE_NAME = /^[a-z0-9][a-z0-9_.-]{0,31}$/;
 
 /** The Prometheus series of one gateway, on a registry of its own. */
 export class Metrics {
@@ -52,6 +67,13 @@ export class Metrics {
   private readonly tenantMemory: Gauge<'tenant'>;
   private readonly runMemoryMax: Gauge<'tenant'>;
   private readonly tenantCpu: Gauge<'tenant'>;
+  private readonly tenantDisk: Gauge<'tenant'>;
+  private readonly runDiskMax: Gauge<'tenant'>;
+  private readonly resourceNames = new Map<ResourceKind, Set<string>>();
+  readonly languageServerStarts: Counter<'server'>;
+  readonly languageServerRestarts: Counter<'server' | 'cause'>;
+  readonly kernelStarts: Counter<'language'>;
+  readonly kernelRestarts: Counter<'language' | 'cause'>;
 
   constructor(opts: { defaults?: boolean } = {}) {
     const registers = [this.registry];
@@ -163,12 +185,104 @@ export class Metrics {
       labelNames: ['tenant'],
       registers,
     });
+    this.tenantDisk = new Gauge({
+      name: 'tether_tenant_disk_bytes',
+      help: "Disk used now by a tenant's live runs' workspaces, summed (runs whose provider cannot tell count 0)",
+      labelNames: ['tenant'],
+      registers,
+    });
+    this.runDiskMax = new Gauge({
+      name: 'tether_run_disk_max_bytes',
+      help: "Disk used now by a tenant's largest live run workspace",
+      labelNames: ['tenant'],
+      registers,
+    });
+    const alive = (kind: ResourceKind, label: 'server' | 'language') =>
+      function (this: Gauge<'server' | 'language'>) {
+        this.reset();
+        const counts = new Map<string, number>();
+        for (const r of self.census?.resources?.() ?? [])
+          if (r.kind === kind) {
+            const name = self.resourceName(kind, r.name);
+            counts.set(name, (counts.get(name) ?? 0) + r.alive);
+          }
+        for (const [name, n] of counts) this.set({ [label]: name }, n);
+      };
+    new Gauge({
+      name: 'tether_language_servers',
+      help: 'Language servers alive in live runs, by server',
+      labelNames: ['server'] as const,
+      registers,
+      collect: alive('language_server', 'server'),
+    });
+    new Gauge({
+      name: 'tether_kernels',
+      help: 'Eval kernels alive in live runs, by language',
+      labelNames: ['language'] as const,
+      registers,
+      collect: alive('kernel', 'language'),
+    });
+    this.languageServerStarts = new Counter({
+      name: 'tether_language_server_starts_total',
+      help: 'Language servers started in runs (restarts included), by server',
+      labelNames: ['server'],
+      registers,
+    });
+    this.languageServerRestarts = new Counter({
+      name: 'tether_language_server_restarts_total',
+      help: 'Language server starts that replaced one: cause crash (it died) or request (lsp reload)',
+      labelNames: ['server', 'cause'],
+      registers,
+    });
+    this.kernelStarts = new Counter({
+      name: 'tether_kernel_starts_total',
+      help: 'Eval kernels started in runs (restarts included), by language',
+      labelNames: ['language'],
+      registers,
+    });
+    this.kernelRestarts = new Counter({
+      name: 'tether_kernel_restarts_total',
+      help: 'Eval kernel starts that replaced one: cause crash (it died or was killed at a timeout) or request (reset)',
+      labelNames: ['language', 'cause'],
+      registers,
+    });
     this.rpcs = new Counter({
       name: 'tether_grpc_requests_total',
       help: 'gRPC requests, by method and status code',
       labelNames: ['method', 'code'],
       registers,
     });
+  }
+
+  /** A server id or kernel language as a label: well-formed and among the first few seen, else `other`. */
+  resourceName(kind: ResourceKind, name: string): string {
+    let seen = this.resourceNames.get(kind);
+    if (!seen) this.resourceNames.set(kind, (seen = new Set()));
+    if (seen.has(name)) return name;
+    if (!RESOURCE_NAME.test(name) || seen.size >= MAX_RESOURCE_NAMES) return 'other';
+    seen.add(name);
+    return name;
+  }
+
+  /** Moves the start and restart counters by what a run's new report adds to its last one. */
+  countResources(before: readonly ResourceCounts[], now: readonly ResourceCounts[]): void {
+    const prev = new Map(before.map((c) => [`${c.kind}\u0000${c.name}`, c]));
+    for (const c of now) {
+      const p = prev.get(`${c.kind}\u0000${c.name}`);
+      const more = (k: 'starts' | 'restartsAfterCrash' | 'restartsRequested') => {
+        const d = (Number(c[k]) || 0) - (Number(p?.[k]) || 0);
+        return d > 0 && d < 1e6 ? d : 0;
+      };
+      const name = this.resourceName(c.kind, c.name);
+      const [starts, restarts, label] = (
+        c.kind === 'kernel'
+          ? [this.kernelStarts, this.kernelRestarts, 'language']
+          : [this.languageServerStarts, this.languageServerRestarts, 'server']
+      ) as [Counter<string>, Counter<string>, string];
+      if (more('starts')) starts.inc({ [label]: name }, more('starts'));
+      if (more('restartsAfterCrash')) restarts.inc({ [label]: name, cause: 'crash' }, more('restartsAfterCrash'));
+      if (more('restartsRequested')) restarts.inc({ [label]: name, cause: 'request' }, more('restartsRequested'));
+    }
   }
 
   watchRuns(census: RunCensus): void {
@@ -185,19 +299,23 @@ export class Metrics {
   private async sampleUsage(): Promise<void> {
     if (!this.census?.usage) return;
     const usage = await this.census.usage();
-    for (const g of [this.tenantMemory, this.runMemoryMax, this.tenantCpu]) g.reset();
-    const by = new Map<string, { sum: number; max: number; cpu: number }>();
+    for (const g of [this.tenantMemory, this.runMemoryMax, this.tenantCpu, this.tenantDisk, this.runDiskMax]) g.reset();
+    const by = new Map<string, { sum: number; max: number; cpu: number; disk: number; diskMax: number }>();
     for (const u of usage) {
-      const t = by.get(u.tenant) ?? { sum: 0, max: 0, cpu: 0 };
+      const t = by.get(u.tenant) ?? { sum: 0, max: 0, cpu: 0, disk: 0, diskMax: 0 };
       t.sum += u.memoryBytes;
       t.max = Math.max(t.max, u.memoryBytes);
       t.cpu += u.cpuSeconds;
+      t.disk += u.diskBytes;
+      t.diskMax = Math.max(t.diskMax, u.diskBytes);
       by.set(u.tenant, t);
     }
     for (const [tenant, t] of by) {
       this.tenantMemory.set({ tenant }, t.sum);
       this.runMemoryMax.set({ tenant }, t.max);
       this.tenantCpu.set({ tenant }, t.cpu);
+      this.tenantDisk.set({ tenant }, t.disk);
+      this.runDiskMax.set({ tenant }, t.diskMax);
     }
   }
 }

@@ -21,8 +21,14 @@ export function otlpTracer(config: TracingConfig): Tracer {
   const tracer = provider.getTracer('tether-gateway');
   const propagator = new W3CTraceContextPropagator();
 
-  const wrap = (span: Span): TraceSpan => ({
+  const wrap = (span: Span, startedAt = performance.timeOrigin + performance.now()): TraceSpan => ({
     child: (name, attrs) => wrap(tracer.startSpan(name, { attributes: attrs }, trace.setSpan(ROOT_CONTEXT, span))),
+    record: (name, startMs, durationMs, attrs, error) => {
+      const startTime = startedAt + startMs;
+      const child = tracer.startSpan(name, { attributes: attrs, startTime }, trace.setSpan(ROOT_CONTEXT, span));
+      if (error !== undefined) child.setStatus({ code: SpanStatusCode.ERROR, message: error });
+      child.end(startTime + durationMs);
+    },
     set: (attrs) => void span.setAttributes(attrs),
     fail: (message) => void span.setStatus({ code: SpanStatusCode.ERROR, message }),
     end: () => span.end(),

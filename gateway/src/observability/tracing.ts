@@ -7,6 +7,17 @@ export interface TraceSpan {
   set(attrs: Record<string, string | number | boolean>): void;
   fail(message: string): void;
   end(): void;
+  /**
+   * A finished child measured elsewhere (by the runner): it began `startMs` after this span
+   * and lasted `durationMs`.
+   */
+  record(
+    name: string,
+    startMs: number,
+    durationMs: number,
+    attrs: Record<string, string | number | boolean>,
+    error?: string,
+  ): void;
   /** The W3C traceparent naming this span, for the next hop (the runner). */
   traceparent(): string;
 }

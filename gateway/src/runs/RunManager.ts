@@ -1,3 +1,4 @@
+import { ResourcesEvent } from '../../../protocol/src/resources';
 import { randomUUID } from 'node:crypto';
 import type Docker from 'dockerode';
 import { promises as fs } from 'node:fs';
@@ -11,6 +12,7 @@ import { ClaimStore } from '../pool/ClaimStore';
 import { WarmPool } from '../pool/WarmPool';
 import { Tenancy } from '../tenancy/Tenancy';
 import type { Reserved } from '../tenancy/quota';
+import type { RunUsage } from '../observability/metrics';
 import { Telemetry } from '../observability/Telemetry';
 import { RunnerClient } from './RunnerClient';
 import { EgressService } from '../egress/service';
@@ -57,6 +59,7 @@ export class RunManager {
     telemetry.watchRuns({
       states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const),
       usage: () => this.usageByTenant(),
+      resources: () => [...this.runs.values()].flatMap((r) => (r.live ? (r.resources ?? []) : [])),
     });
     this.claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
   }
@@ -256,6 +259,7 @@ export class RunManager {
     // The connection often notices a dead runner before the sandbox's exit is reported: the
     // run is FAILED from that moment, and the exit's reason (OOM, signal) replaces the
     // provisional one when it arrives.
+    runner.onRunEvent(ResourcesEvent.type, (payload) => this.telemetry.runResources(run, payload));
     runner.onGone((err) => this.markFailed(run, `the runner stopped answering: ${err.message}`, true));
     void sandbox.exited.then((exit) => {
       const reason = exit.oomKilled
@@ -289,7 +293,7 @@ export class RunManager {
   }
 
   /** What each live run uses now; a run whose provider cannot say (or takes over 2 s) is left out. */
-  private async usageByTenant(): Promise<{ tenant: string; memoryBytes: number; cpuSeconds: number }[]> {
+  private async usageByTenant(): Promise<RunUsage[]> {
     const live = [...this.runs.values()].filter((r) => r.live && r.sandbox?.usage);
     const read = await Promise.all(
       live.map((r) =>
@@ -297,7 +301,10 @@ export class RunManager {
           r.sandbox!.usage!(),
           new Promise<undefined>((res) => setTimeout(() => res(undefined), 2000).unref()),
         ]).then(
-          (u) => (u ? { tenant: r.tenant, memoryBytes: u.memoryBytes, cpuSeconds: u.cpuMillis / 1000 } : undefined),
+          (u) =>
+            u
+              ? { tenant: r.tenant, memoryBytes: u.memoryBytes, cpuSeconds: u.cpuMillis / 1000, diskBytes: u.diskBytes }
+              : undefined,
           () => undefined,
         ),
       ),

@@ -1,3 +1,4 @@
+import type { ResourceCounts } from '../../../protocol/src/resources';
 import type { ResourceLimits } from '../config';
 import type { RunFeatures } from '../../../protocol/src/run';
 import type { ToolDescriptor } from '../../../protocol/src/tools';
@@ -56,6 +57,8 @@ export interface ReadyRun {
  */
 export class RunRecord {
   private current: RunPhase = { state: 'STARTING' };
+  /** The language servers and kernels the runner last reported (counts since the run began). */
+  resources?: ResourceCounts[];
 
   constructor(
     readonly runId: string,

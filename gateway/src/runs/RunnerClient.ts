@@ -18,7 +18,13 @@ import {
   type RunEventParams,
   type RunEventType,
 } from '../../../protocol/src/run';
-import { CallToolRequest, type CallToolParams, type CallerSurface, type ToolResult } from '../../../protocol/src/tools';
+import {
+  CallToolRequest,
+  type CallToolParams,
+  type CallerSurface,
+  type RunnerPhase,
+  type ToolResult,
+} from '../../../protocol/src/tools';
 import type { Sandbox } from '../sandbox/provider';
 import { logger } from '../log';
 import type { Channel } from './connection/channel';
@@ -29,6 +35,8 @@ export interface CallHooks {
   progress(text: string): void;
   ask(card: QuestionCard): Promise<QuestionOutcome>;
   bridge(tool: string, args: unknown): Promise<ToolResult>;
+  /** The runner's own phases of a traced call (sent only when the call carried a traceparent). */
+  phases?(phases: RunnerPhase[]): void;
 }
 
 export class RunnerGoneError extends Error {}
@@ -226,7 +234,10 @@ export class RunnerClient {
           const entry = this.calls.get(callId);
           if (!entry) return;
           entry.on = c;
-          c.sendRequest(CallToolRequest.type, params, cts.token).then(resolve, reject);
+          c.sendRequest(CallToolRequest.type, params, cts.token).then(({ phases, ...result }) => {
+            if (phases) hooks.phases?.(phases);
+            resolve(result);
+          }, reject);
         }, reject);
       });
     } finally {

@@ -23,6 +23,7 @@ import { ToolRegistry } from '../registry';
 import { RunContext } from '../run';
 import { registerTools } from '../tools';
 import type { ToolContext } from '../tool';
+import { traced } from '../util/phases';
 
 /**
  * The run as every connection shares it (context, tools, and through them sessions, kernels,
@@ -63,6 +64,8 @@ export class Sessions {
     connection.onRequest(InitializeRequest.type, async (params) => {
       const result = await this.initialize(params);
       this.watchers.add(connection);
+      // A gateway that connects to a run already under way learns what it keeps alive.
+      setImmediate(() => this.run?.resources.announce());
       return result;
     });
     connection.onRequest(PingRequest.type, async () => ({
@@ -83,7 +86,8 @@ export class Sessions {
         ask: (card) => connection.sendRequest(AskRequest.type, { callId, card }),
         callTool: (tool, args) => connection.sendRequest(BridgeRequest.type, { callId, tool, arguments: args }),
       };
-      return this.registry.call(params.tool, params.arguments, ctx);
+      const registry = this.registry;
+      return traced(params.traceparent, () => registry.call(params.tool, params.arguments, ctx));
     });
     connection.onRequest(CommandRequest.type, async (params) => {
       if (!this.run) throw new Error('runner not initialized');

@@ -1,4 +1,5 @@
 import { test } from 'node:test';
+import { ResourcesEvent } from '../../../protocol/src/resources';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -44,8 +45,8 @@ test('the method names on the wire stay as they are: a restarted gateway re-atta
     'run/event',
   ]);
   assert.deepEqual(
-    [WatchersCommand.type.family, WatchersCommand.type.command, WorkerEvent.type.kind],
-    ['vibe', 'watchers', 'vibe.worker'],
+    [WatchersCommand.type.family, WatchersCommand.type.command, WorkerEvent.type.kind, ResourcesEvent.type.kind],
+    ['vibe', 'watchers', 'vibe.worker', 'run.resources'],
   );
 });
 

@@ -136,3 +136,26 @@ test('idioms are rewritten only in cells that need it, and tracebacks quote the 
   const failing = await run('python', 'value = 1\n%cd /no/such/dir');
   assert.match(failing.text, /cell line 2, in <module>\n {4}%cd \/no\/such\/dir\nFileNotFoundError/);
 });
+
+test('the kernel lifecycle: a first start, a reset (requested) and a death (crash) are told apart', async () => {
+  const own = new KernelManager(DEFAULT_SETTINGS, os.tmpdir());
+  const heard: string[] = [];
+  own.lifecycle = {
+    started: (name, restart) => void heard.push(`start ${name}${restart ? ` ${restart}` : ''}`),
+    stopped: (name) => void heard.push(`stop ${name}`),
+  };
+  const first = await own.kernel('javascript', false);
+  const reset = await own.kernel('javascript', true);
+  await first.exited;
+  reset.kill();
+  await reset.exited;
+  const third = await own.kernel('javascript', false);
+  await own.stopAll();
+  await third.exited;
+  // A replaced kernel's exit may be read before or after its successor is up.
+  assert.deepEqual(
+    heard.filter((h) => h.startsWith('start')),
+    ['start javascript', 'start javascript request', 'start javascript crash'],
+  );
+  assert.equal(heard.filter((h) => h === 'stop javascript').length, 3);
+});

@@ -132,3 +132,67 @@ test('the Grafana dashboard queries only series the gateway exports', async () =
   assert.ok(used.length > 15);
   for (const u of used) assert.ok(names.has(u.replace(/_(bucket|sum|count)$/, '')), `${u} is not exported`);
 });
+
+test('language servers and kernels: gauges from the live runs reports, counters from what each report adds', async () => {
+  const metrics = new Metrics({ defaults: false });
+  const telemetry = new Telemetry(metrics);
+  const runs = new RunManager(testConfig(), new FakeProvider(), telemetry);
+  const a = runs.get('alice', (await runs.create('alice', runSpec())).runId);
+  const b = runs.get('bob', (await runs.create('bob', runSpec())).runId);
+  const lsp = (alive: number, starts: number, crash = 0, request = 0) => ({
+    kind: 'language_server' as const,
+    name: 'pyright',
+    alive,
+    starts,
+    restartsAfterCrash: crash,
+    restartsRequested: request,
+  });
+  const py = (alive: number, starts: number, crash = 0, request = 0) => ({
+    ...lsp(alive, starts, crash, request),
+    kind: 'kernel' as const,
+    name: 'python',
+  });
+  telemetry.runResources(a, { resources: [lsp(1, 1)] });
+  telemetry.runResources(a, { resources: [lsp(1, 2, 1), py(1, 1)] });
+  telemetry.runResources(a, { resources: [lsp(1, 2, 1), py(1, 2, 0, 1)] });
+  // A gateway that connects to a run under way: its history is a baseline, not news.
+  telemetry.runResources(b, { resources: [lsp(1, 5, 4)], replay: true });
+  let text = await metrics.text();
+  assert.match(text, /^tether_language_servers\{server="pyright"\} 2$/m);
+  assert.match(text, /^tether_kernels\{language="python"\} 1$/m);
+  assert.match(text, /^tether_language_server_starts_total\{server="pyright"\} 2$/m);
+  assert.match(text, /^tether_language_server_restarts_total\{server="pyright",cause="crash"\} 1$/m);
+  assert.match(text, /^tether_kernel_starts_total\{language="python"\} 2$/m);
+  assert.match(text, /^tether_kernel_restarts_total\{language="python",cause="request"\} 1$/m);
+  // Later news of the replayed run counts.
+  telemetry.runResources(b, { resources: [lsp(1, 6, 5)], replay: true });
+  text = await metrics.text();
+  assert.match(text, /^tether_language_server_restarts_total\{server="pyright",cause="crash"\} 2$/m);
+  await runs.delete('alice', a.runId);
+  text = await metrics.text();
+  assert.match(text, /^tether_language_servers\{server="pyright"\} 1$/m, 'a deleted run leaves the gauge');
+  assert.ok(!/^tether_kernels\{/m.test(text), 'nor any kernel');
+  await runs.close(false);
+});
+
+test('resource names a runner sends are labels only while well-formed and few', async () => {
+  const metrics = new Metrics({ defaults: false });
+  const telemetry = new Telemetry(metrics);
+  const runs = new RunManager(testConfig(), new FakeProvider(), telemetry);
+  const run = runs.get('alice', (await runs.create('alice', runSpec())).runId);
+  const resources = Array.from({ length: 60 }, (_, i) => ({
+    kind: 'language_server' as const,
+    name: i === 0 ? 'Bad Name/../x' : `server-${i}`,
+    alive: 1,
+    starts: 1,
+    restartsAfterCrash: 0,
+    restartsRequested: 0,
+  }));
+  telemetry.runResources(run, { resources });
+  const text = await metrics.text();
+  const servers = [...text.matchAll(/^tether_language_servers\{server="([^"]+)"\} (\d+)$/gm)];
+  assert.equal(servers.length, 33, '32 names and other');
+  assert.equal(servers.find((m) => m[1] === 'other')?.[2], '28');
+  assert.ok(!text.includes('Bad Name'));
+  await runs.close(false);
+});

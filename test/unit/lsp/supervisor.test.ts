@@ -122,3 +122,29 @@ test('a file no server handles is simply written', async () => {
     [],
   );
 });
+
+test('the lifecycle hears each start and exit: a crash restart, a reload restart, an idle stop', async () => {
+  const { s, file } = session({});
+  const heard: string[] = [];
+  s.supervisor.lifecycle = {
+    started: (name, restart) => void heard.push(`start ${name}${restart ? ` ${restart}` : ''}`),
+    stopped: (name) => void heard.push(`stop ${name}`),
+  };
+  const first = await s.supervisor.ensure(await placed(s, file));
+  process.kill(first.client.pid!, 'SIGKILL');
+  await new Promise<void>((r) => first.client.once('exit', () => r()));
+  await s.supervisor.ensure(await placed(s, file));
+  await s.supervisor.reload();
+  await s.supervisor.ensure(await placed(s, file));
+  await s.supervisor.stopAll();
+  await new Promise((r) => setTimeout(r, 50));
+  const id = FAKE.id;
+  assert.deepEqual(heard, [
+    `start ${id}`,
+    `stop ${id}`,
+    `start ${id} crash`,
+    `stop ${id}`,
+    `start ${id} request`,
+    `stop ${id}`,
+  ]);
+});

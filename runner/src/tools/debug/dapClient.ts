@@ -1,6 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { DebugProtocol } from '@vscode/debugprotocol';
 import { encodeMessage, MessageDecoder } from './framing';
+import { phase } from '../../util/phases';
 
 /** Request command → [arguments, response] of the DAP requests this client sends. */
 export interface DapRequests {
@@ -120,6 +121,14 @@ export class DapClient {
   }
 
   request<C extends DapCommand>(command: C, args: DapRequests[C][0], timeoutMs: number): Promise<DapRequests[C][1]> {
+    return phase('dap.request', { 'dap.command': command }, () => this.send(command, args, timeoutMs));
+  }
+
+  private send<C extends DapCommand>(
+    command: C,
+    args: DapRequests[C][0],
+    timeoutMs: number,
+  ): Promise<DapRequests[C][1]> {
     if (this.closedReason) return Promise.reject(new DapClosedError(this.closedReason));
     const seq = this.seq++;
     return new Promise<DapRequests[C][1]>((resolve, reject) => {

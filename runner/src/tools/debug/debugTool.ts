@@ -9,6 +9,7 @@ import {
   outcomeStructured,
 } from './format';
 import type { Outcome, DebugSession } from './session';
+import { phase } from '../../util/phases';
 import { DEBUG_DESCRIPTION, debugSchema, REQUIRED_BY_OP, type DebugArgs } from './schemas';
 import { describeStart, formatSeconds, type DebugSupervisor } from './supervisor';
 
@@ -22,7 +23,8 @@ export function debugTool(sup: DebugSupervisor): ToolDefinition<DebugArgs> {
     tier: 'exec',
     inputSchema: debugSchema,
     parallelSafe: false,
-    run: (args, ctx) => sup.serialize(() => runOp(sup, args, ctx)),
+    run: (args, ctx) =>
+      sup.serialize(() => phase(`debug.${args.op}`, { 'debug.op': args.op }, () => runOp(sup, args, ctx))),
   };
 }
 

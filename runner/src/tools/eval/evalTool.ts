@@ -4,6 +4,7 @@ import { KernelStartError, type Language } from './kernel';
 import type { KernelManager } from './kernelManager';
 import { runCell, type CellRun } from './runCell';
 import { checkDescription, evalSchema, type EvalArgs, type EvalSettings } from './schemas';
+import { phase } from '../../util/phases';
 
 const NAMES: Record<Language, string> = { python: 'Python', javascript: 'JavaScript' };
 
@@ -90,18 +91,20 @@ export function evalTool(kernels: KernelManager, settings: EvalSettings): ToolDe
           throw err;
         }
         const started = Date.now();
-        const cell = await runCell(kernel, args.code, ctx, {
-          budgetMs: (args.timeout_seconds ?? settings.timeoutSeconds) * 1000,
-          graceMs: settings.interruptGraceSeconds * 1000,
-          progressChars: settings.streamChars,
-          output: {
-            headChars: settings.outputHeadChars,
-            tailChars: settings.outputTailChars,
-            maxItems: settings.maxRichItems,
-            imageChars: Math.ceil((settings.imageBytes * 4) / 3),
-          },
-          refuseBridged: (name, bridged) => nestedEvalRefusal(kernels, name, bridged),
-        });
+        const cell = await phase('eval.cell', { 'eval.language': language }, () =>
+          runCell(kernel, args.code, ctx, {
+            budgetMs: (args.timeout_seconds ?? settings.timeoutSeconds) * 1000,
+            graceMs: settings.interruptGraceSeconds * 1000,
+            progressChars: settings.streamChars,
+            output: {
+              headChars: settings.outputHeadChars,
+              tailChars: settings.outputTailChars,
+              maxItems: settings.maxRichItems,
+              imageChars: Math.ceil((settings.imageBytes * 4) / 3),
+            },
+            refuseBridged: (name, bridged) => nestedEvalRefusal(kernels, name, bridged),
+          }),
+        );
         return cellResult(language, cell, kernel.executionCount, Date.now() - started);
       });
     },

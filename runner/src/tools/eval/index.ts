@@ -9,6 +9,7 @@ export function registerEval(registry: ToolRegistry, run: RunContext): void {
   if (!run.features.eval) return;
   const settings = run.settingsFor<EvalSettings>('eval', DEFAULT_SETTINGS);
   const kernels = new KernelManager(settings, run.workspace.root);
+  kernels.lifecycle = run.resources.lifecycle('kernel');
   registry.register(evalTool(kernels, settings));
   run.onStop(() => kernels.stopAll());
 }

@@ -4,6 +4,8 @@ import * as path from 'node:path';
 import { Kernel, type KernelLaunch, type Language } from './kernel';
 import type { EvalSettings } from './schemas';
 import type { KernelLimits } from './wire';
+import { phase } from '../../util/phases';
+import { noLifecycle, type ProcessLifecycle, type RestartCause } from '../../resources';
 
 /** The Python kernel's driver script: copied beside the compiled runner by the build (scripts/copy-assets.sh). */
 const PYTHON_DRIVER = path.join(__dirname, 'python', 'driver.py');
@@ -13,6 +15,12 @@ export class KernelManager {
   private readonly kernels = new Map<Language, Promise<Kernel>>();
   private readonly queues = new Map<Language, Promise<unknown>>();
   private readonly running = new Set<Language>();
+  /** Kernels stopped by a reset or stopAll: their exit is not a death. */
+  private readonly killedOnPurpose = new WeakSet<Kernel>();
+  /** Why the next kernel of a language replaces one: the last died, or a reset stopped it. */
+  private readonly nextStart = new Map<Language, RestartCause>();
+  /** Told when a kernel is up and when it is gone, for the run's resource metrics. */
+  lifecycle: ProcessLifecycle = noLifecycle;
 
   constructor(
     private readonly settings: EvalSettings,
@@ -80,14 +88,27 @@ export class KernelManager {
     if (existing) {
       const k = await existing.catch(() => undefined);
       if (k?.alive && !reset) return k;
+      if (k && !this.killedOnPurpose.has(k)) {
+        // A dead kernel whose exit is still being read counts as died, once.
+        this.killedOnPurpose.add(k);
+        this.nextStart.set(language, k.alive ? 'request' : 'crash');
+      }
       k?.kill();
       this.kernels.delete(language);
     }
-    const started = Kernel.start(this.launchOf(language), this.settings.startTimeoutSeconds * 1000);
+    const started = phase('eval.kernel_start', { 'eval.language': language }, () =>
+      Kernel.start(this.launchOf(language), this.settings.startTimeoutSeconds * 1000),
+    );
     this.kernels.set(language, started);
     started.catch(() => this.kernels.get(language) === started && this.kernels.delete(language));
     const k = await started;
-    void k.exited.then(() => this.kernels.get(language) === started && this.kernels.delete(language));
+    this.lifecycle.started(language, this.nextStart.get(language));
+    this.nextStart.delete(language);
+    void k.exited.then(() => {
+      this.lifecycle.stopped(language);
+      if (!this.killedOnPurpose.has(k)) this.nextStart.set(language, 'crash');
+      if (this.kernels.get(language) === started) this.kernels.delete(language);
+    });
     return k;
   }
 
@@ -118,6 +139,12 @@ export class KernelManager {
   async stopAll(): Promise<void> {
     const all = [...this.kernels.values()];
     this.kernels.clear();
-    await Promise.allSettled(all.map(async (p) => (await p).kill()));
+    await Promise.allSettled(
+      all.map(async (p) => {
+        const k = await p;
+        this.killedOnPurpose.add(k);
+        k.kill();
+      }),
+    );
   }
 }

@@ -37,6 +37,7 @@ import {
 } from 'vscode-languageserver-protocol';
 import { withTimeout } from '../../util/timeout';
 import { TextTail } from '../../util/cappedTail';
+import { phase } from '../../util/phases';
 
 export interface ServerExit {
   at: Date;
@@ -248,7 +249,9 @@ export class LspClient extends EventEmitter {
 
   /** A request that fails at once (instead of hanging) if the server dies. */
   request<P, R>(type: RequestType<P, R, unknown>, params: P, signal?: AbortSignal): Promise<R> {
-    return this.untilExit(() => this.connection.sendRequest(type, params), signal);
+    return phase('lsp.request', { 'lsp.method': type.method }, () =>
+      this.untilExit(() => this.connection.sendRequest(type, params), signal),
+    );
   }
 
   private untilExit<R>(send: () => Promise<R>, signal?: AbortSignal): Promise<R> {

@@ -5,6 +5,8 @@ import { LspClient, type ServerExit } from './client';
 import { RootDetector } from './roots';
 import { SERVERS, serverForExtension, type ServerSpec } from './servers';
 import { withTimeout } from '../../util/timeout';
+import { phase } from '../../util/phases';
+import { noLifecycle, type ProcessLifecycle, type RestartCause } from '../../resources';
 
 export interface SupervisorSettings {
   /** Bound on initialize plus indexing progress before the first answer. */
@@ -38,6 +40,8 @@ interface Slot {
   lastCrash?: ServerExit;
   crashes: number;
   idleTimer?: NodeJS.Timeout;
+  /** Why the next start replaces a server: it crashed, or a reload stopped it (an idle stop is no restart). */
+  nextStart?: RestartCause;
 }
 
 const key = (spec: ServerSpec, root: string) => `${spec.id}\u0000${root}`;
@@ -61,6 +65,8 @@ export class ServerSupervisor {
   private readonly slots = new Map<string, Slot>();
   /** Clients tether stopped itself (idle, reload, failed start): their exit is not a crash. */
   private readonly stoppedOnPurpose = new WeakSet<LspClient>();
+  /** Told when a server is up and when it is gone, for the run's resource metrics. */
+  lifecycle: ProcessLifecycle = noLifecycle;
 
   constructor(
     readonly workspaceRoot: string,
@@ -151,22 +157,32 @@ export class ServerSupervisor {
       settings: p.spec.settings,
       didChangeExtras: p.spec.didChangeExtras,
     });
+    let up = false;
     client.on('exit', (exit: ServerExit) => {
+      if (up) this.lifecycle.stopped(p.spec.id);
       if (this.stoppedOnPurpose.has(client)) return;
+      slot.nextStart = 'crash';
       slot.lastCrash = exit;
       slot.crashes += 1;
       clearTimeout(slot.idleTimer);
     });
     const deadline = Date.now() + this.settings.readyTimeoutMs;
     try {
-      await withTimeout(client.initialize(), this.settings.readyTimeoutMs, () => {
-        throw new Error(`no answer to initialize within ${this.settings.readyTimeoutMs} ms`);
-      });
+      await phase('lsp.start', { 'lsp.server': p.spec.id }, () =>
+        withTimeout(client.initialize(), this.settings.readyTimeoutMs, () => {
+          throw new Error(`no answer to initialize within ${this.settings.readyTimeoutMs} ms`);
+        }),
+      );
     } catch (err) {
       this.stoppedOnPurpose.add(client);
       client.process.kill('SIGKILL');
       const why = client.exit ? client.describeExit() : (err as Error).message;
       throw new ToolError(`${p.spec.id} for ${this.describeRoot(p.root)} failed to start: ${why}`);
+    }
+    if (client.alive) {
+      up = true;
+      this.lifecycle.started(p.spec.id, slot.nextStart);
+      slot.nextStart = undefined;
     }
     const idle = await client.waitIdle(deadline, this.settings.progressGraceMs);
     const handle: ServerHandle = { spec: p.spec, root: p.root, binary: p.binary, client };
@@ -206,6 +222,7 @@ export class ServerSupervisor {
       const h = slot.handle;
       if (!h || (root !== undefined && h.root !== root)) continue;
       slot.handle = undefined;
+      slot.nextStart = 'request';
       clearTimeout(slot.idleTimer);
       await this.stopOnPurpose(h.client);
       stopped.push(h);

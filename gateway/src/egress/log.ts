@@ -31,9 +31,14 @@ export class EgressLog {
   private tail = Promise.resolve();
   private ready?: Promise<unknown>;
 
-  constructor(readonly dir: string) {}
+  /** `onRecord` sees each record as it is appended (the audit log's copy). */
+  constructor(
+    readonly dir: string,
+    private readonly onRecord?: (record: EgressRecord) => void,
+  ) {}
 
   append(record: EgressRecord): Promise<void> {
+    this.onRecord?.(record);
     this.ready ??= fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const line = `${JSON.stringify(record)}\n`;
     this.tail = this.tail

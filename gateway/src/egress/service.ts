@@ -4,7 +4,7 @@ import { status } from '@grpc/grpc-js';
 import type { GatewayConfig } from '../config';
 import { GatewayError, invalid } from '../errors';
 import { logger } from '../log';
-import { EgressLog, readEgressLog } from './log';
+import { EgressLog, type EgressRecord, readEgressLog } from './log';
 import { type EgressPage, pageOf } from './page';
 import { formatRule, narrow, parseRule, tenantRules } from './policy';
 import { RunProxy } from './proxy';
@@ -46,8 +46,11 @@ export class EgressService {
   private readonly proxies = new Map<string, RunProxy>();
   readonly log: EgressLog;
 
-  constructor(private readonly config: GatewayConfig) {
-    this.log = new EgressLog(egressLogDir(config));
+  constructor(
+    private readonly config: GatewayConfig,
+    onRecord?: (record: EgressRecord) => void,
+  ) {
+    this.log = new EgressLog(egressLogDir(config), onRecord);
     // A bad entry in the server config is a start-up error, not a surprise at the first run.
     for (const [tenant, list] of Object.entries(config.egress.allowed)) {
       for (const entry of list) {

@@ -2,6 +2,7 @@ import { status } from '@grpc/grpc-js';
 import { AgentKind, SurfaceMode, type Surface } from '../../../gen/tether/v1/gateway_pb';
 import type { Tier, ToolResult } from '../../../protocol/src/tools';
 import type { ResourcesPayload } from '../../../protocol/src/resources';
+import type { EgressRecord } from '../egress/log';
 import type { RunRecord } from '../runs/RunRecord';
 import { AuditLog, summarizeForAudit } from './audit';
 import {
@@ -117,6 +118,24 @@ export class Telemetry {
 
   rpc(method: string, code: status): void {
     this.metrics?.rpcs.inc({ method, code: statusName(code) });
+  }
+
+  /** One request through a run's egress proxy, allowed or refused. */
+  egress(r: EgressRecord): void {
+    this.metrics?.egressRequests.inc({ tenant: r.tenant, outcome: r.allowed ? 'allowed' : 'refused' });
+    this.audit?.write({
+      event: 'egress',
+      tenant: r.tenant,
+      runId: r.runId,
+      method: r.method,
+      host: r.host.slice(0, 253),
+      port: r.port,
+      allowed: r.allowed,
+      ...(r.reason ? { reason: r.reason.slice(0, 300) } : {}),
+      bytesIn: r.bytesIn,
+      bytesOut: r.bytesOut,
+      durationMs: r.durationMs,
+    });
   }
 
   authFailed(method: string, peer: string, reason: 'missing' | 'invalid'): void {

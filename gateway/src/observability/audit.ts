@@ -52,6 +52,19 @@ export type AuditEvent =
       answer: string;
       options: number;
     }
+  | {
+      event: 'egress';
+      tenant: string;
+      runId: string;
+      method: string;
+      host: string;
+      port: number;
+      allowed: boolean;
+      reason?: string;
+      bytesIn: number;
+      bytesOut: number;
+      durationMs: number;
+    }
   | { event: 'auth.failed'; method: string; peer: string; reason: 'missing' | 'invalid' };
 
 /** Argument names and sizes, never values. */

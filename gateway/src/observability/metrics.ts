@@ -63,6 +63,7 @@ export class Metrics {
   readonly approvals: Counter<'tier' | 'decision'>;
   readonly bridged: Counter<'target' | 'outcome'>;
   readonly authFailures: Counter<'method'>;
+  readonly egressRequests: Counter<'tenant' | 'outcome'>;
   readonly rpcs: Counter<'method' | 'code'>;
   private readonly tenantMemory: Gauge<'tenant'>;
   private readonly runMemoryMax: Gauge<'tenant'>;
@@ -165,6 +166,12 @@ export class Metrics {
       name: 'tether_auth_failures_total',
       help: 'Calls refused as UNAUTHENTICATED, by gRPC method',
       labelNames: ['method'],
+      registers,
+    });
+    this.egressRequests = new Counter({
+      name: 'tether_egress_requests_total',
+      help: "Requests through runs' egress proxies, by tenant and outcome (allowed, refused)",
+      labelNames: ['tenant', 'outcome'],
       registers,
     });
     this.tenantMemory = new Gauge({

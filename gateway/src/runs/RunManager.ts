@@ -55,7 +55,7 @@ export class RunManager {
   ) {
     this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
     this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
-    this.egress = new EgressService(config);
+    this.egress = new EgressService(config, (r) => telemetry.egress(r));
     telemetry.watchRuns({
       states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const),
       usage: () => this.usageByTenant(),

@@ -1,3 +1,5 @@
+import { promises as fs } from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,6 +19,7 @@ import { PACKAGE, PACKAGE_VALUE, startStandInIndex, type StandInIndex } from './
  */
 const ALLOWED = 'pypi.allowed.test';
 const REFUSED = 'pypi.refused.test';
+const auditPath = path.join(os.tmpdir(), `tether-egress-audit-${process.pid}.jsonl`);
 let index: StandInIndex;
 let t: TestGateway;
 let runId = '';
@@ -31,6 +34,7 @@ before(async () => {
       allowed: { alice: [`${ALLOWED}:${index.port}`] },
       testHosts: { [ALLOWED]: '127.0.0.1', [REFUSED]: '127.0.0.1' },
     },
+    audit: { path: auditPath },
   });
 });
 
@@ -38,6 +42,7 @@ after(async () => {
   for (const id of [runId, plainRunId]) if (id) await t.alice.deleteRun(id).catch(() => undefined);
   await t?.close();
   await index?.close();
+  await fs.rm(auditPath, { force: true });
   console.error(timings.join('\n'));
 });
 
@@ -166,6 +171,18 @@ test('a refused host, another port, an IP literal and a direct socket all fail, 
   assert.ok(find(ALLOWED, index.port + 1));
   assert.ok(find('::1', index.port) ?? find('[::1]', index.port), JSON.stringify(refusals));
   assert.ok(refusals.every((r) => r.bytesIn === 0 && r.bytesOut === 0 && r.runId === runId && r.tenant === 'alice'));
+  // The operator's audit log holds the same requests, without paths or headers.
+  const audited = (await fs.readFile(auditPath, 'utf8'))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .filter((e) => e.event === 'egress' && e.runId === runId);
+  assert.equal(audited.length, log.length, JSON.stringify(audited));
+  const refusedAudit = audited.find((e) => e.host === REFUSED && e.port === 443);
+  assert.equal(refusedAudit?.allowed, false);
+  assert.equal(refusedAudit?.tenant, 'alice');
+  assert.match(refusedAudit?.reason ?? '', /is not on the egress allow-list/);
+  assert.ok(audited.some((e) => e.allowed && e.host === ALLOWED && e.bytesIn > 0));
 });
 
 test('a run without egress has no proxy: pip says the run has no network', async () => {

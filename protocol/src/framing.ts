@@ -9,9 +9,15 @@ const HEADER = 'Content-Length: ';
  * header and the body apart, the second after the first completed: two system calls and two
  * event-loop turns per message on every hop. Stream writes keep their order, so no queue is
  * needed to keep messages whole and in sequence.
+ *
+ * A failed write is reported (the connection's `onError`) but never rejected: vscode-jsonrpc
+ * rethrows a rejected request write where nobody can catch it, and an unhandled rejection ends
+ * the process. Whoever must know which messages left sets `onWritten`.
  */
 export class FramedMessageWriter extends AbstractMessageWriter implements MessageWriter {
   private errors = 0;
+  /** Told of each message once the stream took all of it. */
+  onWritten: ((msg: Message) => void) | undefined;
 
   constructor(private readonly out: Writable) {
     super();
@@ -26,17 +32,16 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
     const frame = Buffer.allocUnsafe(head.length + length);
     frame.write(head, 0, 'latin1');
     frame.write(json, head.length, 'utf8');
-    return new Promise((resolve, reject) => {
+    return new Promise((resolve) => {
       if (this.out.destroyed || this.out.writableEnded) {
-        const err = new Error('the stream is closed');
-        this.fireError(err, msg, ++this.errors);
-        reject(err);
+        this.fireError(new Error('the stream is closed'), msg, ++this.errors);
+        resolve();
         return;
       }
       this.out.write(frame, (err) => {
-        if (!err) return resolve();
-        this.fireError(err, msg, ++this.errors);
-        reject(err);
+        if (err) this.fireError(err, msg, ++this.errors);
+        else this.onWritten?.(msg);
+        resolve();
       });
     });
   }

@@ -1,5 +1,5 @@
 import * as net from 'node:net';
-import { SocketMessageReader, StreamMessageReader, type MessageReader, type MessageWriter } from 'vscode-jsonrpc/node';
+import { SocketMessageReader, StreamMessageReader, type MessageReader } from 'vscode-jsonrpc/node';
 import { FramedMessageWriter } from '../../../../protocol/src/framing';
 import { readLine } from '../../../../protocol/src/lines';
 import {
@@ -16,7 +16,7 @@ import type { Sandbox } from '../../sandbox/provider';
 export interface Channel {
   kind: 'unix' | 'tcp' | 'stdio';
   reader: MessageReader;
-  writer: MessageWriter;
+  writer: FramedMessageWriter;
   /** Starts the flow of bytes, once the connection listens (the preamble left it paused). */
   resume(): void;
   close(): void;

@@ -27,7 +27,7 @@ for b in "${chosen[@]}"; do
   echo "==> bench $b"
   case "$b" in
     call-latency) node dist/bench/call-latency.js 10000 process ;;
-    transport) node dist/bench/transport.js 1000 ;;
+    transport) node dist/bench/transport.js 500 ;;
     containers) node dist/bench/containers.js ;;
     lsp) node dist/bench/lsp.js 40 docker ;;
     ast) node dist/bench/ast.js ;;

@@ -185,7 +185,7 @@ async function runnerSide(p: Path, rounds: number) {
 async function lsp(t: TestGateway) {
   const run = await t.alice.createRun({ conversationId: 'bench-lsp', features: { lsp: true } });
   if (run.error) throw new Error(`lsp run: ${run.error}`);
-  await t.alice.putFileMap(run.runId, fixture('ts'));
+  await t.alice.putFileMap(run.runId, { ...fixture('ts'), 'bench.txt': 'hello\n' });
   const definition = { file: 'src/main.ts', line: 3, symbol: 'Circle' };
   const references = { file: 'src/shapes.ts', line: 21, symbol: 'totalArea' };
   const runner = t.gateway.runs.ready('alice', run.runId).runner;
@@ -197,30 +197,42 @@ async function lsp(t: TestGateway) {
     (await runner.command(ProbeCommand.type, { ...at, method, count: 1 })).samplesMs[0];
   await call('definition', definition);
   const s = {
+    floor: [] as number[],
     definition: [] as number[],
     definitionDirect: [] as number[],
     references: [] as number[],
     referencesDirect: [] as number[],
   };
   for (let i = -5; i < LSP_SAMPLES; i++) {
+    // The floor every tool call pays, in the same run: a trivial read.
+    const f = await timeIt(() => read(t, run.runId));
     const d = await timeIt(() => call('definition', definition));
     const dd = await direct('textDocument/definition', definition);
     const r = await timeIt(() => call('references', references));
     const rd = await direct('textDocument/references', references);
     if (i < 0) continue;
+    s.floor.push(f);
     s.definition.push(d);
     s.definitionDirect.push(dd);
     s.references.push(r);
     s.referencesDirect.push(rd);
   }
   await t.alice.deleteRun(run.runId);
+  const floor = summary(s.floor);
+  // p50ToolMs: what the lsp tool adds beyond the call floor and the server's own time.
   const row = (through: number[], bare: number[]) => {
     const a = summary(through);
     const b = summary(bare);
-    return { throughTether: a, directToServer: b, p50AddedMs: r3(a.p50 - b.p50) };
+    return {
+      throughTether: a,
+      directToServer: b,
+      p50AddedMs: r3(a.p50 - b.p50),
+      p50ToolMs: r3(a.p50 - floor.p50 - b.p50),
+    };
   };
   return {
     language: 'typescript',
+    trivialReadMs: floor,
     definition: row(s.definition, s.definitionDirect),
     references: row(s.references, s.referencesDirect),
   };

@@ -21,12 +21,13 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-all=(call-latency containers lsp ast debug eval cards-and-workers tenancy observability)
+all=(call-latency transport containers lsp ast debug eval cards-and-workers tenancy observability)
 chosen=("${@:-${all[@]}}")
 for b in "${chosen[@]}"; do
   echo "==> bench $b"
   case "$b" in
     call-latency) node dist/bench/call-latency.js 10000 process ;;
+    transport) node dist/bench/transport.js 500 ;;
     containers) node dist/bench/containers.js ;;
     lsp) node dist/bench/lsp.js 40 docker ;;
     ast) node dist/bench/ast.js ;;

@@ -1,4 +1,5 @@
-import { StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
+import { StreamMessageReader } from 'vscode-jsonrpc/node';
+import { FramedMessageWriter } from '../../protocol/src/framing';
 import { readBoot } from './connections/boot';
 import { listen } from './connections/listeners';
 import { Sessions } from './connections/sessions';
@@ -34,7 +35,7 @@ async function main(): Promise<void> {
   // the runner can write to it. When it closes, the gateway that owns the run is gone.
   sessions.serve(
     new StreamMessageReader(process.stdin),
-    new StreamMessageWriter(process.stdout),
+    new FramedMessageWriter(process.stdout),
     'stdio',
     process.stdin,
     () => void stop(0),

@@ -1,4 +1,4 @@
-import { promises as fs, constants as fsc } from 'node:fs';
+import { promises as fs, constants as fsc, realpathSync } from 'node:fs';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ToolError } from './tool';
@@ -9,6 +9,11 @@ import { ToolError } from './tool';
  */
 export class Workspace {
   readonly root: string;
+  /**
+   * The root's real path, found once: the root is a mount (or the gateway's own directory) that
+   * code in the run cannot swap for a symlink, and a stale value could only refuse more.
+   */
+  private realRoot: string | undefined;
 
   constructor(root: string) {
     this.root = path.resolve(root);
@@ -28,15 +33,18 @@ export class Workspace {
   /**
    * Resolves a path for use, following symlinks of every existing ancestor so a link that
    * points outside the workspace is refused even when the final file does not exist yet.
+   * The kernel's realpath runs on this thread: a few system calls on the run's own disk cost
+   * less than a round trip through libuv's thread pool (a futex wake and an eventfd write
+   * each way), which is most of what a trivial call spends in the runner.
    */
   async resolve(p: string): Promise<string> {
     const abs = this.lexical(p);
-    const realRoot = await fs.realpath(this.root);
+    const realRoot = (this.realRoot ??= realpathSync.native(this.root));
     let existing = abs;
     const rest: string[] = [];
     for (;;) {
       try {
-        const real = await fs.realpath(existing);
+        const real = realpathSync.native(existing);
         const full = path.join(real, ...rest);
         if (full !== realRoot && !full.startsWith(realRoot + path.sep)) {
           throw new ToolError(`path leads outside the workspace through a symlink: ${p}`);

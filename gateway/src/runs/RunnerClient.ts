@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { CancellationTokenSource, createMessageConnection, type MessageConnection } from 'vscode-jsonrpc/node';
+import {
+  CancellationTokenSource,
+  createMessageConnection,
+  type Message,
+  type MessageConnection,
+  type RequestMessage,
+} from 'vscode-jsonrpc/node';
 import {
   AskRequest,
   BridgeRequest,
@@ -43,6 +49,24 @@ export class RunnerGoneError extends Error {}
 
 const RECONNECT_ATTEMPTS = 5;
 
+interface PendingCall {
+  hooks: CallHooks;
+  reject: (e: Error) => void;
+  /** The connection the call went to. */
+  on?: MessageConnection;
+  /** Whether its request left whole: only then can the runner have started it. */
+  sent?: boolean;
+  /** Sends a call that never left on the next connection; tool calls only. */
+  resend?: () => void;
+}
+
+/** The callId of a CallTool request, as it goes to the runner. */
+function callIdOf(msg: Message): string | undefined {
+  const m = msg as Partial<RequestMessage>;
+  if (m.method !== CallToolRequest.type.method || m.id === undefined) return undefined;
+  return (m.params as CallToolParams | undefined)?.callId;
+}
+
 /**
  * The gateway's end of one runner: one multiplexed JSON-RPC connection at a time, over the
  * runner's socket where it has one, else its stdio. A socket connection that drops while the
@@ -53,7 +77,7 @@ export class RunnerClient {
   private connection: MessageConnection | undefined;
   private ready: Promise<MessageConnection>;
   private readonly link: RunnerLink;
-  private readonly calls = new Map<string, { hooks: CallHooks; reject: (e: Error) => void; on?: MessageConnection }>();
+  private readonly calls = new Map<string, PendingCall>();
   private gone: Error | undefined;
   private initParams: InitializeParams | undefined;
   private readonly eventListeners: ((e: RunEventParams) => void)[] = [];
@@ -78,6 +102,11 @@ export class RunnerClient {
       throw this.gone;
     }
     const connection = createMessageConnection(channel.reader, channel.writer);
+    channel.writer.onWritten = (msg) => {
+      const id = callIdOf(msg);
+      const call = id === undefined ? undefined : this.calls.get(id);
+      if (call && call.on === connection) call.sent = true;
+    };
     connection.onNotification(ProgressNotification.type, (p) => this.calls.get(p.callId)?.hooks.progress(p.text));
     connection.onRequest(AskRequest.type, async (p) => {
       const call = this.calls.get(p.callId);
@@ -99,6 +128,7 @@ export class RunnerClient {
     channel.resume();
     this.connection = connection;
     this.transport = channel.kind;
+    logger.info({ runId: this.sandbox.runId, transport: channel.kind }, 'runner connected');
     // A new connection watches run events only once it initialized (the runner answers with the same tools).
     if (this.initParams) await connection.sendRequest(InitializeRequest.type, this.initParams);
     return connection;
@@ -108,20 +138,29 @@ export class RunnerClient {
     channel.close();
     if (this.gone || this.connection !== connection) return;
     this.connection = undefined;
+    const reconnectable = this.link.reconnectable;
+    // A call whose request left may have started in the runner: it ends, UNAVAILABLE. One
+    // that never left goes on the next connection.
+    const unsent: PendingCall[] = [];
     for (const [id, c] of this.calls) {
       if (c.on !== connection) continue;
+      if (!c.sent && c.resend && reconnectable) {
+        unsent.push(c);
+        continue;
+      }
       c.reject(new RunnerGoneError('the connection to the runner dropped'));
       this.calls.delete(id);
     }
-    if (!this.link.reconnectable) {
+    if (!reconnectable) {
       this.fail(new RunnerGoneError('the runner connection closed'));
       return;
     }
-    logger.warn({ runId: this.sandbox.runId }, 'runner connection dropped; reconnecting');
+    logger.warn({ runId: this.sandbox.runId, resent: unsent.length }, 'runner connection dropped; reconnecting');
     this.ready = this.reconnect();
     this.ready.catch((err: Error) =>
       this.fail(err instanceof RunnerGoneError ? err : new RunnerGoneError(err.message)),
     );
+    for (const c of unsent) c.resend?.();
   }
 
   private async reconnect(): Promise<MessageConnection> {
@@ -222,7 +261,6 @@ export class RunnerClient {
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       return await new Promise<ToolResult>((resolve, reject) => {
-        this.calls.set(callId, { hooks, reject });
         const params: CallToolParams = {
           callId,
           tool,
@@ -230,15 +268,19 @@ export class RunnerClient {
           surface,
           ...(traceparent ? { traceparent } : {}),
         };
-        this.ready.then((c) => {
-          const entry = this.calls.get(callId);
-          if (!entry) return;
+        const entry: PendingCall = { hooks, reject };
+        const send = (c: MessageConnection) => {
+          if (this.calls.get(callId) !== entry) return;
           entry.on = c;
+          entry.sent = false;
           c.sendRequest(CallToolRequest.type, params, cts.token).then(({ phases, ...result }) => {
             if (phases) hooks.phases?.(phases);
             resolve(result);
           }, reject);
-        }, reject);
+        };
+        entry.resend = () => this.ready.then(send, reject);
+        this.calls.set(callId, entry);
+        this.ready.then(send, reject);
       });
     } finally {
       signal.removeEventListener('abort', onAbort);

@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { SocketMessageReader, SocketMessageWriter } from 'vscode-jsonrpc/node';
+import { SocketMessageReader } from 'vscode-jsonrpc/node';
+import { FramedMessageWriter } from '../../../protocol/src/framing';
 import type { BootLine, HelloLine } from '../../../protocol/src/transport';
 import { logger } from '../log';
 import { acceptHandshake } from './handshake';
@@ -50,7 +51,7 @@ function open(secret: Buffer, sessions: Sessions, kind: string, start: (s: net.S
     acceptHandshake(socket, secret).then(
       () => {
         socket.setNoDelay(true);
-        sessions.serve(new SocketMessageReader(socket), new SocketMessageWriter(socket), label, socket, () =>
+        sessions.serve(new SocketMessageReader(socket), new FramedMessageWriter(socket), label, socket, () =>
           socket.destroy(),
         );
       },

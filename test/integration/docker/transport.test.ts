@@ -4,10 +4,16 @@
  * socket, and the stdio fallback.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync } from 'node:fs';
 import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
+import { status } from '@grpc/grpc-js';
 import { after, before, test } from 'node:test';
-import { resultText } from '../../../clients/typescript/src';
+import { resultText, TetherClient } from '../../../clients/typescript/src';
+import { toStatus } from '../../../gateway/src/grpc/edge';
 import type { ToolResult } from '../../../protocol/src/tools';
 import { RunState } from '../../../gen/tether/v1/gateway_pb';
 import { RunnerClient, type CallHooks } from '../../../gateway/src/runs/RunnerClient';
@@ -42,13 +48,17 @@ async function newRun(files: Record<string, string> = {}) {
 const runnerOf = (runId: string) => t.gateway.runs.ready('alice', runId).runner;
 
 /** A second gateway's end of the run: the real RunnerClient, reaching the runner by its socket only. */
-async function secondGateway(runId: string, stateDir = t.config.stateDir): Promise<RunnerClient> {
+async function secondGateway(
+  runId: string,
+  stateDir = t.config.stateDir,
+  socketPath = path.join(socketDir(stateDir, runId), 'runner.sock'),
+): Promise<RunnerClient> {
   const sandbox: Sandbox = {
     id: `second-${runId}`,
     runId,
     workspacePath: '/workspace',
     secret: await runSecret(stateDir, runId),
-    socket: { path: path.join(socketDir(stateDir, runId), 'runner.sock') },
+    socket: { path: socketPath },
     stdio: () => Promise.reject(new Error('a second gateway has no stdio')),
     exited: new Promise(() => undefined),
     putArchive: () => Promise.reject(new Error('unused')),
@@ -281,6 +291,198 @@ test('with the fast path off the run works over stdio', async () => {
     await off.alice.deleteRun(run.runId);
   } finally {
     await off.close();
+    await removeInstance(offInstance);
+  }
+});
+
+const initParams = (runId: string) => ({
+  runId,
+  conversationId: 'transport',
+  workspace: '/workspace',
+  features: {
+    lsp: false,
+    ast: false,
+    debug: false,
+    eval: true,
+    questions: { enabled: true, targetSpace: 'test' },
+    vibe: false,
+  },
+  settings: {},
+});
+
+/**
+ * A Unix socket in front of the runner's, forwarding bytes both ways: cutting its connections
+ * drops the gateway's connection while the runner lives on. `sent` holds what the gateway wrote
+ * on each connection.
+ */
+async function relay(target: string) {
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'tether-relay-')), 'relay.sock');
+  const pairs = new Set<[net.Socket, net.Socket]>();
+  let sent = '';
+  const server = net.createServer((front) => {
+    const back = net.connect(target);
+    const pair: [net.Socket, net.Socket] = [front, back];
+    pairs.add(pair);
+    front.on('data', (d: Buffer) => (sent += d.toString('latin1')));
+    front.pipe(back).pipe(front);
+    const end = () => (front.destroy(), back.destroy(), pairs.delete(pair));
+    front.on('error', end).on('close', end);
+    back.on('error', end).on('close', end);
+  });
+  server.listen(file);
+  await once(server, 'listening');
+  return {
+    file,
+    sent: () => sent,
+    connections: () => pairs.size,
+    cut() {
+      for (const [front, back] of pairs) front.destroy(), back.destroy();
+      pairs.clear();
+    },
+    close: () => server.close(),
+  };
+}
+
+test('a connection that drops while the runner lives: the call in flight ends UNAVAILABLE, unsent calls go on the new one', async () => {
+  const runId = await newRun({ 'a.txt': 'still here\n' });
+  const r = await relay(path.join(socketDir(t.config.stateDir, runId), 'runner.sock'));
+  const client = await secondGateway(runId, t.config.stateDir, r.file);
+  try {
+    await client.initialize(initParams(runId), 10000);
+    assert.equal(client.transport, 'unix');
+    const surface = { maxTier: 'write' } as never;
+    const never = new AbortController().signal;
+    // In flight for sure: the runner is waiting on the question it asked, which nobody answers.
+    let asked: () => void = () => undefined;
+    const askedOnce = new Promise<void>((res) => (asked = res));
+    const inFlight = client.callTool(
+      'ask_user',
+      { question: 'will the connection hold?' },
+      surface,
+      { ...hooks('relay'), ask: () => (asked(), new Promise(() => undefined)) },
+      never,
+    );
+    inFlight.catch(() => undefined);
+    await askedOnce;
+    r.cut();
+    // Made after the drop, before the new connection: sent on the new one, not lost.
+    const unsent = Promise.allSettled(
+      Array.from({ length: 3 }, () => client.callTool('read', { path: 'a.txt' }, surface, hooks('relay'), never)),
+    );
+    await assert.rejects(inFlight, (err: Error) => toStatus(err).code === status.UNAVAILABLE);
+    for (const out of await unsent) {
+      assert.equal(out.status, 'fulfilled', out.status === 'rejected' ? String(out.reason) : '');
+      if (out.status === 'fulfilled') assert.match(rpcText(out.value), /still here/);
+    }
+    assert.equal(client.transport, 'unix');
+    assert.equal(r.connections(), 1, 'one new connection');
+    assert.equal(client.failure, undefined);
+    // The runner lived through it: the run's own gateway never noticed.
+    assert.match(text((await t.alice.callTool(runId, 'read', { path: 'a.txt' })).result), /still here/);
+  } finally {
+    client.dispose();
+    r.close();
+    await t.alice.deleteRun(runId);
+  }
+});
+
+/** `tether serve` as its own process, with its stderr (the log) kept. */
+function serve(env: Record<string, string>) {
+  const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
+    env: {
+      ...process.env,
+      TETHER_LOG_LEVEL: 'info',
+      TETHER_IMAGE: dockerConfig().image,
+      TETHER_PROVIDER: 'docker',
+      TETHER_POOL_SIZE: '0',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => ((log += d.toString()), /listening on/.test(log) && resolve()));
+    child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${log}`)));
+  });
+  return { child, ready, log: () => log };
+}
+
+const linesOf = (log: string, msg: string) =>
+  log
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg?: string; runId?: string; transport?: string; reason?: string })
+    .filter((l) => l.msg === msg);
+
+test('a gateway killed outright (SIGKILL) reconnects through the socket when it comes back', async () => {
+  const killInstance = `${instance}-kill`;
+  const port = 20000 + ((process.pid + 7) % 20000);
+  const env = {
+    TETHER_TOKENS: 'kill-token=acme',
+    TETHER_INSTANCE: killInstance,
+    TETHER_LISTEN: `127.0.0.1:${port}`,
+    TETHER_STATE_DIR: mkdtempSync(path.join(os.tmpdir(), 'tether-kill-')),
+  };
+  const client = new TetherClient(`127.0.0.1:${port}`, 'kill-token');
+  let second: ReturnType<typeof serve> | undefined;
+  try {
+    const first = serve(env);
+    await first.ready;
+    const run = await client.createRun({ conversationId: 'kill' });
+    assert.equal(run.state, RunState.READY, run.error);
+    await client.putFileMap(run.runId, { 'kept.txt': 'through a kill\n' });
+    first.child.kill('SIGKILL');
+    await once(first.child, 'exit');
+
+    second = serve(env);
+    await second.ready;
+    assert.equal((await client.getRun(run.runId)).state, RunState.READY);
+    assert.match(text((await client.callTool(run.runId, 'read', { path: 'kept.txt' })).result), /through a kill/);
+    const log = second.log();
+    assert.deepEqual(
+      linesOf(log, 'runner connected')
+        .filter((l) => l.runId === run.runId)
+        .map((l) => l.transport),
+      ['unix'],
+      log,
+    );
+    assert.equal(linesOf(log, 'runner transport: using stdio').length, 0, log);
+    await client.deleteRun(run.runId);
+  } finally {
+    client.close();
+    second?.child.kill('SIGINT');
+    if (second) await once(second.child, 'exit');
+    await removeInstance(killInstance);
+  }
+});
+
+test('the stdio fallback logs its reason once per run', async () => {
+  const offInstance = `${instance}-fallback`;
+  const port = 20000 + ((process.pid + 13) % 20000);
+  const gw = serve({
+    TETHER_TOKENS: 'off-token=acme',
+    TETHER_INSTANCE: offInstance,
+    TETHER_LISTEN: `127.0.0.1:${port}`,
+    TETHER_STATE_DIR: mkdtempSync(path.join(os.tmpdir(), 'tether-off-')),
+    TETHER_FAST_PATH: '0',
+  });
+  const client = new TetherClient(`127.0.0.1:${port}`, 'off-token');
+  try {
+    await gw.ready;
+    const run = await client.createRun({ conversationId: 'fallback' });
+    assert.equal(run.state, RunState.READY, run.error);
+    await client.putFileMap(run.runId, { 'b.txt': 'over stdio\n' });
+    for (let i = 0; i < 5; i++)
+      assert.match(text((await client.callTool(run.runId, 'read', { path: 'b.txt' })).result), /over stdio/);
+    const fellBack = linesOf(gw.log(), 'runner transport: using stdio').filter((l) => l.runId === run.runId);
+    assert.equal(fellBack.length, 1, gw.log());
+    assert.match(fellBack[0].reason ?? '', /fastPath is off|no socket/);
+    await client.deleteRun(run.runId);
+  } finally {
+    client.close();
+    gw.child.kill('SIGINT');
+    await once(gw.child, 'exit');
     await removeInstance(offInstance);
   }
 });

@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { promises as fs, symlinkSync, writeFileSync, mkdirSync, chmodSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { runnerFor } from '../../helpers/runner';
 import type { ToolResult } from '../../../protocol/src/tools';
@@ -30,7 +33,7 @@ test('read refuses binary files and names missing ones', async () => {
   assert.match(textOf(bin), /binary/);
   const missing = await call('read', { path: 'nope.txt' });
   assert.equal(missing.isError, true);
-  assert.equal(textOf(missing), "ENOENT: no such file or directory, stat 'nope.txt'");
+  assert.equal(textOf(missing), "ENOENT: no such file or directory, open 'nope.txt'");
 });
 
 test('paths are confined: .., absolute paths and symlinks out are refused', async () => {
@@ -110,4 +113,21 @@ test('apply_patch rolls back when a target cannot be written', async () => {
   assert.match(textOf(r), /read-only.*every file was restored/);
   assert.equal(await fs.readFile(path.join(workspace, 'locked/b.txt'), 'utf8'), 'b\n');
   assert.equal(await fs.readFile(path.join(workspace, 'a.txt'), 'utf8'), 'a\n');
+});
+
+test('read refuses a FIFO and a socket by their kind, without blocking', async () => {
+  const { call, workspace } = await runnerFor();
+  execFileSync('mkfifo', [path.join(workspace, 'pipe')]);
+  const pipe = await call('read', { path: 'pipe' });
+  assert.equal(pipe.isError, true);
+  assert.match(textOf(pipe), /pipe is not a regular file/);
+  const server = net.createServer().listen(path.join(workspace, 'sock'));
+  await once(server, 'listening');
+  try {
+    const sock = await call('read', { path: 'sock' });
+    assert.equal(sock.isError, true);
+    assert.match(textOf(sock), /sock is not a regular file/);
+  } finally {
+    server.close();
+  }
 });

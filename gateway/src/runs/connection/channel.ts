@@ -1,12 +1,6 @@
 import * as net from 'node:net';
-import {
-  SocketMessageReader,
-  SocketMessageWriter,
-  StreamMessageReader,
-  StreamMessageWriter,
-  type MessageReader,
-  type MessageWriter,
-} from 'vscode-jsonrpc/node';
+import { SocketMessageReader, StreamMessageReader, type MessageReader } from 'vscode-jsonrpc/node';
+import { FramedMessageWriter } from '../../../../protocol/src/framing';
 import { readLine } from '../../../../protocol/src/lines';
 import {
   GREETING,
@@ -22,7 +16,7 @@ import type { Sandbox } from '../../sandbox/provider';
 export interface Channel {
   kind: 'unix' | 'tcp' | 'stdio';
   reader: MessageReader;
-  writer: MessageWriter;
+  writer: FramedMessageWriter;
   /** Starts the flow of bytes, once the connection listens (the preamble left it paused). */
   resume(): void;
   close(): void;
@@ -65,7 +59,7 @@ export async function connectSocket(
   return {
     kind: 'path' in target ? 'unix' : 'tcp',
     reader: new SocketMessageReader(socket),
-    writer: new SocketMessageWriter(socket),
+    writer: new FramedMessageWriter(socket),
     resume: () => socket.resume(),
     close: () => socket.destroy(),
   };
@@ -77,7 +71,7 @@ export async function connectStdio(sandbox: Sandbox): Promise<Channel> {
   return {
     kind: 'stdio',
     reader: new StreamMessageReader(stdout),
-    writer: new StreamMessageWriter(stdin),
+    writer: new FramedMessageWriter(stdin),
     resume: () => stdout.resume(),
     close: () => undefined,
   };

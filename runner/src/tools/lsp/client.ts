@@ -4,10 +4,10 @@ import { pathToFileURL } from 'node:url';
 import {
   createMessageConnection,
   StreamMessageReader,
-  StreamMessageWriter,
   type MessageConnection,
   type RequestType,
 } from 'vscode-jsonrpc/node';
+import { FramedMessageWriter } from '../../../../protocol/src/framing';
 import {
   ApplyWorkspaceEditRequest,
   ConfigurationRequest,
@@ -147,7 +147,7 @@ export class LspClient extends EventEmitter {
     this.process.stdin!.on('error', () => undefined);
     this.connection = createMessageConnection(
       new StreamMessageReader(this.process.stdout!),
-      new StreamMessageWriter(this.process.stdin!),
+      new FramedMessageWriter(this.process.stdin!),
     );
     this.connection.onError(() => undefined);
     this.process.on('error', (err) => this.markExited(null, null, err.message));

@@ -1,0 +1,340 @@
+/**
+ * The call path, side by side in one run of this program, so every figure shares the
+ * machine's state with its baseline:
+ *  - a bare grpc-js echo: unary, one bidi stream per call (CallTool's shape), and one bidi
+ *    stream carrying every call (multiplexed);
+ *  - a trivial `read` through the process provider, Docker over the runner's socket, Docker
+ *    over the engine's attach (stdio), and the same two under gVisor when the engine has
+ *    `runsc` with `--host-uds=all`; rounds interleave every path, so a load spike on a shared
+ *    machine hits all of them alike;
+ *  - the gateway's side of a run: one multiplexed connection against a connection (and its
+ *    handshake) per call;
+ *  - lsp `definition` and `references` through tether against the same warm server asked
+ *    directly by the runner (TypeScript);
+ *  - throughput: calls/s with 50 in flight against one run, and spread over 20 runs.
+ * Usage: node dist/bench/transport.js [calls]   (or `npm run bench -- transport`)
+ */
+import { execFileSync } from 'node:child_process';
+import * as os from 'node:os';
+import * as grpc from '@grpc/grpc-js';
+import { createMessageConnection } from 'vscode-jsonrpc/node';
+import { ProbeCommand, type ProbeParams } from '../protocol/src/lsp';
+import { PingRequest } from '../protocol/src/transport';
+import { connectSocket } from '../gateway/src/runs/connection/channel';
+import { defaultConfig } from '../gateway/src/config';
+import { fixture } from '../test/integration/lsp/helpers';
+import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
+import { summary, timeIt, writeResult } from './lib';
+
+const CALLS = Number(process.argv[2] ?? 500);
+const LSP_SAMPLES = 40;
+const IN_FLIGHT = 50;
+const RUNS = 20;
+const THROUGHPUT_CALLS = 2000;
+
+const r2 = (x: number) => Math.round(x * 100) / 100;
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+
+const bytes: grpc.MethodDefinition<Buffer, Buffer> = {
+  path: '',
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: (b: Buffer) => b,
+  requestDeserialize: (b: Buffer) => b,
+  responseSerialize: (b: Buffer) => b,
+  responseDeserialize: (b: Buffer) => b,
+};
+
+/** A bare grpc-js server on loopback echoing bytes, unary and bidi; returns one call of each shape. */
+async function echoServer() {
+  const def: grpc.ServiceDefinition = {
+    unary: { ...bytes, path: '/bench.Echo/Unary' },
+    bidi: { ...bytes, path: '/bench.Echo/Bidi', requestStream: true, responseStream: true },
+  };
+  const server = new grpc.Server();
+  server.addService(def, {
+    unary: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
+    bidi: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+      call.on('data', (b: Buffer) => call.write(b));
+      call.on('end', () => call.end());
+    },
+  });
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  );
+  const Client = grpc.makeGenericClientConstructor(def, 'Echo');
+  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as grpc.Client &
+    Record<string, any>;
+  const payload = Buffer.from(JSON.stringify({ path: 'bench.txt' }));
+  const unary = () => new Promise<void>((res, rej) => client.unary(payload, (e: Error | null) => (e ? rej(e) : res())));
+  const streamPerCall = () =>
+    new Promise<void>((res, rej) => {
+      const call = client.bidi() as grpc.ClientDuplexStream<Buffer, Buffer>;
+      call.once('data', () => call.end());
+      call.once('error', rej);
+      call.once('status', () => res());
+      call.write(payload);
+    });
+  // One stream carrying every call: answers come back in order.
+  const shared = client.bidi() as grpc.ClientDuplexStream<Buffer, Buffer>;
+  const waiting: (() => void)[] = [];
+  shared.on('data', () => waiting.shift()?.());
+  // Closing the client cancels it; that is not a failure of the benchmark.
+  shared.on('error', () => undefined);
+  const multiplexed = () =>
+    new Promise<void>((res) => {
+      waiting.push(res);
+      shared.write(payload);
+    });
+  return {
+    unary,
+    streamPerCall,
+    multiplexed,
+    close() {
+      shared.end();
+      client.close();
+      server.forceShutdown();
+    },
+  };
+}
+
+/** Whether the engine has gVisor with host sockets passed through (else its socket path is stdio anyway). */
+function runscWithHostUds(): boolean {
+  try {
+    const runtimes = JSON.parse(
+      execFileSync('docker', ['info', '--format', '{{json .Runtimes}}'], { encoding: 'utf8' }),
+    ) as Record<string, { runtimeArgs?: string[] }>;
+    return !!runtimes.runsc?.runtimeArgs?.includes('--host-uds=all');
+  } catch {
+    return false;
+  }
+}
+
+interface Path {
+  name: string;
+  t: TestGateway;
+  runId: string;
+}
+
+async function gatewayFor(provider: 'process' | 'docker', runtime: string, fastPath: boolean): Promise<TestGateway> {
+  const base = defaultConfig().docker;
+  return startTestGateway({
+    provider,
+    fastPath,
+    docker: { ...base, image: process.env.TETHER_IMAGE || base.image, runtime },
+    tenancy: { default: { callTool: { perSecond: 1_000_000, burst: 1_000_000 } } },
+  });
+}
+
+async function readPath(name: string, provider: 'process' | 'docker', runtime = '', fastPath = true): Promise<Path> {
+  const t = await gatewayFor(provider, runtime, fastPath);
+  const run = await t.alice.createRun({ conversationId: 'bench' });
+  if (run.error) throw new Error(`${name}: ${run.error}`);
+  await t.alice.putFileMap(run.runId, { 'bench.txt': 'hello\n' });
+  const transport = t.gateway.runs.ready('alice', run.runId).runner.transport;
+  const want = fastPath ? 'unix' : 'stdio';
+  if (transport !== want) throw new Error(`${name}: the run uses ${transport}, not ${want}`);
+  return { name, t, runId: run.runId };
+}
+
+async function read(t: TestGateway, runId: string): Promise<void> {
+  const out = await t.alice.callTool(runId, 'read', { path: 'bench.txt' });
+  if (out.result.isError) throw new Error(`read failed: ${out.text}`);
+}
+
+/** Each round times one call of every contender, in turn. */
+async function interleaved(
+  rounds: number,
+  contenders: Record<string, () => Promise<unknown>>,
+): Promise<Record<string, number[]>> {
+  const out: Record<string, number[]> = Object.fromEntries(Object.keys(contenders).map((k) => [k, []]));
+  for (let i = -Math.min(200, rounds); i < rounds; i++) {
+    for (const [k, fn] of Object.entries(contenders)) {
+      const ms = await timeIt(fn);
+      if (i >= 0) out[k].push(ms);
+    }
+  }
+  return out;
+}
+
+/** The gateway's end of a run: a ping over its one connection, against a new connection per call. */
+async function runnerSide(p: Path, rounds: number) {
+  const sandbox = p.t.gateway.runs.ready('alice', p.runId).sandbox;
+  if (!sandbox.socket) throw new Error('the run has no socket');
+  const target = sandbox.socket;
+  const open = async () => {
+    const channel = await connectSocket(target, sandbox.secret);
+    const c = createMessageConnection(channel.reader, channel.writer);
+    c.listen();
+    channel.resume();
+    return { c, close: () => (c.dispose(), channel.close()) };
+  };
+  const kept = await open();
+  const s = await interleaved(rounds, {
+    multiplexed: () => kept.c.sendRequest(PingRequest.type),
+    connectionPerCall: async () => {
+      const one = await open();
+      await one.c.sendRequest(PingRequest.type);
+      one.close();
+    },
+  });
+  kept.close();
+  return { multiplexedPingMs: summary(s.multiplexed), connectionPerCallPingMs: summary(s.connectionPerCall) };
+}
+
+async function lsp(t: TestGateway) {
+  const run = await t.alice.createRun({ conversationId: 'bench-lsp', features: { lsp: true } });
+  if (run.error) throw new Error(`lsp run: ${run.error}`);
+  await t.alice.putFileMap(run.runId, { ...fixture('ts'), 'bench.txt': 'hello\n' });
+  const definition = { file: 'src/main.ts', line: 3, symbol: 'Circle' };
+  const references = { file: 'src/shapes.ts', line: 21, symbol: 'totalArea' };
+  const runner = t.gateway.runs.ready('alice', run.runId).runner;
+  const call = async (action: string, at: object) => {
+    const r = await t.alice.callTool(run.runId, 'lsp', { action, ...at });
+    if (r.result.isError) throw new Error(`lsp ${action}: ${r.text}`);
+  };
+  const direct = async (method: ProbeParams['method'], at: typeof definition) =>
+    (await runner.command(ProbeCommand.type, { ...at, method, count: 1 })).samplesMs[0];
+  await call('definition', definition);
+  const s = {
+    floor: [] as number[],
+    definition: [] as number[],
+    definitionDirect: [] as number[],
+    references: [] as number[],
+    referencesDirect: [] as number[],
+  };
+  for (let i = -5; i < LSP_SAMPLES; i++) {
+    // The floor every tool call pays, in the same run: a trivial read.
+    const f = await timeIt(() => read(t, run.runId));
+    const d = await timeIt(() => call('definition', definition));
+    const dd = await direct('textDocument/definition', definition);
+    const r = await timeIt(() => call('references', references));
+    const rd = await direct('textDocument/references', references);
+    if (i < 0) continue;
+    s.floor.push(f);
+    s.definition.push(d);
+    s.definitionDirect.push(dd);
+    s.references.push(r);
+    s.referencesDirect.push(rd);
+  }
+  await t.alice.deleteRun(run.runId);
+  const floor = summary(s.floor);
+  // p50ToolMs: what the lsp tool adds beyond the call floor and the server's own time.
+  const row = (through: number[], bare: number[]) => {
+    const a = summary(through);
+    const b = summary(bare);
+    return {
+      throughTether: a,
+      directToServer: b,
+      p50AddedMs: r3(a.p50 - b.p50),
+      p50ToolMs: r3(a.p50 - floor.p50 - b.p50),
+    };
+  };
+  return {
+    language: 'typescript',
+    trivialReadMs: floor,
+    definition: row(s.definition, s.definitionDirect),
+    references: row(s.references, s.referencesDirect),
+  };
+}
+
+/** `total` reads kept `IN_FLIGHT` at a time, spread round-robin over `runIds`; calls per second. */
+async function throughput(t: TestGateway, runIds: string[], total: number): Promise<number> {
+  let next = 0;
+  const worker = async () => {
+    while (next < total) {
+      const i = next++;
+      await read(t, runIds[i % runIds.length]);
+    }
+  };
+  const t0 = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+  return Math.round(total / (Number(process.hrtime.bigint() - t0) / 1e9));
+}
+
+async function main() {
+  const began = Date.now();
+  const loadBefore = os.loadavg();
+  const gvisor = runscWithHostUds();
+  const echo = await echoServer();
+  const paths: Path[] = [];
+  try {
+    paths.push(await readPath('process', 'process'));
+    paths.push(await readPath('dockerSocket', 'docker'));
+    paths.push(await readPath('dockerStdio', 'docker', '', false));
+    if (gvisor) {
+      paths.push(await readPath('runscSocket', 'docker', 'runsc'));
+      paths.push(await readPath('runscStdio', 'docker', 'runsc', false));
+    }
+    const s = await interleaved(CALLS, {
+      echoUnary: echo.unary,
+      echoStreamPerCall: echo.streamPerCall,
+      echoMultiplexed: echo.multiplexed,
+      ...Object.fromEntries(paths.map((p) => [p.name, () => read(p.t, p.runId)])),
+    });
+    const echoP50 = summary(s.echoUnary).p50;
+    const reads: Record<string, unknown> = {};
+    for (const p of paths) {
+      const sum = summary(s[p.name]);
+      reads[p.name] = { ...sum, ratioToEcho: r2(sum.p50 / echoP50) };
+    }
+    const docker = paths.find((p) => p.name === 'dockerSocket')!;
+    const runsc = paths.find((p) => p.name === 'runscSocket');
+    const runscStdio = paths.find((p) => p.name === 'runscStdio');
+    const runscVsRunc = runsc
+      ? {
+          socket: r2(summary(s.runscSocket).p50 / summary(s.dockerSocket).p50),
+          stdio: runscStdio ? r2(summary(s.runscStdio).p50 / summary(s.dockerSocket).p50) : undefined,
+        }
+      : undefined;
+
+    const runnerConnection = await runnerSide(docker, Math.min(CALLS, 300));
+    const lspFigures = await lsp(docker.t);
+
+    const oneRun = await throughput(docker.t, [docker.runId], THROUGHPUT_CALLS);
+    const many = await Promise.all(
+      Array.from({ length: RUNS - 1 }, async () => {
+        const run = await docker.t.alice.createRun({ conversationId: 'bench-many' });
+        if (run.error) throw new Error(run.error);
+        await docker.t.alice.putFileMap(run.runId, { 'bench.txt': 'hello\n' });
+        return run.runId;
+      }),
+    );
+    const manyRuns = await throughput(docker.t, [docker.runId, ...many], THROUGHPUT_CALLS);
+    await Promise.all(many.map((id) => docker.t.alice.deleteRun(id)));
+
+    writeResult('transport', {
+      description: `sequential calls over loopback, ${CALLS} rounds interleaving every path, after warm-up; docker runs through the runner image, runc unless named`,
+      loadAverageBefore: loadBefore,
+      loadAverageAfter: os.loadavg(),
+      seconds: Math.round((Date.now() - began) / 1000),
+      echo: {
+        unaryMs: summary(s.echoUnary),
+        streamPerCallMs: summary(s.echoStreamPerCall),
+        multiplexedStreamMs: summary(s.echoMultiplexed),
+      },
+      readMs: reads,
+      runsc: gvisor ? runscVsRunc : 'not measured: the engine has no runsc with --host-uds=all',
+      runnerConnection,
+      lsp: lspFigures,
+      throughput: {
+        inFlight: IN_FLIGHT,
+        calls: THROUGHPUT_CALLS,
+        oneRunCallsPerSecond: oneRun,
+        runs: RUNS,
+        acrossRunsCallsPerSecond: manyRuns,
+      },
+    });
+  } finally {
+    echo.close();
+    for (const p of paths) {
+      await p.t.alice.deleteRun(p.runId).catch(() => undefined);
+      await p.t.close();
+    }
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

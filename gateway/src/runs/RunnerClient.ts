@@ -8,17 +8,23 @@ import {
   type QuestionOutcome,
 } from '../../../protocol/src/calls';
 import {
+  BindRequest,
   CommandRequest,
   InitializeRequest,
+  PrepareRequest,
   RunEventNotification,
   ShutdownRequest,
+  type BindParams,
   type FamilyCommand,
   type InitializeParams,
   type InitializeResult,
+  type PrepareParams,
+  type PrepareResult,
   type RunEventParams,
   type RunEventType,
 } from '../../../protocol/src/run';
 import { CallToolRequest, type CallToolParams, type CallerSurface, type ToolResult } from '../../../protocol/src/tools';
+import { PingRequest } from '../../../protocol/src/transport';
 import type { Sandbox } from '../sandbox/provider';
 import { logger } from '../log';
 import type { Channel } from './connection/channel';
@@ -48,6 +54,10 @@ export class RunnerClient {
   private readonly calls = new Map<string, { hooks: CallHooks; reject: (e: Error) => void; on?: MessageConnection }>();
   private gone: Error | undefined;
   private initParams: InitializeParams | undefined;
+  /** Whether a connection was opened before: a later one is a reconnection. */
+  private opened = false;
+  /** Set while the runner is prepared but not yet bound (a pooled runner). */
+  private prepareParams: PrepareParams | undefined;
   private readonly eventListeners: ((e: RunEventParams) => void)[] = [];
   private readonly goneListeners: ((err: Error) => void)[] = [];
   lastActivity = Date.now();
@@ -91,8 +101,12 @@ export class RunnerClient {
     channel.resume();
     this.connection = connection;
     this.transport = channel.kind;
-    // A new connection watches run events only once it initialized (the runner answers with the same tools).
-    if (this.initParams) await connection.sendRequest(InitializeRequest.type, this.initParams);
+    // A reconnection says again what the runner was told (it answers with the same tools), and
+    // watches run events only once it has; the first connection's requests are waiting on it.
+    const again = this.opened;
+    this.opened = true;
+    if (again && this.initParams) await connection.sendRequest(InitializeRequest.type, this.initParams);
+    else if (again && this.prepareParams) await connection.sendRequest(PrepareRequest.type, this.prepareParams);
     return connection;
   }
 
@@ -162,6 +176,25 @@ export class RunnerClient {
   async initialize(params: InitializeParams, timeoutMs: number): Promise<InitializeResult> {
     this.initParams = params;
     return this.request((c) => c.sendRequest(InitializeRequest.type, params), timeoutMs);
+  }
+
+  /** Readies a pooled runner with all that does not depend on its run (see PrepareRequest). */
+  async prepare(params: PrepareParams, timeoutMs: number): Promise<PrepareResult> {
+    this.prepareParams = params;
+    return this.request((c) => c.sendRequest(PrepareRequest.type, params), timeoutMs);
+  }
+
+  /** Binds a prepared runner to its run: the claim's one round trip. */
+  async bind(params: BindParams, timeoutMs: number): Promise<InitializeResult> {
+    if (!this.prepareParams) throw new Error('bind before prepare');
+    // A reconnect from here on initializes as this run (the runner answers it like a repeated bind).
+    this.initParams = { ...this.prepareParams, ...params };
+    return this.request((c) => c.sendRequest(BindRequest.type, params), timeoutMs);
+  }
+
+  /** Which run the runner serves (null: none yet) and how many connections it has. */
+  async ping(timeoutMs: number): Promise<{ runId: string | null; connections: number }> {
+    return this.request((c) => c.sendRequest(PingRequest.type), timeoutMs);
   }
 
   async command<P, R>(type: FamilyCommand<P, R>, payload: P): Promise<R> {

@@ -34,7 +34,10 @@ export interface RunStarted {
   start: RunStart;
   ms: number;
   ok: boolean;
-  /** For a claim: ms spent in each step (taking a sandbox, writing its claim record, `bind`). */
+  /**
+   * For a claim, ms: taking a sandbox; then, side by side from there, writing its claim record
+   * and `bind` (to the run READY).
+   */
   steps?: ClaimSteps;
 }
 
@@ -211,29 +214,34 @@ export class RunManager {
   }
 
   /**
-   * Binds a pooled sandbox to its run: the claim record first (the container's labels cannot
-   * change), then `bind` over the runner connection the pool holds open, the claim's one round trip.
+   * Binds a pooled sandbox to its run: the claim record (the container's labels cannot change)
+   * and `bind` over the runner connection the pool holds open, side by side. Either order is
+   * safe across a crash before CreateRun answers: a record without a bind is bound on recovery
+   * (`initialize`), a bound runner without a record is removed (it answers `ping` with a run).
    */
   private async startClaimed(run: RunRecord, warm: Warm, t0: number): Promise<ClaimSteps | undefined> {
     const { sandbox, runner } = warm;
     const taken = performance.now();
     try {
-      await this.claims.write(sandbox.id, {
-        runId: run.runId,
-        tenant: run.tenant,
-        spec: run.spec,
-        createdAt: run.createdAt.toISOString(),
-      });
-      const recorded = performance.now();
-      if ((run.state as RunState) === 'STOPPED') throw new Error('deleted while starting');
       this.watch(run, sandbox, runner);
-      const init = await runner.bind(
+      let recorded = 0;
+      const record = this.claims
+        .write(sandbox.id, {
+          runId: run.runId,
+          tenant: run.tenant,
+          spec: run.spec,
+          createdAt: run.createdAt.toISOString(),
+        })
+        .then(() => (recorded = performance.now()));
+      const bind = runner.bind(
         { runId: run.runId, conversationId: run.spec.conversationId, features: run.spec.features },
         this.config.runs.startTimeoutSeconds * 1000,
       );
+      const [, init] = await Promise.all([record, bind]);
+      if ((run.state as RunState) === 'STOPPED') throw new Error('deleted while starting');
       run.becomeReady(init.tools);
-      const bound = performance.now();
-      return { take: taken - t0, record: recorded - taken, bind: bound - recorded };
+      const ready = performance.now();
+      return { take: taken - t0, record: recorded - taken, bind: ready - taken };
     } catch (err) {
       this.markFailed(run, `could not start the run: ${(err as Error).message}`);
       runner.dispose();

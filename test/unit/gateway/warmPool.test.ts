@@ -206,6 +206,33 @@ test('restart: a claimed sandbox is found again as its run, idle ones are adopte
   assert.equal(provider.sandboxes.size, 0);
 });
 
+test('restart: a claim whose record was written but whose bind never came is bound by recovery', async () => {
+  const { provider, inits } = recordingProvider();
+  const config = poolConfig({ size: 1 });
+  const first = new RunManager(config, provider);
+  first.startPool();
+  await until(() => idle(first) === 1);
+  first.pool!.stop();
+  const [sb] = [...provider.sandboxes.values()];
+  // The gateway died between the record and the bind.
+  const claimsDir = path.join(config.stateDir, 'pool', config.instance, 'claims');
+  await fs.mkdir(claimsDir, { recursive: true });
+  const spec = first.normalize(runSpec({ conversationId: 'mid-claim' }));
+  await fs.writeFile(
+    path.join(claimsDir, `${sb.id}.json`),
+    JSON.stringify({ runId: 'run-mid', tenant: 'alice', spec, createdAt: new Date().toISOString() }),
+  );
+  const second = new RunManager(config, provider);
+  assert.deepEqual(await second.recover(), { recovered: 1, removed: 0 });
+  assert.equal(second.get('alice', 'run-mid').state, 'READY');
+  assert.deepEqual(
+    inits.get(sb.id)!.map((p) => p.runId),
+    ['run-mid'],
+  );
+  await second.close(false);
+  assert.equal(provider.sandboxes.size, 0);
+});
+
 test('restart: idle pooled sandboxes are removed when the pool is off or keeps another class', async () => {
   for (const over of [{ size: 0 }, {}]) {
     const provider = new FakeProvider();

@@ -2,7 +2,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { status } from '@grpc/grpc-js';
@@ -154,6 +154,44 @@ test('graceful restart keeping runs: the claimed run answers again, idle ones ar
     await second.alice.deleteRun(run.runId);
     await second.bob.deleteRun(next.runId);
     assert.deepEqual(readdirSync(path.join(stateDir, 'pool', instance, 'claims')), []);
+  } finally {
+    await second.close();
+  }
+  assert.deepEqual(await instanceContainers(instance), []);
+  assert.deepEqual(await instanceVolumes(instance), []);
+  assert.deepEqual(loopsUnder(stateDir), []);
+});
+
+test('a claimed sandbox whose claim record is lost is removed on restart, never pooled again', async () => {
+  const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
+  const instance = `pool-l-${process.pid}`;
+  const pool = { size: 1, maxTotal: 1 };
+  const first = await pooledGateway({ instance, stateDir, pool });
+  await until('a full pool', async () => idle(first) === 1, 60_000);
+  const run = await first.alice.createRun({ conversationId: 'lost' });
+  assert.equal(run.start, RunStart.POOL);
+  const box = first.gateway.runs.get('alice', run.runId).sandbox!.id;
+  await until('a refilled pool', async () => idle(first) === 1, 60_000);
+  await first.gateway.close({ keepRuns: true });
+  first.alice.close();
+  first.bob.close();
+  const [idleBox] = (await instanceContainers(instance)).map((c) => c.Id).filter((id) => id !== box);
+  rmSync(path.join(stateDir, 'pool', instance, 'claims', `${box}.json`));
+
+  const second = await pooledGateway({ instance, stateDir, pool });
+  try {
+    await assert.rejects(
+      docker.getContainer(box).inspect(),
+      (e: { statusCode?: number }) => e.statusCode === 404,
+      'a runner bound to a run no record names is removed',
+    );
+    assert.equal(idle(second), 1);
+    assert.deepEqual(
+      (await instanceContainers(instance)).map((c) => c.Id),
+      [idleBox],
+      'the unbound one is adopted',
+    );
+    assert.equal((await second.alice.listRuns()).length, 0);
   } finally {
     await second.close();
   }

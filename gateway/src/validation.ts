@@ -6,11 +6,10 @@ import type { ToolDescriptor } from '../../protocol/src/tools';
  * reaches the runner. Errors name each bad field in words a model can act on.
  */
 export class ArgumentValidator {
-  private readonly ajv = new Ajv({ allErrors: true, strict: false });
   private readonly compiled = new Map<string, ValidateFunction>();
 
   constructor(tools: ToolDescriptor[]) {
-    for (const t of tools) this.compiled.set(t.name, this.ajv.compile(t.inputSchema));
+    for (const t of tools) this.compiled.set(t.name, compile(t.inputSchema));
   }
 
   /** Returns the list of problems; empty when the arguments are valid. */
@@ -34,6 +33,38 @@ export class ArgumentValidator {
       }
     });
   }
+}
+
+const OPTIONS = { allErrors: true, strict: false };
+const ajv = new Ajv(OPTIONS);
+/** Compiled validators by schema text. Every run of one image lists the same schemas. */
+const schemas = new Map<string, ValidateFunction>();
+/** More distinct schemas than any set of images has: past it the cache starts again. */
+const MAX_SCHEMAS = 512;
+
+/**
+ * Compiling a schema costs milliseconds (tens under load), once per tool per run when done
+ * per run: the same schema compiles once per gateway instead. A validator keeps no state
+ * between calls but `errors`, which `check` reads right after its own call.
+ */
+function compile(schema: object): ValidateFunction {
+  const key = JSON.stringify(schema);
+  let fn = schemas.get(key);
+  if (!fn) {
+    if (schemas.size >= MAX_SCHEMAS) {
+      schemas.clear();
+      ajv.removeSchema();
+    }
+    try {
+      fn = ajv.compile(schema);
+    } catch (err) {
+      // Another schema under the same $id (an older runner's): compiled on its own, not kept.
+      if (!/already exists/.test((err as Error).message)) throw err;
+      return new Ajv(OPTIONS).compile(schema);
+    }
+    schemas.set(key, fn);
+  }
+  return fn;
 }
 
 /** Parses arguments_json: absent means {}, anything but a JSON object is refused. */

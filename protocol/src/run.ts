@@ -34,6 +34,42 @@ export namespace InitializeRequest {
   export const type = new RequestType<InitializeParams, InitializeResult, void>('runner/initialize');
 }
 
+/** What a runner can know before its run: the same for every run of its sandbox. */
+export interface PrepareParams {
+  /** Absolute path of the workspace as the runner sees it. */
+  workspace: string;
+  /** Per tool family settings from the server config, keyed by family name. */
+  settings: Record<string, unknown>;
+}
+
+export interface PrepareResult {
+  version: string;
+}
+
+/**
+ * gateway → runner: readies a pooled runner with everything that does not depend on its run,
+ * so that a claim is only `bind`. Until bound, a runner has no run and no tools; it may be
+ * prepared again (a restarted gateway re-adopting it), never once bound.
+ */
+export namespace PrepareRequest {
+  export const type = new RequestType<PrepareParams, PrepareResult, void>('runner/prepare');
+}
+
+/** The run a prepared runner serves from now on. */
+export interface BindParams {
+  runId: string;
+  conversationId: string;
+  features: RunFeatures;
+}
+
+/**
+ * gateway → runner: binds a prepared runner to its run, once (`initialize` is prepare and
+ * bind in one). Again with the same run id it answers the same tools; another run is refused.
+ */
+export namespace BindRequest {
+  export const type = new RequestType<BindParams, InitializeResult, void>('runner/bind');
+}
+
 /** gateway → runner: orderly stop of every resource; the runner exits after answering. */
 export namespace ShutdownRequest {
   export const type = new RequestType0<Record<string, never>, void>('runner/shutdown');

@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { ResourceLimits } from '../config';
 import { logger } from '../log';
+import type { RunnerClient } from '../runs/RunnerClient';
 import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider';
+
+/** A pooled sandbox and the open connection to its runner, prepared but bound to no run. */
+export interface Warm {
+  sandbox: Sandbox;
+  runner: RunnerClient;
+}
 
 /** One kind of pooled sandbox: a run can take it only when it asks for exactly these limits. */
 export interface PoolTarget {
@@ -20,6 +27,11 @@ export interface WarmPoolOptions {
   maxMemoryMb: number;
   /** Sandboxes being started for the pool at once. */
   concurrency: number;
+  /**
+   * Connects to a new pooled sandbox's runner and prepares it (all but the run), so a claim
+   * is one `bind` over a connection that is already open and authenticated.
+   */
+  prepare: (sandbox: Sandbox) => Promise<RunnerClient>;
   /** Runs one start through the gateway's admission, so refills wait their turn behind creates. */
   admit: <T>(start: () => Promise<T>) => Promise<T>;
   /** Wait after a failed start before trying again, so a broken image does not spin. */
@@ -51,7 +63,7 @@ interface PoolClass {
   key: string;
   limits: ResourceLimits;
   target: number;
-  idle: Sandbox[];
+  idle: Warm[];
   starting: number;
 }
 
@@ -61,8 +73,8 @@ export function classKey(limits: ResourceLimits): string {
 }
 
 /**
- * Sandboxes started ahead of demand, runner up and idle: spawned and attached but not yet
- * initialized, with no tenant and an empty workspace. A claim hands one out at most once;
+ * Sandboxes started ahead of demand, runner up and idle: connected and prepared but bound to
+ * no run, with no tenant and an empty workspace. A claim hands one out at most once;
  * the run it becomes removes it at its end, and the pool starts a fresh one in its place.
  * Above the provider interface: any provider whose sandboxes can be created before their
  * run is known can be pooled this way.
@@ -95,17 +107,30 @@ export class WarmPool {
   }
 
   /** An idle sandbox for a run with these limits, taken out of the pool; undefined on a miss. */
-  claim(limits: ResourceLimits): Sandbox | undefined {
+  claim(limits: ResourceLimits): Warm | undefined {
     const c = this.classes.get(classKey(limits));
-    const sandbox = c?.idle.shift();
-    if (!sandbox) {
+    const warm = c?.idle.shift();
+    if (!warm) {
       this.misses++;
       return undefined;
     }
     this.claims++;
     this.changed();
     this.fill();
-    return sandbox;
+    return warm;
+  }
+
+  /**
+   * Takes in an idle sandbox an earlier gateway started (its runner checked unbound and prepared
+   * again), when its class is still kept here and there is room; false: the caller removes it.
+   */
+  adopt(key: string, warm: Warm): boolean {
+    const c = this.classes.get(key);
+    if (this.closed || !c || c.idle.length + c.starting >= c.target) return false;
+    if (this.total + 1 > this.opts.maxTotal || this.memoryMb + c.limits.memoryMb > this.opts.maxMemoryMb) return false;
+    this.keep(c, warm);
+    this.changed();
+    return true;
   }
 
   stats(): PoolStats {
@@ -187,22 +212,21 @@ export class WarmPool {
           },
         });
       });
+      let runner: RunnerClient;
+      try {
+        if (this.closed) throw new Error('the pool is closed');
+        runner = await this.opts.prepare(sandbox);
+      } catch (err) {
+        await this.opts.provider.remove(sandbox.id).catch(() => undefined);
+        throw err;
+      }
       if (this.closed) {
+        runner.dispose();
         await this.opts.provider.remove(sandbox.id).catch(() => undefined);
         return;
       }
-      c.idle.push(sandbox);
+      this.keep(c, { sandbox, runner });
       ok = true;
-      // A pooled sandbox that dies while idle leaves the pool and is replaced.
-      void sandbox.exited.then((exit) => {
-        const i = c.idle.indexOf(sandbox);
-        if (i < 0) return;
-        c.idle.splice(i, 1);
-        logger.warn({ sandbox: sandbox.id, reason: exit.reason }, 'pooled sandbox ended while idle; replacing it');
-        void this.opts.provider.remove(sandbox.id).catch(() => undefined);
-        this.changed();
-        this.fill();
-      });
     } catch (err) {
       this.failures++;
       if (!this.closed) logger.warn({ err: (err as Error).message }, 'could not start a pooled sandbox');
@@ -222,18 +246,45 @@ export class WarmPool {
     }
   }
 
+  /** Holds an idle sandbox until it is claimed; one that dies meanwhile leaves the pool and is replaced. */
+  private keep(c: PoolClass, warm: Warm): void {
+    c.idle.push(warm);
+    const lost = (reason: string) => {
+      const i = c.idle.indexOf(warm);
+      if (i < 0) return; // claimed (its run watches it now) or let go
+      c.idle.splice(i, 1);
+      logger.warn({ sandbox: warm.sandbox.id, reason }, 'pooled sandbox ended while idle; replacing it');
+      warm.runner.dispose();
+      void this.opts.provider.remove(warm.sandbox.id).catch(() => undefined);
+      this.changed();
+      this.fill();
+    };
+    void warm.sandbox.exited.then((exit) => lost(exit.reason));
+    warm.runner.onGone((err) => lost(err.message));
+  }
+
   /** Stops refilling; leaves the sandboxes it holds as they are. */
   stop(): void {
     this.closed = true;
     if (this.retry) clearTimeout(this.retry);
   }
 
+  /** Stops refilling and lets go of the idle sandboxes; they keep running, unbound, for a next gateway to adopt. */
+  async release(): Promise<void> {
+    for (const w of await this.drain()) w.runner.dispose();
+  }
+
   /** Stops refilling and removes every idle sandbox (claimed ones belong to their runs). */
   async close(): Promise<void> {
+    const idle = await this.drain();
+    for (const w of idle) w.runner.dispose();
+    await Promise.all(idle.map((w) => this.opts.provider.remove(w.sandbox.id).catch(() => undefined)));
+  }
+
+  /** Stops refilling, waits for starts under way (they remove what they started) and empties the pool. */
+  private async drain(): Promise<Warm[]> {
     this.stop();
-    // A start under way ends by removing its sandbox (the pool is closed): wait for it.
     if (this.inflight > 0) await new Promise<void>((r) => this.drained.push(r));
-    const idle = [...this.classes.values()].flatMap((c) => c.idle.splice(0));
-    await Promise.all(idle.map((s) => this.opts.provider.remove(s.id).catch(() => undefined)));
+    return [...this.classes.values()].flatMap((c) => c.idle.splice(0));
   }
 }

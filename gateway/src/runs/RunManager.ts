@@ -9,7 +9,7 @@ import { status } from '@grpc/grpc-js';
 import { logger } from '../log';
 import { LABELS, type Sandbox, type SandboxProvider, type SandboxUsage } from '../sandbox/provider';
 import { ClaimStore } from '../pool/ClaimStore';
-import { WarmPool } from '../pool/WarmPool';
+import { classKey, WarmPool, type Warm } from '../pool/WarmPool';
 import { Tenancy } from '../tenancy/Tenancy';
 import type { Reserved } from '../tenancy/quota';
 import type { RunUsage } from '../observability/metrics';
@@ -26,6 +26,8 @@ const VERSION = '0.1.0';
 const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
 /** The admission queue's name for pool refills: no tenant can be called this. */
 const POOL_LINE = '\0pool';
+/** How long an idle pooled sandbox found on start-up may take to show it is healthy. */
+const ADOPT_TIMEOUT_MS = 5000;
 
 /** One CreateRun's outcome, for metrics: how long it took and where its sandbox came from. */
 export interface RunStarted {
@@ -34,6 +36,17 @@ export interface RunStarted {
   start: RunStart;
   ms: number;
   ok: boolean;
+  /**
+   * For a claim, ms: taking a sandbox; then, side by side from there, writing its claim record
+   * and `bind` (to the run READY).
+   */
+  steps?: ClaimSteps;
+}
+
+export interface ClaimSteps {
+  take: number;
+  record: number;
+  bind: number;
 }
 
 /** Creates, finds, watches and removes runs; scoped by tenant at every entry point. */
@@ -46,6 +59,8 @@ export class RunManager {
   /** Started sandboxes waiting for runs; undefined until startPool (and when it is off). */
   pool?: WarmPool;
   private readonly claims: ClaimStore;
+  /** Idle pooled sandboxes an earlier gateway left, checked by recover, for startPool to adopt. */
+  private adoptable: { key: string; warm: Warm }[] = [];
   private readonly startedListeners: ((e: RunStarted) => void)[] = [];
 
   constructor(
@@ -78,17 +93,40 @@ export class RunManager {
   /** Starts keeping warm sandboxes for runs with the default limits (after recover). */
   startPool(): void {
     const { size, maxTotal, maxMemoryMb, concurrency } = this.config.pool;
-    if (size <= 0 || maxTotal <= 0 || this.pool) return;
-    this.pool = new WarmPool({
-      provider: this.provider,
-      instance: this.config.instance,
-      targets: [{ limits: this.defaultLimits(), size }],
-      maxTotal,
-      maxMemoryMb,
-      concurrency,
-      admit: (start) => this.tenancy.admission.submit(POOL_LINE, Number.MAX_SAFE_INTEGER, start),
-    });
-    this.pool.start();
+    if (size > 0 && maxTotal > 0 && !this.pool) {
+      this.pool = new WarmPool({
+        provider: this.provider,
+        instance: this.config.instance,
+        targets: [{ limits: this.defaultLimits(), size }],
+        maxTotal,
+        maxMemoryMb,
+        concurrency,
+        prepare: (sandbox) => this.prepare(sandbox),
+        admit: (start) => this.tenancy.admission.submit(POOL_LINE, Number.MAX_SAFE_INTEGER, start),
+      });
+    }
+    // What an earlier gateway left idle fills the pool first; what does not fit is removed.
+    for (const { key, warm } of this.adoptable.splice(0)) {
+      if (this.pool?.adopt(key, warm)) continue;
+      warm.runner.dispose();
+      void this.provider.remove(warm.sandbox.id).catch(() => undefined);
+    }
+    this.pool?.start();
+  }
+
+  /** Opens a pooled sandbox's runner connection and readies it for any run. */
+  private async prepare(sandbox: Sandbox): Promise<RunnerClient> {
+    const runner = new RunnerClient(sandbox);
+    try {
+      await runner.prepare(
+        { workspace: sandbox.workspacePath, settings: this.config.runner },
+        this.config.runs.startTimeoutSeconds * 1000,
+      );
+      return runner;
+    } catch (err) {
+      runner.dispose();
+      throw err;
+    }
   }
 
   /** Called after every CreateRun that got past the admission checks, with its latency and origin. */
@@ -160,36 +198,60 @@ export class RunManager {
     const pooled = hostWorkspace || image || spec.egress ? undefined : this.pool?.claim(spec.limits);
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date(), pooled ? 'pool' : 'cold');
     const started = pooled
-      ? this.startClaimed(run, pooled)
+      ? this.startClaimed(run, pooled, t0)
       : this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
     this.runs.set(run.runId, run);
-    await started;
+    const steps = await started;
     const ms = performance.now() - t0;
     this.telemetry.runCreated(run, ms, hostWorkspace !== undefined);
-    const e: RunStarted = { runId: run.runId, tenant, start: run.start, ms, ok: run.state === 'READY' };
+    const e: RunStarted = {
+      runId: run.runId,
+      tenant,
+      start: run.start,
+      ms,
+      ok: run.state === 'READY',
+      ...(steps ? { steps } : {}),
+    };
     for (const l of this.startedListeners) l(e);
     return run;
   }
 
   /**
-   * Binds a pooled sandbox to its run: the claim record first (the container's labels cannot
-   * change), then `initialize`, where the runner learns its run.
+   * Binds a pooled sandbox to its run: the claim record (the container's labels cannot change)
+   * and `bind` over the runner connection the pool holds open, side by side. Either order is
+   * safe across a crash before CreateRun answers: a record without a bind is bound on recovery
+   * (`initialize`), a bound runner without a record is removed (it answers `ping` with a run).
    */
-  private async startClaimed(run: RunRecord, sandbox: Sandbox): Promise<void> {
+  private async startClaimed(run: RunRecord, warm: Warm, t0: number): Promise<ClaimSteps | undefined> {
+    const { sandbox, runner } = warm;
+    const taken = performance.now();
     try {
-      await this.claims.write(sandbox.id, {
-        runId: run.runId,
-        tenant: run.tenant,
-        spec: run.spec,
-        createdAt: run.createdAt.toISOString(),
-      });
+      this.watch(run, sandbox, runner);
+      let recorded = 0;
+      const record = this.claims
+        .write(sandbox.id, {
+          runId: run.runId,
+          tenant: run.tenant,
+          spec: run.spec,
+          createdAt: run.createdAt.toISOString(),
+        })
+        .then(() => (recorded = performance.now()));
+      const bind = runner.bind(
+        { runId: run.runId, conversationId: run.spec.conversationId, features: run.spec.features },
+        this.config.runs.startTimeoutSeconds * 1000,
+      );
+      const [, init] = await Promise.all([record, bind]);
       if ((run.state as RunState) === 'STOPPED') throw new Error('deleted while starting');
-      await this.connect(run, sandbox);
+      run.becomeReady(init.tools);
+      const ready = performance.now();
+      return { take: taken - t0, record: recorded - taken, bind: ready - taken };
     } catch (err) {
       this.markFailed(run, `could not start the run: ${(err as Error).message}`);
+      runner.dispose();
       await this.provider.remove(sandbox.id).catch(() => undefined);
       await this.claims.remove(sandbox.id).catch(() => undefined);
       run.sandboxRemoved();
+      return undefined;
     }
   }
 
@@ -255,6 +317,22 @@ export class RunManager {
   /** Talks to a sandbox's runner until it answers `initialize`, then watches it. */
   private async connect(run: RunRecord, sandbox: Sandbox): Promise<void> {
     const runner = new RunnerClient(sandbox);
+    this.watch(run, sandbox, runner);
+    const init = await runner.initialize(
+      {
+        runId: run.runId,
+        conversationId: run.spec.conversationId,
+        workspace: sandbox.workspacePath,
+        features: run.spec.features,
+        settings: this.config.runner,
+      },
+      this.config.runs.startTimeoutSeconds * 1000,
+    );
+    run.becomeReady(init.tools);
+  }
+
+  /** The run takes the sandbox and its runner: their end is the run's failure. */
+  private watch(run: RunRecord, sandbox: Sandbox, runner: RunnerClient): void {
     run.attach(sandbox, runner);
     // The connection often notices a dead runner before the sandbox's exit is reported: the
     // run is FAILED from that moment, and the exit's reason (OOM, signal) replaces the
@@ -267,17 +345,6 @@ export class RunManager {
         : `the run's sandbox ended: ${exit.reason}`;
       this.failed(run, reason, run.sandboxExited(reason));
     });
-    const init = await runner.initialize(
-      {
-        runId: run.runId,
-        conversationId: run.spec.conversationId,
-        workspace: sandbox.workspacePath,
-        features: run.spec.features,
-        settings: this.config.runner,
-      },
-      this.config.runs.startTimeoutSeconds * 1000,
-    );
-    run.becomeReady(init.tools);
   }
 
   private markFailed(run: RunRecord, reason: string, provisional = false): void {
@@ -381,9 +448,14 @@ export class RunManager {
     let removed = 0;
     for (const info of found) {
       const pooled = info.labels[LABELS.pool] !== undefined;
-      // A pooled sandbox's run is in its claim record; without one it was idle, and a fresh
-      // pool is cheaper to trust than one whose state the last gateway took with it.
+      // A pooled sandbox's run is in its claim record; without one it was idle.
       const claim = pooled ? await this.claims.read(info.id) : undefined;
+      if (pooled && !claim) {
+        if (info.running && (await this.readopt(info.id, info.labels[LABELS.pool]!))) continue;
+        await this.provider.remove(info.id).catch(() => undefined);
+        removed++;
+        continue;
+      }
       const runId = pooled ? claim?.runId : info.labels[LABELS.runId];
       const tenant = pooled ? claim?.tenant : info.labels[LABELS.tenant];
       let saved: { spec: RunSpec; createdAt: string } | undefined;
@@ -425,6 +497,30 @@ export class RunManager {
     return { recovered, removed };
   }
 
+  /**
+   * An idle pooled sandbox an earlier gateway left: kept for the pool when the pool keeps its
+   * class and its runner answers, bound to no run, and takes a fresh prepare. A runner that says
+   * it has a run (its claim record lost) is never handed out again.
+   */
+  private async readopt(id: string, key: string): Promise<boolean> {
+    const { size, maxTotal } = this.config.pool;
+    if (size <= 0 || maxTotal <= 0 || key !== classKey(this.defaultLimits())) return false;
+    let runner: RunnerClient | undefined;
+    try {
+      const sandbox = await this.provider.attach(id);
+      runner = new RunnerClient(sandbox);
+      const { runId } = await runner.ping(ADOPT_TIMEOUT_MS);
+      if (runId !== null) throw new Error(`its runner is bound to ${runId}`);
+      await runner.prepare({ workspace: sandbox.workspacePath, settings: this.config.runner }, ADOPT_TIMEOUT_MS);
+      this.adoptable.push({ key, warm: { sandbox, runner } });
+      return true;
+    } catch (err) {
+      logger.warn({ sandbox: id, err: (err as Error).message }, 'idle pooled sandbox not reusable; removing');
+      runner?.dispose();
+      return false;
+    }
+  }
+
   /** Stops runs idle too long or alive past the maximum lifetime. */
   startSweeper(everyMs = 5000): void {
     this.sweeper = setInterval(() => void this.sweep(), everyMs);
@@ -451,8 +547,18 @@ export class RunManager {
   /** Graceful shutdown: stops every run (or leaves them running for the next gateway). */
   async close(keep: boolean): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
-    // Idle pooled sandboxes are removed either way: a next gateway would not reuse them.
-    await this.pool?.close();
+    // Kept runs keep the idle pool beside them for the next gateway to adopt; otherwise it goes.
+    const leftIdle = this.adoptable.splice(0);
+    if (keep) {
+      await this.pool?.release();
+      for (const { warm } of leftIdle) warm.runner.dispose();
+    } else {
+      await this.pool?.close();
+      for (const { warm } of leftIdle) {
+        warm.runner.dispose();
+        await this.provider.remove(warm.sandbox.id).catch(() => undefined);
+      }
+    }
     if (keep) {
       for (const run of this.runs.values()) run.runner?.dispose();
     } else {

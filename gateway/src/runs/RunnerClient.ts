@@ -14,13 +14,18 @@ import {
   type QuestionOutcome,
 } from '../../../protocol/src/calls';
 import {
+  BindRequest,
   CommandRequest,
   InitializeRequest,
+  PrepareRequest,
   RunEventNotification,
   ShutdownRequest,
+  type BindParams,
   type FamilyCommand,
   type InitializeParams,
   type InitializeResult,
+  type PrepareParams,
+  type PrepareResult,
   type RunEventParams,
   type RunEventType,
 } from '../../../protocol/src/run';
@@ -31,6 +36,7 @@ import {
   type RunnerPhase,
   type ToolResult,
 } from '../../../protocol/src/tools';
+import { PingRequest } from '../../../protocol/src/transport';
 import type { Sandbox } from '../sandbox/provider';
 import { logger } from '../log';
 import type { Channel } from './connection/channel';
@@ -80,6 +86,11 @@ export class RunnerClient {
   private readonly calls = new Map<string, PendingCall>();
   private gone: Error | undefined;
   private initParams: InitializeParams | undefined;
+  private shuttingDown = false;
+  /** Whether a connection was opened before: a later one is a reconnection. */
+  private opened = false;
+  /** Set while the runner is prepared but not yet bound (a pooled runner). */
+  private prepareParams: PrepareParams | undefined;
   private readonly eventListeners: ((e: RunEventParams) => void)[] = [];
   private readonly goneListeners: ((err: Error) => void)[] = [];
   lastActivity = Date.now();
@@ -129,8 +140,12 @@ export class RunnerClient {
     this.connection = connection;
     this.transport = channel.kind;
     logger.info({ runId: this.sandbox.runId, transport: channel.kind }, 'runner connected');
-    // A new connection watches run events only once it initialized (the runner answers with the same tools).
-    if (this.initParams) await connection.sendRequest(InitializeRequest.type, this.initParams);
+    // A reconnection says again what the runner was told (it answers with the same tools), and
+    // watches run events only once it has; the first connection's requests are waiting on it.
+    const again = this.opened;
+    this.opened = true;
+    if (again && this.initParams) await connection.sendRequest(InitializeRequest.type, this.initParams);
+    else if (again && this.prepareParams) await connection.sendRequest(PrepareRequest.type, this.prepareParams);
     return connection;
   }
 
@@ -151,7 +166,7 @@ export class RunnerClient {
       c.reject(new RunnerGoneError('the connection to the runner dropped'));
       this.calls.delete(id);
     }
-    if (!reconnectable) {
+    if (!reconnectable || this.shuttingDown) {
       this.fail(new RunnerGoneError('the runner connection closed'));
       return;
     }
@@ -209,6 +224,25 @@ export class RunnerClient {
   async initialize(params: InitializeParams, timeoutMs: number): Promise<InitializeResult> {
     this.initParams = params;
     return this.request((c) => c.sendRequest(InitializeRequest.type, params), timeoutMs);
+  }
+
+  /** Readies a pooled runner with all that does not depend on its run (see PrepareRequest). */
+  async prepare(params: PrepareParams, timeoutMs: number): Promise<PrepareResult> {
+    this.prepareParams = params;
+    return this.request((c) => c.sendRequest(PrepareRequest.type, params), timeoutMs);
+  }
+
+  /** Binds a prepared runner to its run: the claim's one round trip. */
+  async bind(params: BindParams, timeoutMs: number): Promise<InitializeResult> {
+    if (!this.prepareParams) throw new Error('bind before prepare');
+    // A reconnect from here on initializes as this run (the runner answers it like a repeated bind).
+    this.initParams = { ...this.prepareParams, ...params };
+    return this.request((c) => c.sendRequest(BindRequest.type, params), timeoutMs);
+  }
+
+  /** Which run the runner serves (null: none yet) and how many connections it has. */
+  async ping(timeoutMs: number): Promise<{ runId: string | null; connections: number }> {
+    return this.request((c) => c.sendRequest(PingRequest.type), timeoutMs);
   }
 
   async command<P, R>(type: FamilyCommand<P, R>, payload: P): Promise<R> {
@@ -296,6 +330,8 @@ export class RunnerClient {
 
   async shutdown(timeoutMs = 3000): Promise<void> {
     if (this.gone) return;
+    // The runner closes its connections as it exits: that drop is the end, not a cue to reconnect.
+    this.shuttingDown = true;
     await this.request((c) => c.sendRequest(ShutdownRequest.type), timeoutMs).catch(() => undefined);
   }
 

@@ -7,12 +7,16 @@ import {
 } from 'vscode-jsonrpc/node';
 import { AskRequest, BridgeRequest, ProgressNotification } from '../../../protocol/src/calls';
 import {
+  BindRequest,
   CommandRequest,
   InitializeRequest,
+  PrepareRequest,
   RunEventNotification,
   ShutdownRequest,
-  type InitializeParams,
+  type BindParams,
   type InitializeResult,
+  type PrepareParams,
+  type PrepareResult,
   type RunEventParams,
 } from '../../../protocol/src/run';
 import { CallToolRequest } from '../../../protocol/src/tools';
@@ -34,7 +38,10 @@ import { traced } from '../util/phases';
 export class Sessions {
   private run: RunContext | undefined;
   private registry: ToolRegistry | undefined;
-  private initializing: Promise<InitializeResult> | undefined;
+  private prepared: PrepareParams | undefined;
+  private preparing: Promise<PrepareResult> | undefined;
+  private binding: Promise<InitializeResult> | undefined;
+  private boundTo: string | undefined;
   private readonly watchers = new Set<MessageConnection>();
   private readonly open = new Set<MessageConnection>();
 
@@ -61,8 +68,16 @@ export class Sessions {
   ): MessageConnection {
     const connection = createMessageConnection(reader, writer);
     this.open.add(connection);
+    connection.onRequest(PrepareRequest.type, (params) => this.prepare(params));
+    connection.onRequest(BindRequest.type, async (params) => {
+      const result = await this.bind(params);
+      this.watchers.add(connection);
+      return result;
+    });
+    // Prepare and bind in one: a cold run, or a restarted gateway finding its run again.
     connection.onRequest(InitializeRequest.type, async (params) => {
-      const result = await this.initialize(params);
+      if (!this.binding) await this.prepare({ workspace: params.workspace, settings: params.settings });
+      const result = await this.bind(params);
       this.watchers.add(connection);
       // A gateway that connects to a run already under way learns what it keeps alive.
       setImmediate(() => this.run?.resources.announce());
@@ -111,27 +126,51 @@ export class Sessions {
     return connection;
   }
 
-  /** The first call sets the run up; later ones (another gateway, a restarted one) get the same tools. */
-  private async initialize(params: InitializeParams): Promise<InitializeResult> {
-    if (this.initializing) {
-      const result = await this.initializing;
-      if (params.runId !== this.run?.runId)
-        throw new Error(`runner belongs to run ${this.run?.runId}, not ${params.runId}`);
-      return result;
+  /**
+   * Everything that does not depend on the run. Until bound it may be asked again (a restarted
+   * gateway re-adopting an idle pooled runner): the newer settings win, nothing of a run exists.
+   */
+  private async prepare(params: PrepareParams): Promise<PrepareResult> {
+    if (this.binding) throw new Error(`runner is bound to run ${this.boundTo}; it cannot be prepared again`);
+    if (typeof params?.workspace !== 'string' || !params.workspace.startsWith('/'))
+      throw new Error('prepare needs an absolute workspace path');
+    const previous = this.preparing ?? Promise.resolve(undefined);
+    this.preparing = (async () => {
+      await previous.catch(() => undefined);
+      // The egress bridge depends on the sandbox (its environment), never on the run.
+      if (!this.prepared) await startEgressFromEnvironment();
+      this.prepared = { workspace: params.workspace, settings: params.settings ?? {} };
+      return { version: this.version };
+    })();
+    return this.preparing;
+  }
+
+  /** The run this runner serves from now on: the first call sets it up; the same run again gets the same tools. */
+  private async bind(params: BindParams): Promise<InitializeResult> {
+    if (this.binding) {
+      if (params.runId !== this.boundTo) throw new Error(`runner belongs to run ${this.boundTo}, not ${params.runId}`);
+      return this.binding;
     }
-    this.initializing = (async () => {
-      await startEgressFromEnvironment();
-      const run = new RunContext(params);
+    if (!this.preparing) throw new Error('runner not prepared');
+    const preparing = this.preparing;
+    this.boundTo = params.runId;
+    this.binding = (async () => {
+      await preparing;
+      const prepared = this.prepared!;
+      const run = new RunContext({ ...prepared, ...params });
       run.sendEvent = (event) => this.broadcast(event);
       const registry = new ToolRegistry(run.workspace.root);
       await registerTools(registry, run);
       this.run = run;
       this.registry = registry;
-      logger.info({ runId: run.runId, tools: registry.list().map((t) => t.name) }, 'runner initialized');
+      logger.info({ runId: run.runId, tools: registry.list().map((t) => t.name) }, 'runner bound');
       return { version: this.version, tools: registry.list() };
     })();
-    this.initializing.catch(() => (this.initializing = undefined));
-    return this.initializing;
+    this.binding.catch(() => {
+      this.binding = undefined;
+      this.boundTo = undefined;
+    });
+    return this.binding;
   }
 
   private broadcast(event: RunEventParams): void {

@@ -2,7 +2,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { status } from '@grpc/grpc-js';
@@ -115,7 +115,7 @@ test('the pool at its maximum and a tenant near its memory quota: CreateRun is r
   }
 });
 
-test('graceful restart keeping runs: the claimed run is found again and answers; idle ones are removed', async () => {
+test('graceful restart keeping runs: the claimed run answers again, idle ones are adopted and serve new runs', async () => {
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
   const instance = `pool-g-${process.pid}`;
   const first = await pooledGateway({ instance, stateDir });
@@ -124,24 +124,35 @@ test('graceful restart keeping runs: the claimed run is found again and answers;
   assert.equal(run.start, RunStart.POOL);
   const box = first.gateway.runs.get('alice', run.runId).sandbox!.id;
   await first.alice.putFileMap(run.runId, { 'kept.txt': 'through a restart\n' });
+  await until('a refilled pool', async () => idle(first) === 2, 60_000);
   await first.gateway.close({ keepRuns: true });
   first.alice.close();
   first.bob.close();
-  assert.deepEqual(
-    (await instanceContainers(instance)).map((c) => c.Id),
-    [box],
-    'only the claimed sandbox is left',
-  );
+  const left = (await instanceContainers(instance)).map((c) => c.Id);
+  assert.equal(left.length, 3, 'the claimed sandbox and the idle pool are left running');
+  const idleBefore = left.filter((id) => id !== box).sort();
 
-  const second = await pooledGateway({ instance, stateDir, pool: { size: 0 } });
+  const second = await pooledGateway({ instance, stateDir });
   try {
+    assert.equal(idle(second), 2, 'the idle sandboxes are adopted on start, none started anew');
+    assert.equal(second.gateway.runs.pool!.stats().classes[0].starting, 0);
+    assert.deepEqual((await instanceContainers(instance)).map((c) => c.Id).sort(), left.sort());
     const again = await second.alice.getRun(run.runId);
     assert.equal(again.state, RunState.READY);
     assert.equal(again.start, RunStart.POOL);
     assert.deepEqual(again.labels, { team: 'x' });
     assert.match((await read(second.alice, run.runId, 'kept.txt')).text, /through a restart/);
     await assert.rejects(second.bob.getRun(run.runId), (e: { code: number }) => e.code === status.NOT_FOUND);
+
+    const next = await second.bob.createRun({ conversationId: 'adopted' });
+    assert.equal(next.state, RunState.READY, next.error);
+    assert.equal(next.start, RunStart.POOL);
+    assert.ok(idleBefore.includes(second.gateway.runs.get('bob', next.runId).sandbox!.id), 'an adopted sandbox');
+    assert.deepEqual(Object.keys(await second.bob.getFileMap(next.runId, '')), [], 'its workspace starts empty');
+    const w = await second.bob.callTool(next.runId, 'write', { path: 'n.txt', content: 'new run\n' });
+    assert.equal(w.result.isError, false, resultText(w.result));
     await second.alice.deleteRun(run.runId);
+    await second.bob.deleteRun(next.runId);
     assert.deepEqual(readdirSync(path.join(stateDir, 'pool', instance, 'claims')), []);
   } finally {
     await second.close();
@@ -151,7 +162,45 @@ test('graceful restart keeping runs: the claimed run is found again and answers;
   assert.deepEqual(loopsUnder(stateDir), []);
 });
 
-test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle ones replaced, nothing leaks', async () => {
+test('a claimed sandbox whose claim record is lost is removed on restart, never pooled again', async () => {
+  const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
+  const instance = `pool-l-${process.pid}`;
+  const pool = { size: 1, maxTotal: 1 };
+  const first = await pooledGateway({ instance, stateDir, pool });
+  await until('a full pool', async () => idle(first) === 1, 60_000);
+  const run = await first.alice.createRun({ conversationId: 'lost' });
+  assert.equal(run.start, RunStart.POOL);
+  const box = first.gateway.runs.get('alice', run.runId).sandbox!.id;
+  await until('a refilled pool', async () => idle(first) === 1, 60_000);
+  await first.gateway.close({ keepRuns: true });
+  first.alice.close();
+  first.bob.close();
+  const [idleBox] = (await instanceContainers(instance)).map((c) => c.Id).filter((id) => id !== box);
+  rmSync(path.join(stateDir, 'pool', instance, 'claims', `${box}.json`));
+
+  const second = await pooledGateway({ instance, stateDir, pool });
+  try {
+    await assert.rejects(
+      docker.getContainer(box).inspect(),
+      (e: { statusCode?: number }) => e.statusCode === 404,
+      'a runner bound to a run no record names is removed',
+    );
+    assert.equal(idle(second), 1);
+    assert.deepEqual(
+      (await instanceContainers(instance)).map((c) => c.Id),
+      [idleBox],
+      'the unbound one is adopted',
+    );
+    assert.equal((await second.alice.listRuns()).length, 0);
+  } finally {
+    await second.close();
+  }
+  assert.deepEqual(await instanceContainers(instance), []);
+  assert.deepEqual(await instanceVolumes(instance), []);
+  assert.deepEqual(loopsUnder(stateDir), []);
+});
+
+test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle ones adopted, nothing leaks', async () => {
   const instance = `pool-k-${process.pid}`;
   instances.push(instance);
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
@@ -196,18 +245,22 @@ test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle 
 
     second = serve();
     await second.ready;
+    assert.deepEqual(
+      (await pooled()).map((c) => c.Id).sort(),
+      [...before].sort(),
+      'the idle sandboxes are adopted, none started anew',
+    );
     const again = await client.getRun(run.runId);
     assert.equal(again.state, RunState.READY, again.error);
     assert.equal(again.start, RunStart.POOL);
     assert.match((await read(client, run.runId, 'kept.txt')).text, /through a crash/);
     const next = await client.createRun({ conversationId: 'after' });
     assert.equal(next.state, RunState.READY, next.error);
+    assert.equal(next.start, RunStart.POOL);
+    assert.deepEqual(Object.keys(await client.getFileMap(next.runId, '')), [], 'an adopted sandbox starts empty');
+    await until('a refilled pool', async () => (await pooled()).length === 4, 90_000);
     const after = (await pooled()).map((c) => c.Id);
-    assert.equal(
-      after.filter((id) => before.includes(id)).length,
-      1,
-      'of the old pooled sandboxes only the claimed one is left',
-    );
+    assert.equal(after.filter((id) => before.includes(id)).length, 3, 'every old pooled sandbox is still in use');
     await client.deleteRun(run.runId);
     await client.deleteRun(next.runId);
   } finally {

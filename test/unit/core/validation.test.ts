@@ -37,3 +37,26 @@ test('arguments_json: empty means {}, malformed JSON and non-objects are refused
   assert.equal(parseArguments('null').ok, false);
   assert.equal(parseArguments('"x"').ok, false);
 });
+
+test('every run of the same tools shares one compiled validator, and each reads its own errors', () => {
+  const tools = [
+    { name: 'read', description: '', tier: 'read' as const, inputSchema: readSchema, parallelSafe: true },
+    { name: 'write', description: '', tier: 'write' as const, inputSchema: writeSchema, parallelSafe: false },
+  ];
+  const a = new ArgumentValidator(tools);
+  const b = new ArgumentValidator(structuredClone(tools));
+  assert.deepEqual(a.check('write', { path: 'a.txt' }), ['missing required argument "content"']);
+  assert.deepEqual(b.check('write', { path: 'a.txt', content: '' }), []);
+  assert.deepEqual(a.check('read', { path: 'a', start_line: 'x' }), ['argument "start_line" must be integer']);
+  // A schema that reuses an $id with other content still validates by its own rules.
+  const v1 = { $id: 'https://tether.dev/test.json', type: 'object', required: ['x'] };
+  const v2 = { $id: 'https://tether.dev/test.json', type: 'object', required: ['y'] };
+  const one = new ArgumentValidator([
+    { name: 't', description: '', tier: 'read', inputSchema: v1, parallelSafe: true },
+  ]);
+  const two = new ArgumentValidator([
+    { name: 't', description: '', tier: 'read', inputSchema: v2, parallelSafe: true },
+  ]);
+  assert.deepEqual(one.check('t', { y: 1 }), ['missing required argument "x"']);
+  assert.deepEqual(two.check('t', { x: 1 }), ['missing required argument "y"']);
+});

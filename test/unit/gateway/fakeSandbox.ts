@@ -17,7 +17,8 @@ import type {
   SandboxProvider,
   SandboxSpec,
 } from '../../../gateway/src/sandbox/provider';
-import { InitializeRequest, ShutdownRequest } from '../../../protocol/src/run';
+import { BindRequest, InitializeRequest, PrepareRequest, ShutdownRequest } from '../../../protocol/src/run';
+import { PingRequest } from '../../../protocol/src/transport';
 import type { ToolDescriptor } from '../../../protocol/src/tools';
 
 export const TOOLS: ToolDescriptor[] = [
@@ -28,8 +29,17 @@ export const TOOLS: ToolDescriptor[] = [
 /** How the fake runner answers; set per test. Runs once per connection (create and attach). */
 export type RunnerScript = (conn: MessageConnection, sandbox: FakeSandbox) => void;
 
-export const answersInitialize: RunnerScript = (conn) => {
-  conn.onRequest(InitializeRequest.type, () => ({ version: 'fake', tools: TOOLS }));
+export const answersInitialize: RunnerScript = (conn, sb) => {
+  conn.onRequest(InitializeRequest.type, (p) => {
+    sb.boundTo ??= p.runId;
+    return { version: 'fake', tools: TOOLS };
+  });
+  conn.onRequest(PrepareRequest.type, () => ({ version: 'fake' }));
+  conn.onRequest(BindRequest.type, (p) => {
+    sb.boundTo ??= p.runId;
+    return { version: 'fake', tools: TOOLS };
+  });
+  conn.onRequest(PingRequest.type, () => ({ runId: sb.boundTo ?? null, connections: 1 }));
   conn.onRequest(ShutdownRequest.type, () => ({}));
 };
 
@@ -43,6 +53,8 @@ export class FakeSandbox implements Sandbox {
   readonly exited: Promise<SandboxExit>;
   runner!: MessageConnection;
   running = true;
+  /** The run its runner was bound to (it outlives a re-attach, as a real runner's does). */
+  boundTo: string | undefined;
   private resolveExit!: (e: SandboxExit) => void;
 
   constructor(

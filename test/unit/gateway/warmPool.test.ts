@@ -7,8 +7,9 @@ import { status } from '@grpc/grpc-js';
 import { GatewayError } from '../../../gateway/src/errors';
 import { RunManager, type RunStarted } from '../../../gateway/src/runs/RunManager';
 import { classKey, WarmPool } from '../../../gateway/src/pool/WarmPool';
-import { InitializeRequest, ShutdownRequest, type InitializeParams } from '../../../protocol/src/run';
-import { FakeProvider, runSpec, testConfig, TOOLS, until } from './fakeSandbox';
+import { RunnerClient } from '../../../gateway/src/runs/RunnerClient';
+import { BindRequest, InitializeRequest, PrepareRequest, type BindParams } from '../../../protocol/src/run';
+import { answersInitialize, FakeProvider, runSpec, testConfig, TOOLS, until } from './fakeSandbox';
 
 const LIMITS = { memoryMb: 256, cpuMillis: 500, pids: 64, diskMb: 64 };
 
@@ -25,23 +26,35 @@ function poolConfig(
   };
 }
 
-/** Every initialize the fake runners received, by sandbox id. */
+/** Every bind and initialize (the run each was for) and every prepare the fake runners received, by sandbox id. */
 function recordingProvider() {
-  const inits = new Map<string, InitializeParams[]>();
+  const inits = new Map<string, BindParams[]>();
+  const prepares = new Map<string, number>();
   const provider = new FakeProvider((conn, sb) => {
+    answersInitialize(conn, sb);
+    const seen = (p: BindParams) => inits.set(sb.id, [...(inits.get(sb.id) ?? []), p]);
     conn.onRequest(InitializeRequest.type, (p) => {
-      inits.set(sb.id, [...(inits.get(sb.id) ?? []), p]);
+      seen(p);
+      sb.boundTo ??= p.runId;
       return { version: 'fake', tools: TOOLS };
     });
-    conn.onRequest(ShutdownRequest.type, () => ({}));
+    conn.onRequest(BindRequest.type, (p) => {
+      seen(p);
+      sb.boundTo ??= p.runId;
+      return { version: 'fake', tools: TOOLS };
+    });
+    conn.onRequest(PrepareRequest.type, () => {
+      prepares.set(sb.id, (prepares.get(sb.id) ?? 0) + 1);
+      return { version: 'fake' };
+    });
   });
-  return { provider, inits };
+  return { provider, inits, prepares };
 }
 
 const idle = (m: RunManager) => m.pool?.stats().classes[0]?.idle ?? 0;
 
-test('the pool fills to its size with labelled, uninitialized sandboxes', async () => {
-  const { provider, inits } = recordingProvider();
+test('the pool fills to its size with labelled, prepared and unbound sandboxes', async () => {
+  const { provider, inits, prepares } = recordingProvider();
   const m = new RunManager(poolConfig(), provider);
   m.startPool();
   await until(() => idle(m) === 2);
@@ -51,6 +64,7 @@ test('the pool fills to its size with labelled, uninitialized sandboxes', async 
     assert.equal(sb.labels['dev.tether.tenant'], undefined);
   }
   assert.equal(inits.size, 0, 'a pooled runner learns its run only when claimed');
+  assert.deepEqual([...prepares.values()], [1, 1], 'each pooled runner is prepared ahead of its claim');
   await m.close(false);
   assert.equal(provider.sandboxes.size, 0, 'idle pooled sandboxes are removed on close');
 });
@@ -142,8 +156,8 @@ test('over its memory quota with the pool full: refused before anything is claim
   await m.close(false);
 });
 
-test('restart: a claimed sandbox is found again as its run; idle ones and stale claims are removed', async () => {
-  const { provider, inits } = recordingProvider();
+test('restart: a claimed sandbox is found again as its run, idle ones are adopted, the untrusted removed', async () => {
+  const { provider, inits, prepares } = recordingProvider();
   const config = poolConfig({ size: 2 });
   const first = new RunManager(config, provider);
   first.startPool();
@@ -159,9 +173,12 @@ test('restart: a claimed sandbox is found again as its run; idle ones and stale 
     JSON.stringify({ runId: 'run-x', tenant: 't', spec: {}, createdAt: '' }),
   );
   await fs.writeFile(path.join(claimsDir, 'sb-half.json.123.tmp'), '{');
+  // One idle sandbox's runner says it has a run though no claim names it: never handed out.
+  const [kept, bound] = [...provider.sandboxes.values()].filter((sb) => sb.id !== run.sandbox!.id);
+  bound.boundTo = 'run-elsewhere';
 
   const second = new RunManager(config, provider);
-  assert.deepEqual(await second.recover(), { recovered: 1, removed: 2 });
+  assert.deepEqual(await second.recover(), { recovered: 1, removed: 1 });
   const again = second.get('alice', run.runId);
   assert.equal(again.state, 'READY');
   assert.equal(again.start, 'pool');
@@ -169,11 +186,70 @@ test('restart: a claimed sandbox is found again as its run; idle ones and stale 
   assert.deepEqual(again.spec.labels, { team: 'x' });
   assert.deepEqual(new Set(inits.get(run.sandbox!.id)!.map((p) => p.runId)), new Set([run.runId]));
   assert.ok(inits.get(run.sandbox!.id)!.length >= 2, 'initialized again by the second gateway');
-  assert.equal(provider.sandboxes.size, 1);
+  assert.ok(provider.removed.includes(bound.id), 'a bound runner without a claim is removed');
+  assert.equal(prepares.get(kept.id), 2, 'the idle one is prepared again by its new gateway');
   assert.deepEqual(await fs.readdir(claimsDir), [`${run.sandbox!.id}.json`]);
+  second.startPool();
+  await until(() => idle(second) === 2);
+  assert.equal(provider.sandboxes.size, 3, 'one adopted, one new, the claimed one');
+  const next = await second.create('bob', runSpec());
+  assert.equal(next.start, 'pool');
+  assert.equal(next.sandbox!.id, kept.id, 'the adopted sandbox is claimed first');
+  assert.deepEqual(
+    inits.get(kept.id)!.map((p) => p.runId),
+    [next.runId],
+  );
   await second.delete('alice', run.runId);
+  await second.delete('bob', next.runId);
   assert.deepEqual(await fs.readdir(claimsDir), []);
   await second.close(false);
+  assert.equal(provider.sandboxes.size, 0);
+});
+
+test('restart: a claim whose record was written but whose bind never came is bound by recovery', async () => {
+  const { provider, inits } = recordingProvider();
+  const config = poolConfig({ size: 1 });
+  const first = new RunManager(config, provider);
+  first.startPool();
+  await until(() => idle(first) === 1);
+  first.pool!.stop();
+  const [sb] = [...provider.sandboxes.values()];
+  // The gateway died between the record and the bind.
+  const claimsDir = path.join(config.stateDir, 'pool', config.instance, 'claims');
+  await fs.mkdir(claimsDir, { recursive: true });
+  const spec = first.normalize(runSpec({ conversationId: 'mid-claim' }));
+  await fs.writeFile(
+    path.join(claimsDir, `${sb.id}.json`),
+    JSON.stringify({ runId: 'run-mid', tenant: 'alice', spec, createdAt: new Date().toISOString() }),
+  );
+  const second = new RunManager(config, provider);
+  assert.deepEqual(await second.recover(), { recovered: 1, removed: 0 });
+  assert.equal(second.get('alice', 'run-mid').state, 'READY');
+  assert.deepEqual(
+    inits.get(sb.id)!.map((p) => p.runId),
+    ['run-mid'],
+  );
+  await second.close(false);
+  assert.equal(provider.sandboxes.size, 0);
+});
+
+test('restart: idle pooled sandboxes are removed when the pool is off or keeps another class', async () => {
+  for (const over of [{ size: 0 }, {}]) {
+    const provider = new FakeProvider();
+    const config = poolConfig({ size: 2 });
+    const first = new RunManager(config, provider);
+    first.startPool();
+    await until(() => idle(first) === 2);
+    await first.close(true);
+    assert.equal(provider.sandboxes.size, 2, 'a graceful stop keeping runs leaves the idle pool for the next gateway');
+    const next = poolConfig({ size: 2, ...over }, config.stateDir);
+    // Another default class: what the earlier gateway pooled does not fit it.
+    if (!('size' in over)) next.limits = { ...next.limits, default: { ...LIMITS, memoryMb: 320 } };
+    const second = new RunManager(next, provider);
+    assert.deepEqual(await second.recover(), { recovered: 0, removed: 2 });
+    assert.equal(provider.sandboxes.size, 0);
+    await second.close(false);
+  }
 });
 
 test('WarmPool retries after a failed start without spinning', async () => {
@@ -191,6 +267,11 @@ test('WarmPool retries after a failed start without spinning', async () => {
     maxTotal: 4,
     maxMemoryMb: 4096,
     concurrency: 1,
+    prepare: async (sb) => {
+      const runner = new RunnerClient(sb);
+      await runner.prepare({ workspace: sb.workspacePath, settings: {} }, 1000);
+      return runner;
+    },
     admit: (s) => s(),
     retryMs: 20,
   });

@@ -13,7 +13,8 @@ import { maxTierOf, visible } from '../surfaces';
 import { parseArguments } from '../validation';
 
 /**
- * One CallTool stream: the first message starts the call, later ones (answers, bridge
+ * One CallTool stream, admitted past the tenant's rate limit (the edge checks it when the
+ * stream opens, before this runs): the first message starts the call, later ones (answers, bridge
  * results, cancel) go to its CallStream; the result ends the stream, a failure its status.
  */
 export function serveCallTool(
@@ -41,7 +42,6 @@ export function serveCallTool(
       typeof traceparent === 'string' ? traceparent : undefined,
     ));
     void (async () => {
-      deps.runs.tenancy.limitRate(tenant, 'callTool');
       const run = deps.runs.ready(tenant, start.runId);
       stream = new CallStream(call, start, run.spec.features.questions.targetSpace, deps.questionTimeoutSeconds, obs);
       const cap = maxTierOf(start.surface);

@@ -52,6 +52,7 @@ export class RunManager {
     private readonly telemetry: Telemetry = Telemetry.off,
   ) {
     this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
+    this.tenancy.onRefusals((r) => telemetry.rateLimited(r));
     this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
     this.egress = new EgressService(config);
     telemetry.watchRuns({
@@ -444,6 +445,7 @@ export class RunManager {
   /** Graceful shutdown: stops every run (or leaves them running for the next gateway). */
   async close(keep: boolean): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
+    this.tenancy.flushRefusals();
     // Idle pooled sandboxes are removed either way: a next gateway would not reuse them.
     await this.pool?.close();
     if (keep) {

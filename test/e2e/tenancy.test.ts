@@ -135,3 +135,29 @@ test('tenant A floods CallTool past its rate: A is refused with retry hints, B i
     'every B call answered',
   );
 });
+
+test("a tenant's calls past callsInFlight wait in its own line, past queuedCalls are refused; another tenant's are not", async () => {
+  const t = await gateway({ tenants: { alice: { callsInFlight: 2, queuedCalls: 3 } } });
+  const a = await t.alice.createRun({ limits });
+  const b = await t.bob.createRun({ limits });
+  await t.alice.putFileMap(a.runId, { 'f.txt': 'a\n' });
+  await t.bob.putFileMap(b.runId, { 'f.txt': 'b\n' });
+  const outcomes = await Promise.allSettled(
+    Array.from({ length: 40 }, () => t.alice.callTool(a.runId, 'read', { path: 'f.txt' })),
+  );
+  const bOut = await Promise.all(Array.from({ length: 10 }, () => t.bob.callTool(b.runId, 'read', { path: 'f.txt' })));
+  const answered = outcomes.filter((o) => o.status === 'fulfilled');
+  const refusedCalls = outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason as grpc.ServiceError);
+  assert.ok(answered.length >= 5, `two in flight and three waiting are answered: ${answered.length}`);
+  assert.ok(refusedCalls.length > 0, 'a burst of 40 overflows a line of 3');
+  for (const e of refusedCalls) {
+    refused(/tenant alice has 2 calls in flight and 3 waiting \(callsInFlight, queuedCalls\); retry later/)(e);
+    assert.equal(e.metadata.get('retry-after-ms')[0], '100');
+  }
+  assert.ok(
+    bOut.every((o) => /b/.test(resultText(o.result))),
+    "B's 10 parallel calls are all answered",
+  );
+  // The slots are all given back: the next calls are answered.
+  for (let i = 0; i < 5; i++) await t.alice.callTool(a.runId, 'read', { path: 'f.txt' });
+});

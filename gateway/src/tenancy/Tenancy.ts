@@ -1,5 +1,6 @@
 import type { ResourceLimits } from '../config';
 import { policyFor, type TenancyConfig, type TenantPolicy } from './config';
+import { CallSlots } from './CallSlots';
 import { FairQueue, QueueFullError } from './FairQueue';
 import { describeViolation, exceededQuota, type Reserved } from './quota';
 import { RateGate } from './RateGate';
@@ -15,6 +16,8 @@ type Kind = 'createRun' | 'callTool';
 export class Tenancy {
   private readonly gates = { createRun: new Map<string, RateGate>(), callTool: new Map<string, RateGate>() };
   private readonly policies = new Map<string, TenantPolicy>();
+  private readonly slots = new Map<string, CallSlots>();
+  private readonly lineFull = new Map<string, ResourceExhausted>();
   readonly admission: FairQueue;
   /** Rate-limit refusals, reported per tenant and kind once a window; `onRefusals` sets where. */
   private readonly tally = new RefusalTally((r) => this.reportRefusals(r));
@@ -56,6 +59,30 @@ export class Tenancy {
   limitRate(tenant: string, kind: Kind): void {
     const refused = this.refusal(tenant, kind);
     if (refused) throw refused;
+  }
+
+  /** The tenant's CallTool slots (`callsInFlight`, `queuedCalls`). */
+  callSlots(tenant: string): CallSlots {
+    let s = this.slots.get(tenant);
+    if (!s) {
+      const p = this.policy(tenant);
+      this.slots.set(tenant, (s = new CallSlots(p.callsInFlight, p.queuedCalls)));
+    }
+    return s;
+  }
+
+  /** The refusal of a call that finds the tenant's line of waiting calls full. */
+  callLineFull(tenant: string): ResourceExhausted {
+    let r = this.lineFull.get(tenant);
+    if (!r) {
+      const p = this.policy(tenant);
+      r = new ResourceExhausted(
+        `tenant ${tenant} has ${p.callsInFlight} calls in flight and ${p.queuedCalls} waiting (callsInFlight, queuedCalls); retry later`,
+        { retryAfterMs: 100 },
+      );
+      this.lineFull.set(tenant, r);
+    }
+    return r;
   }
 
   /** Reports the refusals counted so far (at shutdown, and for tests). */

@@ -161,3 +161,33 @@ test("a tenant's calls past callsInFlight wait in its own line, past queuedCalls
   // The slots are all given back: the next calls are answered.
   for (let i = 0; i < 5; i++) await t.alice.callTool(a.runId, 'read', { path: 'f.txt' });
 });
+
+test('calls past callsInFlight wait their turn; one cancelled while it waits leaves the line and never runs', async (ctx) => {
+  const t = await gateway({ tenants: { alice: { callsInFlight: 1, queuedCalls: 4 } } });
+  const run = await t.alice.createRun({ limits, features: { eval: true } });
+  if (!(await t.alice.listTools(run.runId)).some((x) => x.name === 'eval'))
+    return ctx.skip('this build has no eval tool');
+  const slots = t.gateway.runs.tenancy.callSlots('alice');
+  const until = async (what: string, ok: () => boolean) => {
+    for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(ok(), what);
+  };
+  const evalCall = (code: string, signal?: AbortSignal) =>
+    t.alice.callTool(run.runId, 'eval', { code, description: 'a call for the slot test' }, signal ? { signal } : {});
+  const first = evalCall('import time\ntime.sleep(1)\nprint("first done")');
+  await until('the first call holds the one slot', () => slots.active === 1);
+  const second = evalCall('print("second done")');
+  const abort = new AbortController();
+  const third = evalCall('open("third.txt", "w").write("ran")', abort.signal);
+  await until('two calls wait in line', () => slots.waiting === 2);
+  abort.abort('not needed any more');
+  const cancelled = await third;
+  assert.ok(cancelled.result.isError, 'the cancelled call is answered as cancelled');
+  assert.match(resultText(cancelled.result), /cancel/);
+  assert.equal(slots.waiting, 1, 'it left the line');
+  assert.match(resultText((await first).result), /first done/);
+  assert.match(resultText((await second).result), /second done/);
+  const read = await t.alice.callTool(run.runId, 'read', { path: 'third.txt' });
+  assert.ok(read.result.isError, 'the cancelled call never ran');
+  await until('every slot is given back', () => slots.active === 0 && slots.waiting === 0);
+});

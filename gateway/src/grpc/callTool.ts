@@ -82,20 +82,37 @@ export function serveCallTool(
       finish(s, obs, result, free);
     })().catch(abortWith);
   };
+  let waitingStart: CallToolStart | undefined;
   call.on('data', (msg: CallToolInput) => {
     if (stream) return stream.receive(msg);
-    if (started) return void early.push(msg);
+    if (started) {
+      early.push(msg);
+      // Cancelled while waiting for a slot: out of the line, and answered as cancelled at once
+      // (the call begins without a slot and its replayed cancel stops it before the tool runs).
+      if (msg.msg.case === 'cancel' && waitingStart) {
+        const start = waitingStart;
+        waitingStart = undefined;
+        free();
+        begin(start);
+      }
+      return;
+    }
     if (msg.msg.case !== 'start') return abortWith(invalid('CallTool: the first message must be start'));
     started = true;
     const start = msg.msg.value;
+    waitingStart = start;
     // The tenant's slots in flight: past them the call waits in the tenant's own line.
     leaveLine = deps.runs.tenancy.callSlots(tenant).enter((r) => {
+      waitingStart = undefined;
       leaveLine = undefined;
       release = r;
       if (call.cancelled || call.destroyed) return free();
       begin(start);
     });
-    if (!leaveLine) abortWith(deps.runs.tenancy.callLineFull(tenant));
+    if (!leaveLine) {
+      waitingStart = undefined;
+      abortWith(deps.runs.tenancy.callLineFull(tenant));
+    }
   });
   call.on('end', () => (stream ? stream.inputEnded() : (endedEarly = true)));
   call.on('error', () => stream?.cancel('the stream failed'));

@@ -93,20 +93,26 @@ test("docker: A's CallTool flood is refused with retry hints, B's calls never ar
 
   // Everything counted so far is reported now, as the window's end would.
   t.gateway.runs.tenancy.flushRefusals();
-  const records = readFileSync(audit, 'utf8')
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as { event: string; tenant?: string; refused?: number; outcome?: string });
+  type AuditLine = { event: string; tenant?: string; refused?: number; outcome?: string };
+  const read = () =>
+    readFileSync(audit, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as AuditLine);
+  const refusedIn = (rs: AuditLine[]) =>
+    rs.filter((r) => r.event === 'rate.limited').reduce((n, r) => n + (r.refused ?? 0), 0);
+  // The audit file is written through a stream: give its last lines the time to land.
+  let records = read();
+  for (let i = 0; i < 100 && refusedIn(records) < aRefusals.length; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    records = read();
+  }
   const limited = records.filter((r) => r.event === 'rate.limited');
   assert.ok(
     limited.every((r) => r.tenant === 'alice'),
     'only A has refusals',
   );
-  assert.equal(
-    limited.reduce((n, r) => n + (r.refused ?? 0), 0),
-    aRefusals.length,
-    'every refusal is counted in the aggregate records',
-  );
+  assert.equal(refusedIn(records), aRefusals.length, 'every refusal is counted in the aggregate records');
   assert.ok(limited.length < aRefusals.length / 10, `${limited.length} records for ${aRefusals.length} refusals`);
   const calls = records.filter((r) => r.event === 'tool.call');
   assert.equal(calls.filter((r) => r.tenant === 'alice').length, aAnswered, 'a refused call is not a tool.call record');

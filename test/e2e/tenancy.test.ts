@@ -191,3 +191,28 @@ test('calls past callsInFlight wait their turn; one cancelled while it waits lea
   assert.ok(read.result.isError, 'the cancelled call never ran');
   await until('every slot is given back', () => slots.active === 0 && slots.waiting === 0);
 });
+
+test('maxConcurrentStreams: calls past it on one connection wait in the client, then are all answered', async (ctx) => {
+  const t = await startTestGateway({
+    maxConcurrentStreams: 2,
+    tenancy: { default: {}, tenants: {}, admission: { concurrency: 4 } },
+  });
+  gateways.push(t);
+  const run = await t.alice.createRun({ limits, features: { eval: true } });
+  if (!(await t.alice.listTools(run.runId)).some((x) => x.name === 'eval'))
+    return ctx.skip('this build has no eval tool');
+  const slots = t.gateway.runs.tenancy.callSlots('alice');
+  let most = 0;
+  const watch = setInterval(() => (most = Math.max(most, slots.active)), 5);
+  const outs = await Promise.all(
+    [1, 2, 3, 4].map((i) =>
+      t.alice.callTool(run.runId, 'eval', {
+        code: `import time\ntime.sleep(0.5)\nprint("call ${i} done")`,
+        description: 'a call for the stream limit test',
+      }),
+    ),
+  );
+  clearInterval(watch);
+  outs.forEach((o, i) => assert.match(resultText(o.result), new RegExp(`call ${i + 1} done`)));
+  assert.equal(most, 2, 'never more than two calls of the one connection at the gateway at once');
+});

@@ -67,14 +67,14 @@ export function serveCallTool(
       const parsed = parseArguments(start.argumentsJson);
       obs.resolved(desc.tier, parsed.ok ? parsed.value : {});
       if (!parsed.ok) return finish(s, obs, errorResult(parsed.error), free);
-      const started = Date.now();
+      const invoked = Date.now();
       const result = await deps.invoker.invoke(run, start.tool, parsed.value, { cap, stream: s });
       logger.debug(
         {
           runId: run.runId,
           tool: start.tool,
           callId: start.callId,
-          ms: Date.now() - started,
+          ms: Date.now() - invoked,
           isError: !!result.isError,
         },
         'call',

@@ -35,7 +35,7 @@ for b in "${chosen[@]}"; do
     debug) node dist/bench/debug.js 5 30 docker ;;
     eval) node dist/bench/eval.js 200 docker ;;
     cards-and-workers) node dist/bench/cards-and-workers.js 500 docker ;;
-    tenancy) node dist/bench/tenancy.js 8 512 200 ;;
+    tenancy) node dist/bench/tenancy.js 8 512 ;;
     observability) node dist/bench/observability.js 4000 process ;;
     *) echo "unknown benchmark $b (one of: ${all[*]})" >&2; exit 2 ;;
   esac

@@ -100,6 +100,13 @@ export const configSchema = Type.Object(
       docDefault: '16 MiB',
       description: 'largest gRPC message, in bytes',
     }),
+    maxConcurrentStreams: Type.Integer({
+      minimum: 0,
+      default: 0,
+      docDefault: '0 (unlimited)',
+      description:
+        "calls one client connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a client's further calls wait in the client, costing the gateway nothing. 0 leaves it unlimited (a platform multiplexing many agents over one connection needs many); see docs/tenancy.md",
+    }),
     maxPutFilesBytes: Type.Integer({
       minimum: 1024,
       default: 1024 * 1024 * 1024,

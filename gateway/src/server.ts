@@ -53,6 +53,7 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
     'grpc.max_send_message_length': config.maxMessageBytes,
+    ...(config.maxConcurrentStreams > 0 ? { 'grpc.max_concurrent_streams': config.maxConcurrentStreams } : {}),
   });
   server.addService(
     grpcDefinition(Gateway),

@@ -135,3 +135,84 @@ test('tenant A floods CallTool past its rate: A is refused with retry hints, B i
     'every B call answered',
   );
 });
+
+test("a tenant's calls past callsInFlight wait in its own line, past queuedCalls are refused; another tenant's are not", async () => {
+  const t = await gateway({ tenants: { alice: { callsInFlight: 2, queuedCalls: 3 } } });
+  const a = await t.alice.createRun({ limits });
+  const b = await t.bob.createRun({ limits });
+  await t.alice.putFileMap(a.runId, { 'f.txt': 'a\n' });
+  await t.bob.putFileMap(b.runId, { 'f.txt': 'b\n' });
+  const outcomes = await Promise.allSettled(
+    Array.from({ length: 40 }, () => t.alice.callTool(a.runId, 'read', { path: 'f.txt' })),
+  );
+  const bOut = await Promise.all(Array.from({ length: 10 }, () => t.bob.callTool(b.runId, 'read', { path: 'f.txt' })));
+  const answered = outcomes.filter((o) => o.status === 'fulfilled');
+  const refusedCalls = outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason as grpc.ServiceError);
+  assert.ok(answered.length >= 5, `two in flight and three waiting are answered: ${answered.length}`);
+  assert.ok(refusedCalls.length > 0, 'a burst of 40 overflows a line of 3');
+  for (const e of refusedCalls) {
+    refused(/tenant alice has 2 calls in flight and 3 waiting \(callsInFlight, queuedCalls\); retry later/)(e);
+    assert.equal(e.metadata.get('retry-after-ms')[0], '100');
+  }
+  assert.ok(
+    bOut.every((o) => /b/.test(resultText(o.result))),
+    "B's 10 parallel calls are all answered",
+  );
+  // The slots are all given back: the next calls are answered.
+  for (let i = 0; i < 5; i++) await t.alice.callTool(a.runId, 'read', { path: 'f.txt' });
+});
+
+test('calls past callsInFlight wait their turn; one cancelled while it waits leaves the line and never runs', async (ctx) => {
+  const t = await gateway({ tenants: { alice: { callsInFlight: 1, queuedCalls: 4 } } });
+  const run = await t.alice.createRun({ limits, features: { eval: true } });
+  if (!(await t.alice.listTools(run.runId)).some((x) => x.name === 'eval'))
+    return ctx.skip('this build has no eval tool');
+  const slots = t.gateway.runs.tenancy.callSlots('alice');
+  const until = async (what: string, ok: () => boolean) => {
+    for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(ok(), what);
+  };
+  const evalCall = (code: string, signal?: AbortSignal) =>
+    t.alice.callTool(run.runId, 'eval', { code, description: 'a call for the slot test' }, signal ? { signal } : {});
+  const first = evalCall('import time\ntime.sleep(1)\nprint("first done")');
+  await until('the first call holds the one slot', () => slots.active === 1);
+  const second = evalCall('print("second done")');
+  const abort = new AbortController();
+  const third = evalCall('open("third.txt", "w").write("ran")', abort.signal);
+  await until('two calls wait in line', () => slots.waiting === 2);
+  abort.abort('not needed any more');
+  const cancelled = await third;
+  assert.ok(cancelled.result.isError, 'the cancelled call is answered as cancelled');
+  assert.match(resultText(cancelled.result), /cancel/);
+  assert.equal(slots.waiting, 1, 'it left the line');
+  assert.match(resultText((await first).result), /first done/);
+  assert.match(resultText((await second).result), /second done/);
+  const read = await t.alice.callTool(run.runId, 'read', { path: 'third.txt' });
+  assert.ok(read.result.isError, 'the cancelled call never ran');
+  await until('every slot is given back', () => slots.active === 0 && slots.waiting === 0);
+});
+
+test('maxConcurrentStreams: calls past it on one connection wait in the client, then are all answered', async (ctx) => {
+  const t = await startTestGateway({
+    maxConcurrentStreams: 2,
+    tenancy: { default: {}, tenants: {}, admission: { concurrency: 4 } },
+  });
+  gateways.push(t);
+  const run = await t.alice.createRun({ limits, features: { eval: true } });
+  if (!(await t.alice.listTools(run.runId)).some((x) => x.name === 'eval'))
+    return ctx.skip('this build has no eval tool');
+  const slots = t.gateway.runs.tenancy.callSlots('alice');
+  let most = 0;
+  const watch = setInterval(() => (most = Math.max(most, slots.active)), 5);
+  const outs = await Promise.all(
+    [1, 2, 3, 4].map((i) =>
+      t.alice.callTool(run.runId, 'eval', {
+        code: `import time\ntime.sleep(0.5)\nprint("call ${i} done")`,
+        description: 'a call for the stream limit test',
+      }),
+    ),
+  );
+  clearInterval(watch);
+  outs.forEach((o, i) => assert.match(resultText(o.result), new RegExp(`call ${i + 1} done`)));
+  assert.equal(most, 2, 'never more than two calls of the one connection at the gateway at once');
+});

@@ -125,4 +125,29 @@ export class Edge {
       void (async () => fn(call, this.tenantOf(call), fail))().catch(fail);
     };
   }
+
+  /**
+   * A bidirectional stream that `refuse` may turn away as the very first thing after
+   * authentication: before the first message is read or decoded, before any per-call
+   * object, log line, audit record or metric (`refuse` counts what it refuses itself). A
+   * flood of refused streams then costs the gateway little more than grpc-js's own work
+   * per stream. `refuse` returns a status made in advance, or undefined to let the call in.
+   */
+  gatedBidi<Req, Res>(
+    refuse: (tenant: string) => GatewayError | undefined,
+    fn: (call: ServerDuplexStream<Req, Res>, tenant: string, fail: (err: unknown) => void) => void | Promise<void>,
+  ): handleBidiStreamingCall<Req, Res> {
+    return (call) => {
+      let tenant: string;
+      try {
+        tenant = this.tenantOf(call);
+      } catch (err) {
+        return failStream(call, err);
+      }
+      const refused = refuse(tenant);
+      if (refused) return void call.emit('error', refused);
+      const fail = (err: unknown) => failStream(call, err);
+      void (async () => fn(call, tenant, fail))().catch(fail);
+    };
+  }
 }

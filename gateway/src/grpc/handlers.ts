@@ -134,13 +134,15 @@ export function gatewayHandlers(
       call.end();
     }),
 
-    callTool: edge.bidi((call, tenant, fail) =>
-      serveCallTool(call, tenant, fail, {
-        runs,
-        invoker,
-        questionTimeoutSeconds: config.questions.timeoutSeconds,
-        telemetry,
-      }),
+    callTool: edge.gatedBidi(
+      (tenant) => runs.tenancy.refusal(tenant, 'callTool'),
+      (call, tenant, fail) =>
+        serveCallTool(call, tenant, fail, {
+          runs,
+          invoker,
+          questionTimeoutSeconds: config.questions.timeoutSeconds,
+          telemetry,
+        }),
     ),
 
     ...workerHandlers(runs, edge),

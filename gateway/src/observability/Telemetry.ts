@@ -4,6 +4,8 @@ import type { Tier, ToolResult } from '../../../protocol/src/tools';
 import type { ResourcesPayload } from '../../../protocol/src/resources';
 import type { EgressRecord } from '../egress/log';
 import type { RunRecord } from '../runs/RunRecord';
+import type { RefusalReport } from '../tenancy/RefusalTally';
+import { logger } from '../log';
 import { AuditLog, summarizeForAudit } from './audit';
 import {
   Metrics,
@@ -136,6 +138,26 @@ export class Telemetry {
       bytesOut: r.bytesOut,
       durationMs: r.durationMs,
     });
+  }
+
+  /**
+   * Rate-limit refusals of one tenant and kind over one window (a second): one metric
+   * increment, audit record and log line per window, however many calls were refused.
+   */
+  rateLimited(r: RefusalReport): void {
+    this.metrics?.rateLimited.inc({ tenant: r.tenant, kind: r.kind }, r.refused);
+    this.audit?.write({
+      event: 'rate.limited',
+      tenant: r.tenant,
+      kind: r.kind,
+      refused: r.refused,
+      since: r.since.toISOString(),
+      windowMs: r.windowMs,
+    });
+    logger.warn(
+      { tenant: r.tenant, kind: r.kind, refused: r.refused, windowMs: r.windowMs },
+      'calls refused by the rate limit',
+    );
   }
 
   authFailed(method: string, peer: string, reason: 'missing' | 'invalid'): void {

@@ -65,6 +65,14 @@ export type AuditEvent =
       bytesOut: number;
       durationMs: number;
     }
+  | {
+      event: 'rate.limited';
+      tenant: string;
+      kind: 'createRun' | 'callTool';
+      refused: number;
+      since: string;
+      windowMs: number;
+    }
   | { event: 'auth.failed'; method: string; peer: string; reason: 'missing' | 'invalid' };
 
 /** Argument names and sizes, never values. */

@@ -65,6 +65,7 @@ export class Metrics {
   readonly authFailures: Counter<'method'>;
   readonly egressRequests: Counter<'tenant' | 'outcome'>;
   readonly rpcs: Counter<'method' | 'code'>;
+  readonly rateLimited: Counter<'tenant' | 'kind'>;
   private readonly tenantMemory: Gauge<'tenant'>;
   private readonly runMemoryMax: Gauge<'tenant'>;
   private readonly tenantCpu: Gauge<'tenant'>;
@@ -257,6 +258,12 @@ export class Metrics {
       name: 'tether_grpc_requests_total',
       help: 'gRPC requests, by method and status code',
       labelNames: ['method', 'code'],
+      registers,
+    });
+    this.rateLimited = new Counter({
+      name: 'tether_rate_limited_total',
+      help: 'Calls refused by a tenant rate limit, by tenant and kind (createRun, callTool); added once a second',
+      labelNames: ['tenant', 'kind'],
       registers,
     });
   }

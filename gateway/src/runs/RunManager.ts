@@ -69,6 +69,7 @@ export class RunManager {
     private readonly telemetry: Telemetry = Telemetry.off,
   ) {
     this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
+    this.tenancy.onRefusals((r) => telemetry.rateLimited(r));
     this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
     this.egress = new EgressService(config, (r) => telemetry.egress(r));
     telemetry.watchRuns({
@@ -547,6 +548,7 @@ export class RunManager {
   /** Graceful shutdown: stops every run (or leaves them running for the next gateway). */
   async close(keep: boolean): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
+    this.tenancy.flushRefusals();
     // Kept runs keep the idle pool beside them for the next gateway to adopt; otherwise it goes.
     const leftIdle = this.adoptable.splice(0);
     if (keep) {

@@ -1,9 +1,11 @@
 import type { ResourceLimits } from '../config';
 import { policyFor, type TenancyConfig, type TenantPolicy } from './config';
+import { CallSlots } from './CallSlots';
 import { FairQueue, QueueFullError } from './FairQueue';
 import { describeViolation, exceededQuota, type Reserved } from './quota';
+import { RateGate } from './RateGate';
+import { RefusalTally, type RefusalReport } from './RefusalTally';
 import { ResourceExhausted } from './statusDetails';
-import { TokenBucket } from './TokenBucket';
 
 type Kind = 'createRun' | 'callTool';
 
@@ -12,9 +14,14 @@ type Kind = 'createRun' | 'callTool';
  * tenant's runs reserve, and the fair admission queue in front of the engine.
  */
 export class Tenancy {
-  private readonly buckets = new Map<string, TokenBucket>();
+  private readonly gates = { createRun: new Map<string, RateGate>(), callTool: new Map<string, RateGate>() };
   private readonly policies = new Map<string, TenantPolicy>();
+  private readonly slots = new Map<string, CallSlots>();
+  private readonly lineFull = new Map<string, ResourceExhausted>();
   readonly admission: FairQueue;
+  /** Rate-limit refusals, reported per tenant and kind once a window; `onRefusals` sets where. */
+  private readonly tally = new RefusalTally((r) => this.reportRefusals(r));
+  private reportRefusals: (r: RefusalReport) => void = () => undefined;
 
   constructor(
     private readonly config: TenancyConfig,
@@ -30,19 +37,57 @@ export class Tenancy {
     return p;
   }
 
-  /** Spends one token of the tenant's bucket for `kind`, or refuses with a retry hint. */
+  /** Where the per-window refusal counts go (the gateway's telemetry). */
+  onRefusals(report: (r: RefusalReport) => void): void {
+    this.reportRefusals = report;
+  }
+
+  /**
+   * Spends one token of the tenant's bucket for `kind`: undefined when spent, else the
+   * refusal (RESOURCE_EXHAUSTED with a retry hint) to answer with. Allocates nothing on a
+   * refusal after the first few: this runs for every call of a flood.
+   */
+  refusal(tenant: string, kind: Kind): ResourceExhausted | undefined {
+    let gate = this.gates[kind].get(tenant);
+    if (!gate) this.gates[kind].set(tenant, (gate = new RateGate(tenant, kind, this.policy(tenant)[kind], this.now)));
+    const refused = gate.take();
+    if (refused) this.tally.counted(gate);
+    return refused;
+  }
+
+  /** Like `refusal`, but throws it. */
   limitRate(tenant: string, kind: Kind): void {
-    const key = `${kind}\0${tenant}`;
-    let bucket = this.buckets.get(key);
-    if (!bucket) this.buckets.set(key, (bucket = new TokenBucket(this.policy(tenant)[kind], this.now)));
-    const wait = bucket.take();
-    if (wait > 0) {
-      const rate = this.policy(tenant)[kind];
-      throw new ResourceExhausted(
-        `tenant ${tenant} is over its ${kind} rate limit (${rate.perSecond}/s, burst ${rate.burst}); retry in ${wait} ms`,
-        { retryAfterMs: wait },
-      );
+    const refused = this.refusal(tenant, kind);
+    if (refused) throw refused;
+  }
+
+  /** The tenant's CallTool slots (`callsInFlight`, `queuedCalls`). */
+  callSlots(tenant: string): CallSlots {
+    let s = this.slots.get(tenant);
+    if (!s) {
+      const p = this.policy(tenant);
+      this.slots.set(tenant, (s = new CallSlots(p.callsInFlight, p.queuedCalls)));
     }
+    return s;
+  }
+
+  /** The refusal of a call that finds the tenant's line of waiting calls full. */
+  callLineFull(tenant: string): ResourceExhausted {
+    let r = this.lineFull.get(tenant);
+    if (!r) {
+      const p = this.policy(tenant);
+      r = new ResourceExhausted(
+        `tenant ${tenant} has ${p.callsInFlight} calls in flight and ${p.queuedCalls} waiting (callsInFlight, queuedCalls); retry later`,
+        { retryAfterMs: 100 },
+      );
+      this.lineFull.set(tenant, r);
+    }
+    return r;
+  }
+
+  /** Reports the refusals counted so far (at shutdown, and for tests). */
+  flushRefusals(): void {
+    this.tally.flush();
   }
 
   /** Refuses a run that would put the tenant over a quota, naming it, its limit and the use. */

@@ -25,6 +25,10 @@ export interface TenantPolicy {
   callTool: Rate;
   /** CreateRuns that may wait for an admission slot at once. */
   queuedCreates: number;
+  /** CallTools in flight at once (past the rate limit); more wait in the tenant's own line. */
+  callsInFlight: number;
+  /** CallTools that may wait for a slot at once; one more is refused. */
+  queuedCalls: number;
 }
 
 const rate = Type.Object(
@@ -47,6 +51,8 @@ const policyOverrides = Type.Object(
     createRun: Type.Optional(rate),
     callTool: Type.Optional(rate),
     queuedCreates: Type.Optional(Type.Integer({ minimum: 0 })),
+    callsInFlight: Type.Optional(Type.Integer({ minimum: 1 })),
+    queuedCalls: Type.Optional(Type.Integer({ minimum: 0 })),
   },
   { additionalProperties: false },
 );
@@ -62,6 +68,8 @@ export const BUILTIN_POLICY: Omit<TenantPolicy, 'liveRuns'> = {
   createRun: { perSecond: 10, burst: 50 },
   callTool: { perSecond: 1000, burst: 5000 },
   queuedCreates: 64,
+  callsInFlight: 256,
+  queuedCalls: 1024,
 };
 
 /** The `tenancy` section of the gateway config (gateway/src/configSchema.ts holds it). */
@@ -72,7 +80,7 @@ export const tenancySchema = Type.Object(
       default: {},
       docDefault: 'built-in (docs/tenancy.md)',
       description:
-        "every tenant's policy, over the built-in one: `liveRuns` (default `runs.maxPerTenant`), `memoryMb`, `cpuMillis`, `diskMb` (totals of live runs), `createRun` and `callTool` rates (`perSecond`, `burst`), `queuedCreates`",
+        "every tenant's policy, over the built-in one: `liveRuns` (default `runs.maxPerTenant`), `memoryMb`, `cpuMillis`, `diskMb` (totals of live runs), `createRun` and `callTool` rates (`perSecond`, `burst`), `queuedCreates`, `callsInFlight`, `queuedCalls`",
     }),
     tenants: Type.Unsafe<Record<string, PolicyOverrides>>({
       type: 'object',

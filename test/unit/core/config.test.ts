@@ -47,6 +47,7 @@ test("the schema's defaults are the built-in config", () => {
       max: { memoryMb: 8192, cpuMillis: 2000, pids: 4096, diskMb: 20480 },
     },
     maxMessageBytes: 16 * 1024 * 1024,
+    maxConcurrentStreams: 0,
     maxPutFilesBytes: 1024 * 1024 * 1024,
     runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
     questions: { timeoutSeconds: 600 },

@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { status, type Metadata } from '@grpc/grpc-js';
-import { BinaryReader } from '@bufbuild/protobuf/wire';
+import { status } from '@grpc/grpc-js';
 import { policyFor, defaultTenancy } from '../../../gateway/src/tenancy/config';
 import { exceededQuota } from '../../../gateway/src/tenancy/quota';
 import { Tenancy } from '../../../gateway/src/tenancy/Tenancy';
+import type { RefusalReport } from '../../../gateway/src/tenancy/RefusalTally';
 import { ResourceExhausted } from '../../../gateway/src/tenancy/statusDetails';
+import { detailTypes } from '../../helpers/statusDetails';
 
 const policy = { ...policyFor(defaultTenancy(), 't', 3), memoryMb: 1024, cpuMillis: 2000, diskMb: 512 };
 const run = { memoryMb: 256, cpuMillis: 500, diskMb: 128 };
@@ -40,40 +41,6 @@ test('a per-tenant override replaces only what it names; liveRuns defaults to ru
   assert.deepEqual(big.callTool, { perSecond: 50, burst: 10 });
   assert.deepEqual(small.createRun, { perSecond: 10, burst: 50 });
 });
-
-/** Reads the google.rpc.Status in grpc-status-details-bin: the type URLs of its details. */
-function detailTypes(md: Metadata): { code: number; types: string[]; retrySeconds?: number; retryNanos?: number } {
-  const bin = md.get('grpc-status-details-bin')[0] as Buffer;
-  const r = new BinaryReader(bin);
-  const out: ReturnType<typeof detailTypes> = { code: -1, types: [] };
-  while (r.pos < r.len) {
-    const [field] = r.tag();
-    if (field === 1) out.code = r.int32();
-    else if (field === 2) r.string();
-    else if (field === 3) {
-      const any = new BinaryReader(r.bytes());
-      let type = '';
-      let value: Uint8Array = new Uint8Array();
-      while (any.pos < any.len) {
-        const [f] = any.tag();
-        if (f === 1) type = any.string();
-        else value = any.bytes();
-      }
-      out.types.push(type);
-      if (type.endsWith('RetryInfo')) {
-        const d = new BinaryReader(value);
-        d.tag();
-        const dur = new BinaryReader(d.bytes());
-        while (dur.pos < dur.len) {
-          const [g] = dur.tag();
-          if (g === 1) out.retrySeconds = Number(dur.int64());
-          else out.retryNanos = dur.int32();
-        }
-      }
-    }
-  }
-  return out;
-}
 
 test('a rate-limited call is RESOURCE_EXHAUSTED with retry-after-ms and a google.rpc.RetryInfo', () => {
   const now = 0;
@@ -112,4 +79,44 @@ test('a quota refusal names the quota, its limit and the use, with a google.rpc.
       return true;
     },
   );
+});
+
+test('refusals are made once per retry hint and reused; each is counted and reported per tenant and window', async () => {
+  let now = 0;
+  const t = new Tenancy({ ...defaultTenancy(), default: { callTool: { perSecond: 10, burst: 1 } } }, 10, () => now);
+  const reports: RefusalReport[] = [];
+  t.onRefusals((r) => reports.push(r));
+  assert.equal(t.refusal('a', 'callTool'), undefined);
+  const first = t.refusal('a', 'callTool');
+  assert.ok(first);
+  assert.equal(first.metadata!.get('retry-after-ms')[0], '100');
+  assert.equal(t.refusal('a', 'callTool'), first, 'the same hint: the same status, made once');
+  now = 50;
+  const later = t.refusal('a', 'callTool');
+  assert.ok(later && later !== first);
+  assert.equal(later.metadata!.get('retry-after-ms')[0], '50');
+  assert.equal(t.refusal('b', 'callTool'), undefined, "another tenant's bucket is its own");
+  assert.equal(reports.length, 0, 'nothing is reported per refusal');
+  t.flushRefusals();
+  assert.deepEqual(
+    reports.map((r) => [r.tenant, r.kind, r.refused]),
+    [['a', 'callTool', 3]],
+  );
+  t.flushRefusals();
+  assert.equal(reports.length, 1, 'an empty window reports nothing');
+  t.refusal('a', 'callTool');
+  t.flushRefusals();
+  assert.deepEqual(reports[1] && [reports[1].tenant, reports[1].refused], ['a', 1]);
+});
+
+test('the refusal report comes by itself once the window is over', async () => {
+  const reports: RefusalReport[] = [];
+  const t = new Tenancy({ ...defaultTenancy(), default: { callTool: { perSecond: 0.001, burst: 1 } } }, 10);
+  t.onRefusals((r) => reports.push(r));
+  t.refusal('a', 'callTool');
+  for (let i = 0; i < 100; i++) t.refusal('a', 'callTool');
+  await new Promise((r) => setTimeout(r, 1200));
+  assert.equal(reports.length, 1);
+  assert.equal(reports[0].refused, 100);
+  assert.ok(reports[0].windowMs >= 1000, `window ${reports[0].windowMs} ms`);
 });

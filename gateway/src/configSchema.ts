@@ -274,6 +274,14 @@ export const configSchema = Type.Object(
           description:
             "the gateway's budget for pooled sandboxes: their memory limits summed (a pooled sandbox has no tenant; once claimed it counts against its tenant's quota instead)",
         }),
+        templates: Type.Unsafe<Record<string, number>>({
+          type: 'object',
+          propertyNames: { pattern: '^[a-z0-9][a-z0-9_.-]{0,62}$' },
+          additionalProperties: { type: 'integer', minimum: 0 },
+          default: {},
+          description:
+            'template → idle sandboxes kept of it, with the default limits (a CreateRun naming the template with those limits claims one); the base image is `size`',
+        }),
         concurrency: Type.Integer({
           minimum: 1,
           default: 1,

@@ -107,7 +107,9 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
 
 /** The warm pool as configured, and the pooled sandboxes of this instance the engine holds now. */
 async function poolCheck(config: GatewayConfig, docker: Docker): Promise<Check> {
-  const { size, maxTotal, maxMemoryMb } = config.pool;
+  const { maxTotal, maxMemoryMb } = config.pool;
+  const templates = Object.entries(config.pool.templates).filter(([, n]) => n > 0);
+  const size = config.pool.size + templates.reduce((sum, [, n]) => sum + n, 0);
   if (size <= 0 || maxTotal <= 0)
     return { name: 'pool', status: 'ok', detail: 'off (pool.size 0): every run starts cold' };
   const filters = JSON.stringify({
@@ -120,13 +122,16 @@ async function poolCheck(config: GatewayConfig, docker: Docker): Promise<Check> 
     : '';
   const memoryMb = Math.min(config.limits.default.memoryMb, config.limits.max.memoryMb);
   const fits = Math.min(size, maxTotal, Math.floor(maxMemoryMb / Math.max(1, memoryMb)));
-  const detail = `${size} warm sandbox(es) for the default limits (at most ${maxTotal}, within ${maxMemoryMb} MiB of memory limits)${now}`;
+  const kinds = templates.length
+    ? ` (${[`${config.pool.size} of the runner image`, ...templates.map(([t, n]) => `${n} of template ${t}`)].join(', ')})`
+    : '';
+  const detail = `${size} warm sandbox(es) for the default limits${kinds} (at most ${maxTotal}, within ${maxMemoryMb} MiB of memory limits)${now}`;
   if (fits < size)
     return {
       name: 'pool',
       status: 'warn',
       detail,
-      fix: `pool.maxTotal or pool.maxMemoryMb keeps the pool at ${fits}; raise them or lower pool.size`,
+      fix: `pool.maxTotal or pool.maxMemoryMb keeps the pool at ${fits}; raise them or lower pool.size (and pool.templates)`,
     };
   return { name: 'pool', status: 'ok', detail };
 }

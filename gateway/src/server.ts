@@ -48,7 +48,7 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
   const recovered = await runs.recover();
   if (recovered.recovered || recovered.removed) logger.info(recovered, 'runs found after restart');
   runs.startSweeper();
-  runs.startPool();
+  await runs.startPool();
 
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { ResourceLimits } from '../config';
 import { logger } from '../log';
 import type { RunnerClient } from '../runs/RunnerClient';
@@ -13,6 +13,8 @@ export interface Warm {
 /** One kind of pooled sandbox: a run can take it only when it asks for exactly these limits. */
 export interface PoolTarget {
   limits: ResourceLimits;
+  /** A template's image; undefined for the runner image. */
+  image?: string;
   /** How many idle sandboxes of this class the pool keeps. */
   size: number;
 }
@@ -41,6 +43,7 @@ export interface WarmPoolOptions {
 export interface PoolClassStats {
   key: string;
   limits: ResourceLimits;
+  image?: string;
   target: number;
   idle: number;
   starting: number;
@@ -62,14 +65,19 @@ export interface PoolStats {
 interface PoolClass {
   key: string;
   limits: ResourceLimits;
+  image?: string;
   target: number;
   idle: Warm[];
   starting: number;
 }
 
-/** The class a run with these limits belongs to. */
-export function classKey(limits: ResourceLimits): string {
-  return `m${limits.memoryMb}-c${limits.cpuMillis}-p${limits.pids}-d${limits.diskMb ?? 0}`;
+/**
+ * The class a run with these limits (and template image) belongs to. The key is a label value,
+ * so an image shows in it as a short hash.
+ */
+export function classKey(limits: ResourceLimits, image?: string): string {
+  const base = `m${limits.memoryMb}-c${limits.cpuMillis}-p${limits.pids}-d${limits.diskMb ?? 0}`;
+  return image ? `${base}-i${createHash('sha256').update(image).digest('hex').slice(0, 12)}` : base;
 }
 
 /**
@@ -94,10 +102,10 @@ export class WarmPool {
   constructor(private readonly opts: WarmPoolOptions) {
     for (const t of opts.targets) {
       if (t.size <= 0) continue;
-      const key = classKey(t.limits);
+      const key = classKey(t.limits, t.image);
       const c = this.classes.get(key);
       if (c) c.target += t.size;
-      else this.classes.set(key, { key, limits: t.limits, target: t.size, idle: [], starting: 0 });
+      else this.classes.set(key, { key, limits: t.limits, image: t.image, target: t.size, idle: [], starting: 0 });
     }
   }
 
@@ -106,9 +114,9 @@ export class WarmPool {
     this.fill();
   }
 
-  /** An idle sandbox for a run with these limits, taken out of the pool; undefined on a miss. */
-  claim(limits: ResourceLimits): Warm | undefined {
-    const c = this.classes.get(classKey(limits));
+  /** An idle sandbox for a run with these limits and image, taken out of the pool; undefined on a miss. */
+  claim(limits: ResourceLimits, image?: string): Warm | undefined {
+    const c = this.classes.get(classKey(limits, image));
     const warm = c?.idle.shift();
     if (!warm) {
       this.misses++;
@@ -137,6 +145,7 @@ export class WarmPool {
     const classes = [...this.classes.values()].map((c) => ({
       key: c.key,
       limits: c.limits,
+      ...(c.image ? { image: c.image } : {}),
       target: c.target,
       idle: c.idle.length,
       starting: c.starting,
@@ -203,6 +212,7 @@ export class WarmPool {
           runId: id,
           tenant: '',
           limits: c.limits,
+          ...(c.image ? { image: c.image } : {}),
           labels: {
             [LABELS.managed]: 'true',
             [LABELS.instance]: this.opts.instance,

@@ -91,14 +91,18 @@ export class RunManager {
     };
   }
 
-  /** Starts keeping warm sandboxes for runs with the default limits (after recover). */
-  startPool(): void {
+  /**
+   * Starts keeping warm sandboxes for runs with the default limits (after recover): of the
+   * runner image, and of each template `pool.templates` names that is built on it.
+   */
+  async startPool(): Promise<void> {
     const { size, maxTotal, maxMemoryMb, concurrency } = this.config.pool;
-    if (size > 0 && maxTotal > 0 && !this.pool) {
+    const targets = [{ limits: this.defaultLimits(), size }, ...(await this.templateTargets())];
+    if (maxTotal > 0 && targets.some((t) => t.size > 0) && !this.pool) {
       this.pool = new WarmPool({
         provider: this.provider,
         instance: this.config.instance,
-        targets: [{ limits: this.defaultLimits(), size }],
+        targets,
         maxTotal,
         maxMemoryMb,
         concurrency,
@@ -113,6 +117,21 @@ export class RunManager {
       void this.provider.remove(warm.sandbox.id).catch(() => undefined);
     }
     this.pool?.start();
+  }
+
+  /** Pool classes of templates: one a template not (yet) built on this runner image is left out, with a warning. */
+  private async templateTargets(): Promise<{ limits: RunSpec['limits']; image: string; size: number }[]> {
+    const out = [];
+    for (const [name, size] of Object.entries(this.config.pool.templates)) {
+      if (size <= 0) continue;
+      try {
+        const image = await this.templates.imageOf(name);
+        out.push({ limits: this.defaultLimits(), image, size });
+      } catch (err) {
+        logger.warn({ template: name, err: (err as Error).message }, 'template not pooled');
+      }
+    }
+    return out;
   }
 
   /** Opens a pooled sandbox's runner connection and readies it for any run. */
@@ -195,8 +214,8 @@ export class RunManager {
     this.tenancy.checkQuota(tenant, this.reservedBy(tenant), spec.limits);
     const t0 = performance.now();
     // A warm sandbox needs no engine work, so a claim skips the admission queue. Pooled
-    // sandboxes run the base image with no egress: a template or egress starts cold.
-    const pooled = hostWorkspace || image || spec.egress ? undefined : this.pool?.claim(spec.limits);
+    // sandboxes have no egress and an empty managed workspace: runs with either start cold.
+    const pooled = hostWorkspace || spec.egress ? undefined : this.pool?.claim(spec.limits, image);
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date(), pooled ? 'pool' : 'cold');
     const started = pooled
       ? this.startClaimed(run, pooled, t0)
@@ -504,8 +523,12 @@ export class RunManager {
    * it has a run (its claim record lost) is never handed out again.
    */
   private async readopt(id: string, key: string): Promise<boolean> {
-    const { size, maxTotal } = this.config.pool;
-    if (size <= 0 || maxTotal <= 0 || key !== classKey(this.defaultLimits())) return false;
+    // Default limits, of any image: the class itself is checked against the pool's (templates
+    // included) when startPool adopts it.
+    const { size, maxTotal, templates } = this.config.pool;
+    const base = classKey(this.defaultLimits());
+    const off = maxTotal <= 0 || (size <= 0 && !Object.values(templates).some((n) => n > 0));
+    if (off || (key !== base && !key.startsWith(`${base}-i`))) return false;
     let runner: RunnerClient | undefined;
     try {
       const sandbox = await this.provider.attach(id);

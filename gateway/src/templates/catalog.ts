@@ -56,6 +56,11 @@ export class TemplateCatalog {
       throw invalid(
         `template ${JSON.stringify(name.slice(0, 64))} is not available to this tenant; allowed templates: ${allowed.join(', ')}`,
       );
+    return this.imageOf(name);
+  }
+
+  /** The image of a template built on the current runner image, whoever asks (the pool). */
+  async imageOf(name: string): Promise<string> {
     if (!this.docker) throw new GatewayError(status.FAILED_PRECONDITION, 'templates need the docker provider');
     const base = resolveImage(this.config);
     const built = await this.list(name);

@@ -31,7 +31,7 @@ test('doctor: the warm pool as configured, and a warning when its limits keep it
   const small = byName(
     await diagnose({
       ...config({ image: runnerImage() }),
-      pool: { size: 4, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 },
+      pool: { size: 4, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1, templates: {} },
     }),
   );
   assert.equal(small.pool.status, 'warn');
@@ -39,7 +39,7 @@ test('doctor: the warm pool as configured, and a warning when its limits keep it
   const off = byName(
     await diagnose({
       ...config({ image: runnerImage() }),
-      pool: { size: 0, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1 },
+      pool: { size: 0, maxTotal: 8, maxMemoryMb: 4096, concurrency: 1, templates: {} },
     }),
   );
   assert.match(off.pool.detail, /^off/);

@@ -11,6 +11,7 @@ import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import { docker, dockerConfig, removeInstance, until } from '../docker/support';
+import { buildNpmTemplate } from '../egress/npmTemplate';
 
 // The warm pool against the real engine: pooled containers, their loop-backed workspaces,
 // claims that survive a gateway's restart.
@@ -272,4 +273,37 @@ test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle 
   assert.deepEqual(await instanceVolumes(instance), []);
   assert.deepEqual(loopsUnder(stateDir), []);
   assert.deepEqual(readdirSync(path.join(stateDir, 'pool', instance, 'claims')), []);
+});
+
+test('a template named in pool.templates is pooled: its runs claim a warm sandbox of its image', async () => {
+  const name = 'pool-npm';
+  const built = await buildNpmTemplate(name);
+  const instance = `pool-tpl-${process.pid}`;
+  instances.push(instance);
+  const t = await startTestGateway({
+    provider: 'docker',
+    docker: dockerConfig(),
+    instance,
+    limits: { default: LIMITS },
+    templates: { allowed: { alice: [name] } },
+    pool: { size: 0, templates: { [name]: 1 }, maxTotal: 2, maxMemoryMb: 4096, concurrency: 1 },
+  });
+  try {
+    await until('a warm sandbox of the template', async () => idle(t) === 1, 120_000);
+    assert.equal(t.gateway.runs.pool?.stats().classes[0].image, built.tag);
+    const base = await t.alice.createRun({ conversationId: 'base' });
+    assert.equal(base.start, RunStart.COLD, 'the runner image has no pooled sandboxes here');
+    const run = await t.alice.createRun({ conversationId: 'tpl', template: name });
+    assert.equal(run.state, RunState.READY, run.error);
+    assert.equal(run.start, RunStart.POOL);
+    const box = t.gateway.runs.get('alice', run.runId).sandbox!.id;
+    assert.equal((await docker.getContainer(box).inspect()).Config.Image, built.tag);
+    await t.alice.putFileMap(run.runId, { 'a.txt': 'from a pooled template\n' });
+    assert.match((await read(t.alice, run.runId, 'a.txt')).text, /from a pooled template/);
+    await until('the template class refilled', async () => idle(t) === 1, 120_000);
+    await t.alice.deleteRun(run.runId);
+    await t.alice.deleteRun(base.runId);
+  } finally {
+    await t.close();
+  }
 });

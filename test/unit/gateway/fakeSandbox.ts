@@ -110,6 +110,8 @@ export class FakeProvider implements SandboxProvider {
   readonly name = 'fake';
   readonly sandboxes = new Map<string, FakeSandbox>();
   readonly removed: string[] = [];
+  /** The image each sandbox was created from (a template's), by sandbox id. */
+  readonly images = new Map<string, string | undefined>();
   private next = 0;
 
   constructor(public script: RunnerScript = answersInitialize) {}
@@ -117,6 +119,7 @@ export class FakeProvider implements SandboxProvider {
   async create(spec: SandboxSpec): Promise<FakeSandbox> {
     const sb = new FakeSandbox(`sb-${++this.next}`, spec.runId, spec.labels, this.script);
     this.sandboxes.set(sb.id, sb);
+    this.images.set(sb.id, spec.image);
     return sb;
   }
 

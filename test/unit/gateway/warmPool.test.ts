@@ -56,7 +56,7 @@ const idle = (m: RunManager) => m.pool?.stats().classes[0]?.idle ?? 0;
 test('the pool fills to its size with labelled, prepared and unbound sandboxes', async () => {
   const { provider, inits, prepares } = recordingProvider();
   const m = new RunManager(poolConfig(), provider);
-  m.startPool();
+  await m.startPool();
   await until(() => idle(m) === 2);
   assert.equal(provider.sandboxes.size, 2);
   for (const sb of provider.sandboxes.values()) {
@@ -74,7 +74,7 @@ test('CreateRun claims a warm sandbox, each at most once, and the pool refills',
   const m = new RunManager(poolConfig(), provider);
   const started: RunStarted[] = [];
   m.onRunStarted((e) => started.push(e));
-  m.startPool();
+  await m.startPool();
   await until(() => idle(m) === 2);
   const a = await m.create('alice', runSpec());
   const b = await m.create('bob', runSpec());
@@ -106,7 +106,7 @@ test('CreateRun claims a warm sandbox, each at most once, and the pool refills',
 test('the pool keeps within its total and its memory budget', async () => {
   const provider = new FakeProvider();
   const m = new RunManager(poolConfig({ size: 10, maxTotal: 3, maxMemoryMb: 4096 }), provider);
-  m.startPool();
+  await m.startPool();
   await until(() => idle(m) === 3);
   await new Promise((r) => setTimeout(r, 30));
   assert.equal(provider.sandboxes.size, 3);
@@ -114,7 +114,7 @@ test('the pool keeps within its total and its memory budget', async () => {
 
   const p2 = new FakeProvider();
   const m2 = new RunManager(poolConfig({ size: 10, maxTotal: 10, maxMemoryMb: 600 }), p2);
-  m2.startPool();
+  await m2.startPool();
   await until(() => idle(m2) === 2);
   await new Promise((r) => setTimeout(r, 30));
   assert.equal(p2.sandboxes.size, 2, '2 × 256 MiB fit in 600 MiB, a third does not');
@@ -125,7 +125,7 @@ test('the pool keeps within its total and its memory budget', async () => {
 test('a pooled sandbox that dies while idle is replaced', async () => {
   const provider = new FakeProvider();
   const m = new RunManager(poolConfig({ size: 1 }), provider);
-  m.startPool();
+  await m.startPool();
   await until(() => idle(m) === 1);
   const first = [...provider.sandboxes.values()][0];
   first.exit({ reason: 'killed' });
@@ -141,7 +141,7 @@ test('over its memory quota with the pool full: refused before anything is claim
   const config = poolConfig({ size: 2, maxTotal: 2 });
   config.tenancy = { ...config.tenancy, default: { memoryMb: 300 } };
   const m = new RunManager(config, provider);
-  m.startPool();
+  await m.startPool();
   await until(() => idle(m) === 2);
   const a = await m.create('alice', runSpec());
   assert.equal(a.start, 'pool');
@@ -160,7 +160,7 @@ test('restart: a claimed sandbox is found again as its run, idle ones are adopte
   const { provider, inits, prepares } = recordingProvider();
   const config = poolConfig({ size: 2 });
   const first = new RunManager(config, provider);
-  first.startPool();
+  await first.startPool();
   await until(() => idle(first) === 2);
   const run = await first.create('alice', runSpec({ conversationId: 'c9', labels: { team: 'x' } }));
   await until(() => idle(first) === 2);
@@ -189,7 +189,7 @@ test('restart: a claimed sandbox is found again as its run, idle ones are adopte
   assert.ok(provider.removed.includes(bound.id), 'a bound runner without a claim is removed');
   assert.equal(prepares.get(kept.id), 2, 'the idle one is prepared again by its new gateway');
   assert.deepEqual(await fs.readdir(claimsDir), [`${run.sandbox!.id}.json`]);
-  second.startPool();
+  await second.startPool();
   await until(() => idle(second) === 2);
   assert.equal(provider.sandboxes.size, 3, 'one adopted, one new, the claimed one');
   const next = await second.create('bob', runSpec());
@@ -210,7 +210,7 @@ test('restart: a claim whose record was written but whose bind never came is bou
   const { provider, inits } = recordingProvider();
   const config = poolConfig({ size: 1 });
   const first = new RunManager(config, provider);
-  first.startPool();
+  await first.startPool();
   await until(() => idle(first) === 1);
   first.pool!.stop();
   const [sb] = [...provider.sandboxes.values()];
@@ -238,7 +238,7 @@ test('restart: idle pooled sandboxes are removed when the pool is off or keeps a
     const provider = new FakeProvider();
     const config = poolConfig({ size: 2 });
     const first = new RunManager(config, provider);
-    first.startPool();
+    await first.startPool();
     await until(() => idle(first) === 2);
     await first.close(true);
     assert.equal(provider.sandboxes.size, 2, 'a graceful stop keeping runs leaves the idle pool for the next gateway');
@@ -279,5 +279,45 @@ test('WarmPool retries after a failed start without spinning', async () => {
   await until(() => pool.stats().classes[0].idle === 1, 1000);
   assert.equal(calls, 3);
   assert.equal(pool.stats().failures, 2);
+  await pool.close();
+});
+
+test('a template is a pool class of its own: its sandboxes run its image and only its runs claim them', async () => {
+  const provider = new FakeProvider();
+  const pool = new WarmPool({
+    provider,
+    instance: 'u',
+    targets: [
+      { limits: LIMITS, size: 1 },
+      { limits: LIMITS, image: 'tether-template-rust:abc', size: 1 },
+    ],
+    maxTotal: 4,
+    maxMemoryMb: 4096,
+    concurrency: 2,
+    prepare: async (sb) => {
+      const runner = new RunnerClient(sb);
+      await runner.prepare({ workspace: sb.workspacePath, settings: {} }, 1000);
+      return runner;
+    },
+    admit: (s) => s(),
+  });
+  pool.start();
+  await until(() => pool.stats().classes.every((c) => c.idle === 1), 1000);
+  const [base, tpl] = pool.stats().classes;
+  assert.equal(base.key, classKey(LIMITS));
+  assert.equal(tpl.key, classKey(LIMITS, 'tether-template-rust:abc'));
+  assert.match(tpl.key, /^m256-c500-p64-d64-i[0-9a-f]{12}$/, 'a label value: the image only as a hash');
+  assert.equal(tpl.image, 'tether-template-rust:abc');
+
+  assert.equal(pool.claim(LIMITS, 'tether-template-other:1'), undefined, 'another template misses');
+  const claimed = pool.claim(LIMITS, 'tether-template-rust:abc');
+  assert.ok(claimed);
+  assert.equal(provider.images.get(claimed.sandbox.id), 'tether-template-rust:abc');
+  assert.equal(provider.sandboxes.get(claimed.sandbox.id)?.labels['dev.tether.pool'], tpl.key);
+  const plain = pool.claim(LIMITS);
+  assert.ok(plain);
+  assert.equal(provider.images.get(plain.sandbox.id), undefined, 'the runner image');
+  claimed.runner.dispose();
+  plain.runner.dispose();
   await pool.close();
 });

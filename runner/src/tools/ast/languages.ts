@@ -149,7 +149,49 @@ export function languageForFile(file: string): LanguageSpec | undefined {
   return ext ? byExtension.get(ext) : undefined;
 }
 
+/**
+ * The tree-sitter WebAssembly module's raw exports. Emscripten fills the options object given
+ * to Parser.init with them; flatTree.ts calls a few directly, which skips web-tree-sitter's
+ * per-call copying of a cursor in and out of WebAssembly memory.
+ */
+export interface WasmBinding {
+  HEAP32: Int32Array;
+  _ts_init(): number;
+  _ts_tree_cursor_goto_first_child_wasm(tree: number): number;
+  _ts_tree_cursor_goto_next_sibling_wasm(tree: number): number;
+  _ts_tree_cursor_goto_parent_wasm(tree: number): number;
+  _ts_tree_cursor_current_node_type_id_wasm(tree: number): number;
+  _ts_tree_cursor_current_node_is_missing_wasm(tree: number): number;
+  _ts_tree_cursor_current_node_wasm(tree: number): void;
+  _ts_tree_cursor_start_index_wasm(tree: number): number;
+  _ts_tree_cursor_end_index_wasm(tree: number): number;
+  _ts_node_is_extra_wasm(tree: number): number;
+}
+
+const binding: Partial<WasmBinding> = {};
 let init: Promise<void> | undefined;
+
+/** The raw exports (after Parser.init, so once any grammar has loaded). */
+export function wasmBinding(): WasmBinding {
+  const b = binding as Record<string, unknown>;
+  const missing = RAW_EXPORTS.filter((name) => typeof b[name] !== 'function');
+  if (!(b.HEAP32 instanceof Int32Array) || missing.length > 0)
+    throw new Error(`web-tree-sitter lacks what the tree copy calls: ${missing.join(', ') || 'HEAP32'}`);
+  return binding as WasmBinding;
+}
+
+const RAW_EXPORTS = [
+  '_ts_init',
+  '_ts_tree_cursor_goto_first_child_wasm',
+  '_ts_tree_cursor_goto_next_sibling_wasm',
+  '_ts_tree_cursor_goto_parent_wasm',
+  '_ts_tree_cursor_current_node_type_id_wasm',
+  '_ts_tree_cursor_current_node_is_missing_wasm',
+  '_ts_tree_cursor_current_node_wasm',
+  '_ts_tree_cursor_start_index_wasm',
+  '_ts_tree_cursor_end_index_wasm',
+  '_ts_node_is_extra_wasm',
+];
 const loaded = new Map<string, Promise<Language>>();
 const parsers = new Map<string, Parser>();
 
@@ -159,7 +201,7 @@ function wasmPath(spec: LanguageSpec): string {
 
 /** Loads a grammar once per process; later calls share it. */
 export async function loadLanguage(spec: LanguageSpec): Promise<Language> {
-  init ??= Parser.init();
+  init ??= Parser.init(binding as Parameters<typeof Parser.init>[0]);
   await init;
   let lang = loaded.get(spec.id);
   if (!lang) {

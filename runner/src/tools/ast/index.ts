@@ -40,6 +40,8 @@ export function registerAst(registry: ToolRegistry, run: RunContext, options: As
     },
   });
   if (indexer) {
+    // What a query parsed itself, the background need not parse again.
+    engine.onParsed = (files) => indexer.covered(files);
     run.observeArrivals((abs) => indexer.indexDir(abs));
     // What the workspace held at start (a template's checkout), once the runner is up.
     setTimeout(() => indexer.indexDir(run.workspace.root), 1000).unref();

@@ -26,7 +26,8 @@ try {
 
 /** Versions already indexed, so a second arrival of the same files costs only the walk. */
 const done = new Map<string, string>();
-const queue: IndexRequest[] = [];
+type WorkRequest = Exclude<IndexRequest, { kind: 'covered' }>;
+const queue: WorkRequest[] = [];
 let running = false;
 
 async function indexOne(abs: string, mtimeMs: number, size: number): Promise<void> {
@@ -47,7 +48,7 @@ async function indexOne(abs: string, mtimeMs: number, size: number): Promise<voi
   ]);
 }
 
-async function serve(req: IndexRequest): Promise<void> {
+async function serve(req: WorkRequest): Promise<void> {
   const isDir = req.kind === 'dir' && statSync(req.abs, { throwIfNoEntry: false })?.isDirectory();
   const paths = req.kind === 'dir' ? [req.abs] : req.abs;
   const files = isDir
@@ -56,7 +57,9 @@ async function serve(req: IndexRequest): Promise<void> {
         const st = statSync(abs, { throwIfNoEntry: false });
         return st?.isFile() ? [{ abs, mtimeMs: st.mtimeMs, size: st.size }] : [];
       });
-  for (const f of files.filter((f) => mine(f.abs))) {
+  // From the end: a query issued meanwhile goes through the files from the start, so the two
+  // meet in the middle instead of parsing the same files one after the other.
+  for (const f of files.filter((f) => mine(f.abs)).reverse()) {
     try {
       await indexOne(f.abs, f.mtimeMs, f.size);
     } catch {
@@ -82,6 +85,10 @@ async function drain(): Promise<void> {
 }
 
 parentPort!.on('message', (req: IndexRequest) => {
+  if (req.kind === 'covered') {
+    for (const f of req.files) if (mine(f.abs)) done.set(f.abs, `${f.mtimeMs}:${f.size}`);
+    return;
+  }
   queue.push(req);
   void drain();
 });

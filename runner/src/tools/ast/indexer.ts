@@ -13,8 +13,21 @@ export interface IndexedFile {
   summary: FileSummary;
 }
 
-/** What the index thread is asked: walk a directory, or look again at some files. */
-export type IndexRequest = { kind: 'dir'; abs: string } | { kind: 'files'; abs: string[] };
+/** A version of a file: its path, modification time and size. */
+export interface FileVersion {
+  abs: string;
+  mtimeMs: number;
+  size: number;
+}
+
+/**
+ * What the index thread is asked: walk a directory, look again at some files, or leave alone
+ * files a query has parsed itself (their trees are already where they belong).
+ */
+export type IndexRequest =
+  | { kind: 'dir'; abs: string }
+  | { kind: 'files'; abs: string[] }
+  | { kind: 'covered'; files: FileVersion[] };
 export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; indexed: number };
 
 /**
@@ -49,6 +62,11 @@ export class BackgroundIndexer {
     if (abs.length > 0) this.threads.forEach((t) => t.send({ kind: 'files', abs }));
   }
 
+  /** These versions were parsed by a query: indexing them again would only repeat its work. */
+  covered(files: FileVersion[]): void {
+    if (files.length > 0) this.threads.forEach((t) => t.tell({ kind: 'covered', files }));
+  }
+
   /** Resolves once every request sent so far is done (for tests and benchmarks). */
   async idle(): Promise<void> {
     await Promise.all(this.threads.map((t) => t.idle()));
@@ -64,6 +82,7 @@ class IndexThread {
   private worker?: Worker;
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
+  private notices: IndexRequest[] = [];
   indexed = 0;
 
   constructor(
@@ -98,12 +117,19 @@ class IndexThread {
     // After the listeners: adding a 'message' listener refs the worker's port again.
     w.unref(); // background work must not keep the runner alive
     this.worker = w;
+    this.notices.splice(0).forEach((n) => w.postMessage(n));
     return w;
   }
 
   send(req: IndexRequest): void {
     this.busy++;
     this.start().postMessage(req);
+  }
+
+  /** A notice that needs no answer: kept for the thread until it starts. */
+  tell(req: IndexRequest): void {
+    if (this.worker) this.worker.postMessage(req);
+    else this.notices.push(req);
   }
 
   idle(): Promise<void> {

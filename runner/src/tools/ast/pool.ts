@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { ToolError } from '../../tool';
 import { Shard, type FileOutcome, type ShardJob } from './shard';
-import type { IndexedFile } from './indexer';
+import type { FileVersion, IndexedFile } from './indexer';
 import type { WorkerReply, WorkerRequest } from './worker';
 
 /** Runs shard jobs: on worker threads, or in this thread when `workers` is 0. */
@@ -12,7 +12,15 @@ export interface SearchEngine {
   invalidate(abs: string): void;
   /** Offers a tree parsed in the background to the shard that owns the file. */
   adopt(file: IndexedFile): void;
+  /** Told after each job which file versions it parsed (or found parsed), for the indexer. */
+  onParsed?: (files: FileVersion[]) => void;
   close(): Promise<void>;
+}
+
+/** The versions a job parsed or found parsed: neither skipped by a summary or a word, nor binary. */
+function parsedIn(job: ShardJob, outcomes: FileOutcome[]): FileVersion[] {
+  const parsed = new Set(outcomes.filter((o) => !o.prefiltered && !o.binary).map((o) => o.abs));
+  return job.files.filter((f) => parsed.has(f.abs)).map(({ abs, mtimeMs, size }) => ({ abs, mtimeMs, size }));
 }
 
 function shardOf(abs: string, n: number): number {
@@ -30,11 +38,14 @@ function merge(files: ShardJob['files'], parts: FileOutcome[][]): FileOutcome[] 
 
 export class InProcessEngine implements SearchEngine {
   readonly shard: Shard;
+  onParsed?: (files: FileVersion[]) => void;
   constructor(cacheBytes: number) {
     this.shard = new Shard(cacheBytes);
   }
-  run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
-    return this.shard.run(job, () => !!signal?.aborted);
+  async run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
+    const outcomes = await this.shard.run(job, () => !!signal?.aborted);
+    this.onParsed?.(parsedIn(job, outcomes));
+    return outcomes;
   }
   invalidate(abs: string): void {
     this.shard.invalidate(abs);
@@ -128,6 +139,7 @@ class ShardWorker {
  */
 export class WorkerPoolEngine implements SearchEngine {
   private readonly workers: ShardWorker[];
+  onParsed?: (files: FileVersion[]) => void;
 
   constructor(count: number, cacheBytes: number) {
     this.workers = Array.from({ length: count }, () => new ShardWorker(Math.floor(cacheBytes / count)));
@@ -139,7 +151,9 @@ export class WorkerPoolEngine implements SearchEngine {
     const parts = await Promise.all(
       split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }, signal) : Promise.resolve([]))),
     );
-    return merge(job.files, parts);
+    const outcomes = merge(job.files, parts);
+    this.onParsed?.(parsedIn(job, outcomes));
+    return outcomes;
   }
 
   invalidate(abs: string): void {

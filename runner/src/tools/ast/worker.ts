@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { IndexedFile } from './indexer';
+import { languageById, loadLanguage } from './languages';
 import { Shard, type ShardJob } from './shard';
 
 /** A search worker: owns one shard (its own parsers and tree cache) and answers jobs. */
@@ -15,11 +16,22 @@ export type WorkerReply =
 
 const shard = new Shard((workerData as { cacheBytes: number }).cacheBytes);
 const cancelled = new Set<number>();
+const warmed = new Set<string>();
+
+/** The grammar of files that arrive is loaded now, not by the first query that needs it. */
+function warm(language: string): void {
+  if (warmed.has(language)) return;
+  warmed.add(language);
+  void loadLanguage(languageById(language)).catch(() => undefined); // the query reports a failure
+}
 
 parentPort!.on('message', (msg: WorkerRequest) => {
   if (msg.kind === 'invalidate') return shard.invalidate(msg.abs);
   if (msg.kind === 'clear') return shard.clear();
-  if (msg.kind === 'adopt') return void shard.adopt(msg.file);
+  if (msg.kind === 'adopt') {
+    warm(msg.file.summary.language);
+    return void shard.adopt(msg.file);
+  }
   if (msg.kind === 'cancel') return void cancelled.add(msg.id);
   const id = msg.id;
   shard

@@ -1,14 +1,21 @@
 import { readFileSync, statSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { parentPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { summarize } from './fileIndex';
 import type { IndexReply, IndexRequest } from './indexer';
 import { languageForFile } from './languages';
 import { parseFlat } from './treeCache';
 import { walkFiles } from './walker';
+import { modulesFrom } from './wasmModules';
 
 /** The background index thread (see indexer.ts). */
-const { maxFileBytes, part, parts } = workerData as { maxFileBytes: number; part: number; parts: number };
+const { maxFileBytes, part, parts, modules } = workerData as {
+  maxFileBytes: number;
+  part: number;
+  parts: number;
+  modules: MessagePort;
+};
+modulesFrom(modules); // compiled WebAssembly comes from the runner's thread, shared
 
 /** This thread's share of the files (by path, so a file always goes to the same thread). */
 function mine(abs: string): boolean {

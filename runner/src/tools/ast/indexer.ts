@@ -1,7 +1,8 @@
 import * as path from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import type { FileSummary } from './fileIndex';
 import type { FlatTree } from './flatTree';
+import { serveModules } from './wasmModules';
 
 /** A file parsed in the background, on its way to the shard that owns it. */
 export interface IndexedFile {
@@ -94,8 +95,11 @@ class IndexThread {
 
   private start(): Worker {
     if (this.worker) return this.worker;
+    const { port1, port2 } = new MessageChannel();
+    serveModules(port1);
     const w = new Worker(path.join(__dirname, 'indexWorker.js'), {
-      workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts },
+      workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts, modules: port2 },
+      transferList: [port2],
     });
     w.on('message', (reply: IndexReply) => {
       if (reply.kind === 'file') {

@@ -1,6 +1,7 @@
 import * as path from 'node:path';
 import { Language, Parser } from 'web-tree-sitter';
 import { ToolError } from '../../tool';
+import { moduleFor, type WasmModule, wasmApi } from './wasmModules';
 
 /**
  * One grammar: its id (ast-grep's id where ast-grep has the language), the file extensions
@@ -156,6 +157,7 @@ export function languageForFile(file: string): LanguageSpec | undefined {
  */
 export interface WasmBinding {
   HEAP32: Int32Array;
+  loadWebAssemblyModule(binary: Uint8Array | WasmModule, ...rest: unknown[]): unknown;
   _ts_init(): number;
   _ts_tree_cursor_goto_first_child_wasm(tree: number): number;
   _ts_tree_cursor_goto_next_sibling_wasm(tree: number): number;
@@ -168,8 +170,37 @@ export interface WasmBinding {
   _ts_node_is_extra_wasm(tree: number): number;
 }
 
-const binding: Partial<WasmBinding> = {};
+const RUNTIME_WASM = path.join(path.dirname(require.resolve('web-tree-sitter')), 'tree-sitter.wasm');
+
+/**
+ * Module options for Parser.init: the runtime is instantiated from the process's shared
+ * compiled module (see wasmModules.ts) instead of being compiled again in this thread.
+ */
+const binding: Partial<WasmBinding> & Record<string, unknown> = {
+  instantiateWasm(imports: unknown, done: (instance: unknown, module: WasmModule) => void) {
+    void moduleFor(RUNTIME_WASM).then((module) => done(new wasmApi.Instance(module, imports), module));
+    return {};
+  },
+};
 let init: Promise<void> | undefined;
+
+/** Stand-ins given to Language.load (it takes bytes or a path), each for a compiled grammar. */
+const standIns = new WeakMap<Uint8Array, WasmModule>();
+
+async function startRuntime(): Promise<void> {
+  await moduleFor(RUNTIME_WASM); // fails here, clearly, rather than inside Emscripten
+  await Parser.init(binding as Parameters<typeof Parser.init>[0]);
+  // Language.load hands its bytes to this export, which also takes a compiled module.
+  const load = binding.loadWebAssemblyModule!.bind(binding);
+  binding.loadWebAssemblyModule = (binary, ...rest) =>
+    load(binary instanceof Uint8Array ? (standIns.get(binary) ?? binary) : binary, ...rest);
+}
+
+async function loadGrammar(spec: LanguageSpec): Promise<Language> {
+  const standIn = new Uint8Array(0);
+  standIns.set(standIn, await moduleFor(wasmPath(spec)));
+  return Language.load(standIn);
+}
 
 /** The raw exports (after Parser.init, so once any grammar has loaded). */
 export function wasmBinding(): WasmBinding {
@@ -181,6 +212,7 @@ export function wasmBinding(): WasmBinding {
 }
 
 const RAW_EXPORTS = [
+  'loadWebAssemblyModule',
   '_ts_init',
   '_ts_tree_cursor_goto_first_child_wasm',
   '_ts_tree_cursor_goto_next_sibling_wasm',
@@ -201,11 +233,11 @@ function wasmPath(spec: LanguageSpec): string {
 
 /** Loads a grammar once per process; later calls share it. */
 export async function loadLanguage(spec: LanguageSpec): Promise<Language> {
-  init ??= Parser.init(binding as Parameters<typeof Parser.init>[0]);
+  init ??= startRuntime();
   await init;
   let lang = loaded.get(spec.id);
   if (!lang) {
-    lang = Language.load(wasmPath(spec));
+    lang = loadGrammar(spec);
     loaded.set(spec.id, lang);
     lang.catch(() => loaded.delete(spec.id));
   }

@@ -1,8 +1,9 @@
 import * as path from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import { ToolError } from '../../tool';
 import { Shard, type FileOutcome, type ShardJob } from './shard';
 import type { FileVersion, IndexedFile } from './indexer';
+import { serveModules } from './wasmModules';
 import type { WorkerReply, WorkerRequest } from './worker';
 
 /** Runs shard jobs: on worker threads, or in this thread when `workers` is 0. */
@@ -67,7 +68,12 @@ class ShardWorker {
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(path.join(__dirname, 'worker.js'), { workerData: { cacheBytes: this.cacheBytes } });
+    const { port1, port2 } = new MessageChannel();
+    serveModules(port1);
+    const w = new Worker(path.join(__dirname, 'worker.js'), {
+      workerData: { cacheBytes: this.cacheBytes, modules: port2 },
+      transferList: [port2],
+    });
     w.on('message', (reply: WorkerReply) => {
       const p = this.waiting.get(reply.id);
       if (!p) return;

@@ -1,7 +1,8 @@
-import { parentPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import type { IndexedFile } from './indexer';
 import { languageById, loadLanguage } from './languages';
 import { Shard, type ShardJob } from './shard';
+import { modulesFrom } from './wasmModules';
 
 /** A search worker: owns one shard (its own parsers and tree cache) and answers jobs. */
 export type WorkerRequest =
@@ -14,7 +15,9 @@ export type WorkerReply =
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; error: string; tool: boolean };
 
-const shard = new Shard((workerData as { cacheBytes: number }).cacheBytes);
+const { cacheBytes, modules } = workerData as { cacheBytes: number; modules: MessagePort };
+modulesFrom(modules); // compiled WebAssembly comes from the runner's thread, shared
+const shard = new Shard(cacheBytes);
 const cancelled = new Set<number>();
 const warmed = new Set<string>();
 

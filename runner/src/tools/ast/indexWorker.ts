@@ -33,7 +33,10 @@ try {
 
 /** Versions already indexed, so a second arrival of the same files costs only the walk. */
 const done = new Map<string, string>();
-type WorkRequest = Exclude<IndexRequest, { kind: 'covered' }>;
+type WorkRequest = Extract<IndexRequest, { kind: 'dir' | 'files' }>;
+/** Queries running now (see BackgroundIndexer.pause), and who waits for them to end. */
+let pauses = 0;
+const resumed: (() => void)[] = [];
 const queue: WorkRequest[] = [];
 let running = false;
 
@@ -67,6 +70,7 @@ async function serve(req: WorkRequest): Promise<void> {
   // From the end: a query issued meanwhile goes through the files from the start, so the two
   // meet in the middle instead of parsing the same files one after the other.
   for (const f of files.filter((f) => mine(f.abs)).reverse()) {
+    while (pauses > 0) await new Promise<void>((r) => resumed.push(r));
     try {
       await indexOne(f.abs, f.mtimeMs, f.size);
     } catch {
@@ -94,6 +98,15 @@ async function drain(): Promise<void> {
 parentPort!.on('message', (req: IndexRequest) => {
   if (req.kind === 'covered') {
     for (const f of req.files) if (mine(f.abs)) done.set(f.abs, `${f.mtimeMs}:${f.size}`);
+    return;
+  }
+  if (req.kind === 'pause') {
+    pauses++;
+    return;
+  }
+  if (req.kind === 'resume') {
+    pauses = Math.max(0, pauses - 1);
+    if (pauses === 0) resumed.splice(0).forEach((r) => r());
     return;
   }
   queue.push(req);

@@ -28,7 +28,9 @@ export interface FileVersion {
 export type IndexRequest =
   | { kind: 'dir'; abs: string }
   | { kind: 'files'; abs: string[] }
-  | { kind: 'covered'; files: FileVersion[] };
+  | { kind: 'covered'; files: FileVersion[] }
+  | { kind: 'pause' }
+  | { kind: 'resume' };
 export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; indexed: number };
 
 /**
@@ -61,6 +63,18 @@ export class BackgroundIndexer {
   /** Indexes these files again (they were written). */
   indexFiles(abs: string[]): void {
     if (abs.length > 0) this.threads.forEach((t) => t.send({ kind: 'files', abs }));
+  }
+
+  /**
+   * A query is running: it parses what it needs itself, so the index threads wait until it
+   * is done rather than parse the same files at the same time (`resume` ends one pause).
+   */
+  pause(): void {
+    this.threads.forEach((t) => t.tell({ kind: 'pause' }));
+  }
+
+  resume(): void {
+    this.threads.forEach((t) => t.tell({ kind: 'resume' }));
   }
 
   /** These versions were parsed by a query: indexing them again would only repeat its work. */

@@ -13,9 +13,31 @@ export interface SearchEngine {
   invalidate(abs: string): void;
   /** Offers a tree parsed in the background to the shard that owns the file. */
   adopt(file: IndexedFile): void;
-  /** Told after each job which file versions it parsed (or found parsed), for the indexer. */
-  onParsed?: (files: FileVersion[]) => void;
+  /** Told when a job starts and when it ends (with the versions it parsed), for the indexer. */
+  jobs?: JobListener;
   close(): Promise<void>;
+}
+
+export interface JobListener {
+  started(): void;
+  /** `parsed`: the versions the job parsed or found parsed. */
+  finished(parsed: FileVersion[]): void;
+}
+
+/** Runs a job between the listener's started and finished (also when the job fails). */
+async function tracked(
+  listener: JobListener | undefined,
+  job: ShardJob,
+  run: () => Promise<FileOutcome[]>,
+): Promise<FileOutcome[]> {
+  listener?.started();
+  let outcomes: FileOutcome[] = [];
+  try {
+    outcomes = await run();
+    return outcomes;
+  } finally {
+    listener?.finished(parsedIn(job, outcomes));
+  }
 }
 
 /** The versions a job parsed or found parsed: neither skipped by a summary or a word, nor binary. */
@@ -39,14 +61,12 @@ function merge(files: ShardJob['files'], parts: FileOutcome[][]): FileOutcome[] 
 
 export class InProcessEngine implements SearchEngine {
   readonly shard: Shard;
-  onParsed?: (files: FileVersion[]) => void;
+  jobs?: JobListener;
   constructor(cacheBytes: number) {
     this.shard = new Shard(cacheBytes);
   }
-  async run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
-    const outcomes = await this.shard.run(job, () => !!signal?.aborted);
-    this.onParsed?.(parsedIn(job, outcomes));
-    return outcomes;
+  run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
+    return tracked(this.jobs, job, () => this.shard.run(job, () => !!signal?.aborted));
   }
   invalidate(abs: string): void {
     this.shard.invalidate(abs);
@@ -145,21 +165,23 @@ class ShardWorker {
  */
 export class WorkerPoolEngine implements SearchEngine {
   private readonly workers: ShardWorker[];
-  onParsed?: (files: FileVersion[]) => void;
+  jobs?: JobListener;
 
   constructor(count: number, cacheBytes: number) {
     this.workers = Array.from({ length: count }, () => new ShardWorker(Math.floor(cacheBytes / count)));
   }
 
-  async run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
+  run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
+    return tracked(this.jobs, job, () => this.runSharded(job, signal));
+  }
+
+  private async runSharded(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
     const split: ShardJob['files'][] = this.workers.map(() => []);
     for (const f of job.files) split[shardOf(f.abs, this.workers.length)].push(f);
     const parts = await Promise.all(
       split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }, signal) : Promise.resolve([]))),
     );
-    const outcomes = merge(job.files, parts);
-    this.onParsed?.(parsedIn(job, outcomes));
-    return outcomes;
+    return merge(job.files, parts);
   }
 
   invalidate(abs: string): void {

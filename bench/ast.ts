@@ -327,6 +327,7 @@ async function main(): Promise<void> {
         astGrep: {
           firstMs: Math.round(theirsFirst.ms),
           secondMs: Math.round(theirsAgain.ms),
+          cpuMs: theirsFirst.cpuMs,
           peakMB: Math.max(theirsFirst.peakMB, theirsAgain.peakMB),
           matches: theirsFirst.matches,
         },

@@ -8,8 +8,9 @@
  * library and the TypeScript sources under node_modules, copied to a temp dir once (so
  * .gitignore rules of this repo do not apply and both tools see the same files).
  *
- *   node dist/bench/ast.js                        # all corpora, default cache budget
- *   AST_BENCH_CORPORA=python-stdlib node ...      # only these corpora
+ *   npm run bench:ast                             # Python's standard library, default cache budget
+ *   AST_BENCH_QUICK=1 npm run bench:ast           # one pattern, one pyright pair (a loaded machine)
+ *   AST_BENCH_CORPORA=python-stdlib,typescript node dist/bench/ast.js   # these corpora
  *   AST_BENCH_WORKERS=0 node ...                  # ours without worker threads
  *   AST_BENCH_CACHE_MB=1024 node ...              # another budget (results go to ast-cache1024.json)
  */
@@ -17,6 +18,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { cgroupCpuLimit, usableCores } from '../runner/src/util/cores';
 import { summary, writeResult } from './lib';
 
 const REPO = path.resolve(__dirname, '../..');
@@ -89,12 +91,12 @@ function countFiles(dir: string, ext: string): { files: number; bytes: number } 
   return { files, bytes };
 }
 
-/** One `ast-grep run`, timed, with its peak RSS from /usr/bin/time. */
-function astGrep(c: Corpus, pattern: string): { ms: number; peakMB: number; matches: number } {
+/** One `ast-grep run`, timed, with its peak RSS and CPU time (user + system) from /usr/bin/time. */
+function astGrep(c: Corpus, pattern: string): { ms: number; cpuMs: number; peakMB: number; matches: number } {
   const t = process.hrtime.bigint();
   const r = spawnSync(
     '/usr/bin/time',
-    ['-f', '%M', AST_GREP, 'run', '--pattern', pattern, '--lang', c.language, '--json=compact', '.'],
+    ['-f', '%M %U %S', AST_GREP, 'run', '--pattern', pattern, '--lang', c.language, '--json=compact', '.'],
     {
       cwd: c.dir,
       encoding: 'utf8',
@@ -102,12 +104,21 @@ function astGrep(c: Corpus, pattern: string): { ms: number; peakMB: number; matc
     },
   );
   const ms = Number(process.hrtime.bigint() - t) / 1e6;
-  const peakKB = Number(r.stderr.trim().split('\n').pop());
-  return { ms, peakMB: Math.round(peakKB / 1024), matches: (JSON.parse(r.stdout || '[]') as unknown[]).length };
+  const [peakKB, user, sys] = r.stderr.trim().split('\n').pop()!.split(' ').map(Number);
+  return {
+    ms,
+    cpuMs: Math.round((user + sys) * 1000),
+    peakMB: Math.round(peakKB / 1024),
+    matches: (JSON.parse(r.stdout || '[]') as unknown[]).length,
+  };
 }
 
 interface OursResult {
   firstMs: number;
+  /** CPU time of the whole runner process (all threads) during the first query. */
+  firstCpuMs: number;
+  /** CPU time the background index spent between the arrival and the first query. */
+  cpuBeforeQueryMs: number;
   /** Files the background pass had indexed when the first query was issued. */
   indexedAtQuery: number;
   repeatedMs?: ReturnType<typeof summary>;
@@ -177,16 +188,26 @@ async function child(
     if (r.isError) throw new Error(JSON.stringify(r.content));
     return { ms: Number(process.hrtime.bigint() - t) / 1e6, total: (r.structured as { total: number }).total };
   };
+  const cpuMs = (since: NodeJS.CpuUsage) => {
+    const u = process.cpuUsage(since);
+    return Math.round((u.user + u.system) / 1000);
+  };
   // The files just arrived: the runner is told as the gateway tells it after PutFiles.
+  const arrived = process.cpuUsage();
   await run.command({ family: 'workspace', command: 'filesArrived', payload: { path: '.' } });
   await new Promise((r) => setTimeout(r, delayMs));
   const indexedAtQuery = family.indexer?.indexed ?? 0;
+  const cpuBeforeQueryMs = cpuMs(arrived);
+  const issued = process.cpuUsage();
   const first = await query();
+  const firstCpuMs = cpuMs(issued);
   const repeated: number[] = [];
   for (let i = 0; i < repeats; i++) repeated.push((await query()).ms);
   const peakMB = Math.round(process.resourceUsage().maxRSS / 1024);
   const result: OursResult = {
     firstMs: Math.round(first.ms),
+    firstCpuMs,
+    cpuBeforeQueryMs,
     indexedAtQuery,
     repeatedMs: repeats ? summary(repeated) : undefined,
     peakMB,
@@ -277,21 +298,25 @@ async function pyrightChild(
 }
 
 async function main(): Promise<void> {
-  const workers = Number(process.env.AST_BENCH_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())));
+  const workers = Number(process.env.AST_BENCH_WORKERS ?? Math.min(4, usableCores()));
   const cacheMB = Number(process.env.AST_BENCH_CACHE_MB ?? DEFAULT_CACHE_MB);
-  const only = process.env.AST_BENCH_CORPORA?.split(',');
+  const only = (process.env.AST_BENCH_CORPORA ?? 'python-stdlib').split(',');
+  const quick = process.env.AST_BENCH_QUICK === '1';
   const results: Record<string, unknown> = {
+    quick,
     workers,
+    cpus: os.availableParallelism(),
+    cgroupCpuLimit: cgroupCpuLimit() ?? null,
     cacheMB,
     repeats: REPEATS,
     arrivalDelayMs: ARRIVAL_DELAY_MS,
     note: 'ast-grep is run twice per pattern: its first run is the baseline for our first queries, its second for our repeats. Ours: a fresh runner per measurement, told that the files arrived (as after PutFiles); first query issued at once (firstAt0) or 5 s later (firstAt5, then the repeats), and with background indexing off (firstNoIndex).',
     loadAverageBefore: os.loadavg(),
   };
-  for (const c of corpora().filter((c) => !only || only.includes(c.name))) {
+  for (const c of corpora().filter((c) => only.includes(c.name))) {
     const size = countFiles(c.dir, c.language === 'python' ? '.py' : '.ts');
     const rows = [];
-    for (const pattern of c.patterns) {
+    for (const pattern of quick ? c.patterns.slice(0, 1) : c.patterns) {
       const theirsFirst = astGrep(c, pattern);
       const theirsAgain = astGrep(c, pattern);
       const at0 = ours(c, pattern, workers, cacheMB, 0, true, 0);
@@ -302,23 +327,27 @@ async function main(): Promise<void> {
         astGrep: {
           firstMs: Math.round(theirsFirst.ms),
           secondMs: Math.round(theirsAgain.ms),
+          cpuMs: theirsFirst.cpuMs,
           peakMB: Math.max(theirsFirst.peakMB, theirsAgain.peakMB),
           matches: theirsFirst.matches,
         },
         tether: { firstAt0: at0, firstAt5: at5, firstNoIndex: cold },
         firstAt0Speedup: +(theirsFirst.ms / at0.firstMs).toFixed(2),
+        // CPU time is what a loaded machine distorts least: first query (at 5 s) against ast-grep's run.
+        firstAt5CpuRatio: +(at5.firstCpuMs / theirsFirst.cpuMs).toFixed(2),
+        coldCpuRatio: +(cold.firstCpuMs / theirsFirst.cpuMs).toFixed(2),
         firstAt5Speedup: +(theirsFirst.ms / at5.firstMs).toFixed(2),
         repeatedSpeedup: +(theirsAgain.ms / at5.repeatedMs!.p50).toFixed(2),
       });
       console.error(
-        `${c.name} ${pattern}: ast-grep ${Math.round(theirsFirst.ms)}/${Math.round(theirsAgain.ms)} ms; tether first at 0 s ${at0.firstMs} ms, at 5 s ${at5.firstMs} ms (${at5.indexedAtQuery} files indexed), no index ${cold.firstMs} ms; repeated p50 ${at5.repeatedMs!.p50} ms; peak ${at5.peakMB} MB vs ${theirsFirst.peakMB} MB; matches ${at5.matches}/${at0.matches}/${cold.matches} vs ${theirsFirst.matches}`,
+        `${c.name} ${pattern}: ast-grep ${Math.round(theirsFirst.ms)}/${Math.round(theirsAgain.ms)} ms (cpu ${theirsFirst.cpuMs} ms); tether cpu at 5 s ${at5.firstCpuMs} ms, cold ${cold.firstCpuMs} ms; tether first at 0 s ${at0.firstMs} ms, at 5 s ${at5.firstMs} ms (${at5.indexedAtQuery} files indexed), no index ${cold.firstMs} ms; repeated p50 ${at5.repeatedMs!.p50} ms; peak ${at5.peakMB} MB vs ${theirsFirst.peakMB} MB; matches ${at5.matches}/${at0.matches}/${cold.matches} vs ${theirsFirst.matches}`,
       );
     }
     results[c.name] = { files: size.files, megabytes: +(size.bytes / 2 ** 20).toFixed(1), rows };
     if (c.language === 'python') {
       // pyright starting as the files arrive, alternately without and with our indexing.
       const runs: { index: boolean; ms: number; indexedMeanwhile: number }[] = [];
-      for (const index of [false, true, false, true]) {
+      for (const index of quick ? [false, true] : [false, true, false, true]) {
         const out = execFileSync(
           process.execPath,
           [__filename, '--pyright', c.dir, 'json/decoder.py', String(workers), String(cacheMB), index ? '1' : '0'],

@@ -72,6 +72,26 @@ test('files that arrive are indexed in the background; the next query reads and 
   }
 });
 
+test('files a query parsed itself are not indexed again in the background', async () => {
+  const r = astRun({ workers: 0 });
+  try {
+    for (let i = 0; i < 20; i++) put(r.workspace, `pkg/m${i}.py`, pyFile(i));
+    // A query before the arrival notice parses all of them; the index then has nothing left to do.
+    assert.equal((await r.grep('$X.append($Y)')).total, 20 * 8);
+    await r.run.command({ family: 'workspace', command: 'filesArrived', payload: { path: 'pkg' } });
+    await r.family.indexer!.idle();
+    assert.equal(r.family.indexer!.indexed, 0);
+    // A file the query skipped by its words was not parsed: that one the background does index.
+    put(r.workspace, 'pkg/other.py', 'print(1)\n');
+    assert.equal((await r.grep('$X.append($Y)')).total, 20 * 8);
+    await r.run.command({ family: 'workspace', command: 'filesArrived', payload: { path: 'pkg' } });
+    await r.family.indexer!.idle();
+    assert.equal(r.family.indexer!.indexed, 1);
+  } finally {
+    await r.stop();
+  }
+});
+
 test('an arrival path that escapes the workspace is refused', async () => {
   const r = astRun({ workers: 0 });
   try {

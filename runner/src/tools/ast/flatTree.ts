@@ -1,4 +1,5 @@
 import type { Language, Tree } from 'web-tree-sitter';
+import { wasmBinding } from './languages';
 
 /** The members of a syntax node the matcher, rewrite and results use. */
 export interface SyntaxNode {
@@ -147,23 +148,36 @@ export class FlatTree {
     const parents = new Int32Array(n);
     const sizes = new Uint32Array(n);
     const stack: number[] = [];
-    const cursor = tree.walk();
+    // The walk calls tree-sitter's exports directly: web-tree-sitter's TreeCursor copies the
+    // cursor into WebAssembly memory and back around every call, which cost as much as the
+    // parse itself. Here the cursor stays in the transfer buffer the exports read and update.
+    const wasm = wasmBinding();
+    const buffer = wasm._ts_init() >> 2;
+    const cursor = tree.walk() as unknown as Record<number, number>;
+    const at = (tree as unknown as Record<number, number>)[0];
+    const heap = () => wasm.HEAP32; // replaced when WebAssembly memory grows
+    for (let k = 0; k < 4; k++) heap()[buffer + k] = cursor[k];
+    const saved = new Int32Array(4);
     let i = 0;
     try {
       for (;;) {
         if (i >= n) throw new Error('the tree has more nodes than it counted');
-        const t = cursor.nodeTypeId;
+        const t = wasm._ts_tree_cursor_current_node_type_id_wasm(at);
         typeIds[i] = t;
-        // Each cursor read is a call into WebAssembly: what the kind tells is not read per node.
-        const start = cursor.startIndex;
-        const end = cursor.endIndex;
+        // What the kind tells is not read per node.
+        const start = wasm._ts_tree_cursor_start_index_wasm(at);
+        const end = wasm._ts_tree_cursor_end_index_wasm(at);
         let f = named[t] ? NAMED : 0;
-        if (start === end && cursor.nodeIsMissing) f |= MISSING;
+        if (start === end && wasm._ts_tree_cursor_current_node_is_missing_wasm(at)) f |= MISSING;
         // Whether a kind is an extra (a comment) is read from a node the first time the kind is
         // seen, and again for every node of a kind that was an extra once.
         const known = extras.get(t);
         if (known !== false) {
-          const extra = cursor.currentNode.isExtra;
+          // The node is written where the cursor lives: keep the cursor aside meanwhile.
+          saved.set(heap().subarray(buffer, buffer + 4));
+          wasm._ts_tree_cursor_current_node_wasm(at);
+          const extra = wasm._ts_node_is_extra_wasm(at) === 1;
+          heap().set(saved, buffer);
           if (known === undefined || extra) extras.set(t, extra);
           if (extra) f |= EXTRA;
         }
@@ -172,14 +186,14 @@ export class FlatTree {
         ends[i] = end;
         parents[i] = stack.length ? stack[stack.length - 1] : -1;
         i++;
-        if (cursor.gotoFirstChild()) {
+        if (wasm._ts_tree_cursor_goto_first_child_wasm(at) === 1) {
           stack.push(i - 1);
           continue;
         }
         sizes[i - 1] = 1;
         let done = false;
-        while (!cursor.gotoNextSibling()) {
-          if (!cursor.gotoParent()) {
+        while (wasm._ts_tree_cursor_goto_next_sibling_wasm(at) !== 1) {
+          if (wasm._ts_tree_cursor_goto_parent_wasm(at) !== 1) {
             done = true;
             break;
           }
@@ -189,7 +203,9 @@ export class FlatTree {
         if (done) break;
       }
     } finally {
-      cursor.delete();
+      // Moving may have reallocated the cursor's stack: give the cursor its state back to free it.
+      for (let k = 0; k < 4; k++) cursor[k] = heap()[buffer + k];
+      (cursor as unknown as { delete(): void }).delete();
     }
     const fit = <T extends Uint8Array | Uint16Array | Uint32Array | Int32Array>(a: T): T =>
       i === n ? a : (a.slice(0, i) as T);

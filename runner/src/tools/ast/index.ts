@@ -40,6 +40,15 @@ export function registerAst(registry: ToolRegistry, run: RunContext, options: As
     },
   });
   if (indexer) {
+    // A query parses what it needs itself: the background waits meanwhile, and afterwards
+    // leaves alone what the query parsed.
+    engine.jobs = {
+      started: () => indexer.pause(),
+      finished: (parsed) => {
+        indexer.covered(parsed);
+        indexer.resume();
+      },
+    };
     run.observeArrivals((abs) => indexer.indexDir(abs));
     // What the workspace held at start (a template's checkout), once the runner is up.
     setTimeout(() => indexer.indexDir(run.workspace.root), 1000).unref();

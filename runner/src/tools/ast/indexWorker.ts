@@ -1,14 +1,21 @@
 import { readFileSync, statSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { parentPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { summarize } from './fileIndex';
 import type { IndexReply, IndexRequest } from './indexer';
 import { languageForFile } from './languages';
 import { parseFlat } from './treeCache';
 import { walkFiles } from './walker';
+import { modulesFrom } from './wasmModules';
 
 /** The background index thread (see indexer.ts). */
-const { maxFileBytes, part, parts } = workerData as { maxFileBytes: number; part: number; parts: number };
+const { maxFileBytes, part, parts, modules } = workerData as {
+  maxFileBytes: number;
+  part: number;
+  parts: number;
+  modules: MessagePort;
+};
+modulesFrom(modules); // compiled WebAssembly comes from the runner's thread, shared
 
 /** This thread's share of the files (by path, so a file always goes to the same thread). */
 function mine(abs: string): boolean {
@@ -26,7 +33,11 @@ try {
 
 /** Versions already indexed, so a second arrival of the same files costs only the walk. */
 const done = new Map<string, string>();
-const queue: IndexRequest[] = [];
+type WorkRequest = Extract<IndexRequest, { kind: 'dir' | 'files' }>;
+/** Queries running now (see BackgroundIndexer.pause), and who waits for them to end. */
+let pauses = 0;
+const resumed: (() => void)[] = [];
+const queue: WorkRequest[] = [];
 let running = false;
 
 async function indexOne(abs: string, mtimeMs: number, size: number): Promise<void> {
@@ -47,7 +58,7 @@ async function indexOne(abs: string, mtimeMs: number, size: number): Promise<voi
   ]);
 }
 
-async function serve(req: IndexRequest): Promise<void> {
+async function serve(req: WorkRequest): Promise<void> {
   const isDir = req.kind === 'dir' && statSync(req.abs, { throwIfNoEntry: false })?.isDirectory();
   const paths = req.kind === 'dir' ? [req.abs] : req.abs;
   const files = isDir
@@ -56,7 +67,10 @@ async function serve(req: IndexRequest): Promise<void> {
         const st = statSync(abs, { throwIfNoEntry: false });
         return st?.isFile() ? [{ abs, mtimeMs: st.mtimeMs, size: st.size }] : [];
       });
-  for (const f of files.filter((f) => mine(f.abs))) {
+  // From the end: a query issued meanwhile goes through the files from the start, so the two
+  // meet in the middle instead of parsing the same files one after the other.
+  for (const f of files.filter((f) => mine(f.abs)).reverse()) {
+    while (pauses > 0) await new Promise<void>((r) => resumed.push(r));
     try {
       await indexOne(f.abs, f.mtimeMs, f.size);
     } catch {
@@ -82,6 +96,19 @@ async function drain(): Promise<void> {
 }
 
 parentPort!.on('message', (req: IndexRequest) => {
+  if (req.kind === 'covered') {
+    for (const f of req.files) if (mine(f.abs)) done.set(f.abs, `${f.mtimeMs}:${f.size}`);
+    return;
+  }
+  if (req.kind === 'pause') {
+    pauses++;
+    return;
+  }
+  if (req.kind === 'resume') {
+    pauses = Math.max(0, pauses - 1);
+    if (pauses === 0) resumed.splice(0).forEach((r) => r());
+    return;
+  }
   queue.push(req);
   void drain();
 });

@@ -1,7 +1,8 @@
 import * as path from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import type { FileSummary } from './fileIndex';
 import type { FlatTree } from './flatTree';
+import { serveModules } from './wasmModules';
 
 /** A file parsed in the background, on its way to the shard that owns it. */
 export interface IndexedFile {
@@ -13,8 +14,23 @@ export interface IndexedFile {
   summary: FileSummary;
 }
 
-/** What the index thread is asked: walk a directory, or look again at some files. */
-export type IndexRequest = { kind: 'dir'; abs: string } | { kind: 'files'; abs: string[] };
+/** A version of a file: its path, modification time and size. */
+export interface FileVersion {
+  abs: string;
+  mtimeMs: number;
+  size: number;
+}
+
+/**
+ * What the index thread is asked: walk a directory, look again at some files, or leave alone
+ * files a query has parsed itself (their trees are already where they belong).
+ */
+export type IndexRequest =
+  | { kind: 'dir'; abs: string }
+  | { kind: 'files'; abs: string[] }
+  | { kind: 'covered'; files: FileVersion[] }
+  | { kind: 'pause' }
+  | { kind: 'resume' };
 export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; indexed: number };
 
 /**
@@ -49,6 +65,23 @@ export class BackgroundIndexer {
     if (abs.length > 0) this.threads.forEach((t) => t.send({ kind: 'files', abs }));
   }
 
+  /**
+   * A query is running: it parses what it needs itself, so the index threads wait until it
+   * is done rather than parse the same files at the same time (`resume` ends one pause).
+   */
+  pause(): void {
+    this.threads.forEach((t) => t.tell({ kind: 'pause' }));
+  }
+
+  resume(): void {
+    this.threads.forEach((t) => t.tell({ kind: 'resume' }));
+  }
+
+  /** These versions were parsed by a query: indexing them again would only repeat its work. */
+  covered(files: FileVersion[]): void {
+    if (files.length > 0) this.threads.forEach((t) => t.tell({ kind: 'covered', files }));
+  }
+
   /** Resolves once every request sent so far is done (for tests and benchmarks). */
   async idle(): Promise<void> {
     await Promise.all(this.threads.map((t) => t.idle()));
@@ -64,6 +97,7 @@ class IndexThread {
   private worker?: Worker;
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
+  private notices: IndexRequest[] = [];
   indexed = 0;
 
   constructor(
@@ -75,8 +109,11 @@ class IndexThread {
 
   private start(): Worker {
     if (this.worker) return this.worker;
+    const { port1, port2 } = new MessageChannel();
+    serveModules(port1);
     const w = new Worker(path.join(__dirname, 'indexWorker.js'), {
-      workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts },
+      workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts, modules: port2 },
+      transferList: [port2],
     });
     w.on('message', (reply: IndexReply) => {
       if (reply.kind === 'file') {
@@ -98,12 +135,19 @@ class IndexThread {
     // After the listeners: adding a 'message' listener refs the worker's port again.
     w.unref(); // background work must not keep the runner alive
     this.worker = w;
+    this.notices.splice(0).forEach((n) => w.postMessage(n));
     return w;
   }
 
   send(req: IndexRequest): void {
     this.busy++;
     this.start().postMessage(req);
+  }
+
+  /** A notice that needs no answer: kept for the thread until it starts. */
+  tell(req: IndexRequest): void {
+    if (this.worker) this.worker.postMessage(req);
+    else this.notices.push(req);
   }
 
   idle(): Promise<void> {

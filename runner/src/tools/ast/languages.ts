@@ -1,6 +1,7 @@
 import * as path from 'node:path';
 import { Language, Parser } from 'web-tree-sitter';
 import { ToolError } from '../../tool';
+import { moduleFor, type WasmModule, wasmApi } from './wasmModules';
 
 /**
  * One grammar: its id (ast-grep's id where ast-grep has the language), the file extensions
@@ -149,7 +150,80 @@ export function languageForFile(file: string): LanguageSpec | undefined {
   return ext ? byExtension.get(ext) : undefined;
 }
 
+/**
+ * The tree-sitter WebAssembly module's raw exports. Emscripten fills the options object given
+ * to Parser.init with them; flatTree.ts calls a few directly, which skips web-tree-sitter's
+ * per-call copying of a cursor in and out of WebAssembly memory.
+ */
+export interface WasmBinding {
+  HEAP32: Int32Array;
+  loadWebAssemblyModule(binary: Uint8Array | WasmModule, ...rest: unknown[]): unknown;
+  _ts_init(): number;
+  _ts_tree_cursor_goto_first_child_wasm(tree: number): number;
+  _ts_tree_cursor_goto_next_sibling_wasm(tree: number): number;
+  _ts_tree_cursor_goto_parent_wasm(tree: number): number;
+  _ts_tree_cursor_current_node_type_id_wasm(tree: number): number;
+  _ts_tree_cursor_current_node_is_missing_wasm(tree: number): number;
+  _ts_tree_cursor_current_node_wasm(tree: number): void;
+  _ts_tree_cursor_start_index_wasm(tree: number): number;
+  _ts_tree_cursor_end_index_wasm(tree: number): number;
+  _ts_node_is_extra_wasm(tree: number): number;
+}
+
+const RUNTIME_WASM = path.join(path.dirname(require.resolve('web-tree-sitter')), 'tree-sitter.wasm');
+
+/**
+ * Module options for Parser.init: the runtime is instantiated from the process's shared
+ * compiled module (see wasmModules.ts) instead of being compiled again in this thread.
+ */
+const binding: Partial<WasmBinding> & Record<string, unknown> = {
+  instantiateWasm(imports: unknown, done: (instance: unknown, module: WasmModule) => void) {
+    void moduleFor(RUNTIME_WASM).then((module) => done(new wasmApi.Instance(module, imports), module));
+    return {};
+  },
+};
 let init: Promise<void> | undefined;
+
+/** Stand-ins given to Language.load (it takes bytes or a path), each for a compiled grammar. */
+const standIns = new WeakMap<Uint8Array, WasmModule>();
+
+async function startRuntime(): Promise<void> {
+  await moduleFor(RUNTIME_WASM); // fails here, clearly, rather than inside Emscripten
+  await Parser.init(binding as Parameters<typeof Parser.init>[0]);
+  // Language.load hands its bytes to this export, which also takes a compiled module.
+  const load = binding.loadWebAssemblyModule!.bind(binding);
+  binding.loadWebAssemblyModule = (binary, ...rest) =>
+    load(binary instanceof Uint8Array ? (standIns.get(binary) ?? binary) : binary, ...rest);
+}
+
+async function loadGrammar(spec: LanguageSpec): Promise<Language> {
+  const standIn = new Uint8Array(0);
+  standIns.set(standIn, await moduleFor(wasmPath(spec)));
+  return Language.load(standIn);
+}
+
+/** The raw exports (after Parser.init, so once any grammar has loaded). */
+export function wasmBinding(): WasmBinding {
+  const b = binding as Record<string, unknown>;
+  const missing = RAW_EXPORTS.filter((name) => typeof b[name] !== 'function');
+  if (!(b.HEAP32 instanceof Int32Array) || missing.length > 0)
+    throw new Error(`web-tree-sitter lacks what the tree copy calls: ${missing.join(', ') || 'HEAP32'}`);
+  return binding as WasmBinding;
+}
+
+const RAW_EXPORTS = [
+  'loadWebAssemblyModule',
+  '_ts_init',
+  '_ts_tree_cursor_goto_first_child_wasm',
+  '_ts_tree_cursor_goto_next_sibling_wasm',
+  '_ts_tree_cursor_goto_parent_wasm',
+  '_ts_tree_cursor_current_node_type_id_wasm',
+  '_ts_tree_cursor_current_node_is_missing_wasm',
+  '_ts_tree_cursor_current_node_wasm',
+  '_ts_tree_cursor_start_index_wasm',
+  '_ts_tree_cursor_end_index_wasm',
+  '_ts_node_is_extra_wasm',
+];
 const loaded = new Map<string, Promise<Language>>();
 const parsers = new Map<string, Parser>();
 
@@ -159,11 +233,11 @@ function wasmPath(spec: LanguageSpec): string {
 
 /** Loads a grammar once per process; later calls share it. */
 export async function loadLanguage(spec: LanguageSpec): Promise<Language> {
-  init ??= Parser.init();
+  init ??= startRuntime();
   await init;
   let lang = loaded.get(spec.id);
   if (!lang) {
-    lang = Language.load(wasmPath(spec));
+    lang = loadGrammar(spec);
     loaded.set(spec.id, lang);
     lang.catch(() => loaded.delete(spec.id));
   }

@@ -1,8 +1,9 @@
 import * as path from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import { ToolError } from '../../tool';
 import { Shard, type FileOutcome, type ShardJob } from './shard';
-import type { IndexedFile } from './indexer';
+import type { FileVersion, IndexedFile } from './indexer';
+import { serveModules } from './wasmModules';
 import type { WorkerReply, WorkerRequest } from './worker';
 
 /** Runs shard jobs: on worker threads, or in this thread when `workers` is 0. */
@@ -12,7 +13,37 @@ export interface SearchEngine {
   invalidate(abs: string): void;
   /** Offers a tree parsed in the background to the shard that owns the file. */
   adopt(file: IndexedFile): void;
+  /** Told when a job starts and when it ends (with the versions it parsed), for the indexer. */
+  jobs?: JobListener;
   close(): Promise<void>;
+}
+
+export interface JobListener {
+  started(): void;
+  /** `parsed`: the versions the job parsed or found parsed. */
+  finished(parsed: FileVersion[]): void;
+}
+
+/** Runs a job between the listener's started and finished (also when the job fails). */
+async function tracked(
+  listener: JobListener | undefined,
+  job: ShardJob,
+  run: () => Promise<FileOutcome[]>,
+): Promise<FileOutcome[]> {
+  listener?.started();
+  let outcomes: FileOutcome[] = [];
+  try {
+    outcomes = await run();
+    return outcomes;
+  } finally {
+    listener?.finished(parsedIn(job, outcomes));
+  }
+}
+
+/** The versions a job parsed or found parsed: neither skipped by a summary or a word, nor binary. */
+function parsedIn(job: ShardJob, outcomes: FileOutcome[]): FileVersion[] {
+  const parsed = new Set(outcomes.filter((o) => !o.prefiltered && !o.binary).map((o) => o.abs));
+  return job.files.filter((f) => parsed.has(f.abs)).map(({ abs, mtimeMs, size }) => ({ abs, mtimeMs, size }));
 }
 
 function shardOf(abs: string, n: number): number {
@@ -30,11 +61,12 @@ function merge(files: ShardJob['files'], parts: FileOutcome[][]): FileOutcome[] 
 
 export class InProcessEngine implements SearchEngine {
   readonly shard: Shard;
+  jobs?: JobListener;
   constructor(cacheBytes: number) {
     this.shard = new Shard(cacheBytes);
   }
   run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
-    return this.shard.run(job, () => !!signal?.aborted);
+    return tracked(this.jobs, job, () => this.shard.run(job, () => !!signal?.aborted));
   }
   invalidate(abs: string): void {
     this.shard.invalidate(abs);
@@ -56,7 +88,12 @@ class ShardWorker {
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(path.join(__dirname, 'worker.js'), { workerData: { cacheBytes: this.cacheBytes } });
+    const { port1, port2 } = new MessageChannel();
+    serveModules(port1);
+    const w = new Worker(path.join(__dirname, 'worker.js'), {
+      workerData: { cacheBytes: this.cacheBytes, modules: port2 },
+      transferList: [port2],
+    });
     w.on('message', (reply: WorkerReply) => {
       const p = this.waiting.get(reply.id);
       if (!p) return;
@@ -128,12 +165,17 @@ class ShardWorker {
  */
 export class WorkerPoolEngine implements SearchEngine {
   private readonly workers: ShardWorker[];
+  jobs?: JobListener;
 
   constructor(count: number, cacheBytes: number) {
     this.workers = Array.from({ length: count }, () => new ShardWorker(Math.floor(cacheBytes / count)));
   }
 
-  async run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
+  run(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
+    return tracked(this.jobs, job, () => this.runSharded(job, signal));
+  }
+
+  private async runSharded(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
     const split: ShardJob['files'][] = this.workers.map(() => []);
     for (const f of job.files) split[shardOf(f.abs, this.workers.length)].push(f);
     const parts = await Promise.all(

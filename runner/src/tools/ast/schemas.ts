@@ -1,5 +1,5 @@
-import { availableParallelism } from 'node:os';
 import { Type, type Static } from '@sinclair/typebox';
+import { usableCores } from '../../util/cores';
 import { StringEnum } from '../stringEnum';
 import { LANGUAGE_IDS } from './languages';
 import { MAX_PATTERN_CHARS } from './pattern';
@@ -21,7 +21,8 @@ export const DEFAULT_AST_SETTINGS: AstSettings = {
   cacheMB: 256,
   maxFileBytes: 2 * 1024 * 1024,
   editTtlMinutes: 30,
-  workers: Math.max(1, Math.min(4, availableParallelism())),
+  // As many as the cores the run may use (its cgroup quota included): more only oversubscribe.
+  workers: Math.min(4, usableCores()),
 };
 
 const pattern = Type.String({

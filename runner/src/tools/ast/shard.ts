@@ -134,18 +134,22 @@ export class Shard {
         }),
       );
     }
-    // A file whose summary rules it out is neither read nor parsed.
-    const skip = job.files.map((f) => {
+    // A file whose summary rules it out is neither read nor parsed. Each file's summary is
+    // looked up just before its read, so summaries the background index delivers while this
+    // job runs (between its turns of the event loop) count too.
+    const skip: boolean[] = [];
+    const ruledOut = (f: JobFile): boolean => {
       const compiled = compiledFor.get(f.language);
       if (!compiled) return true;
       const summary = this.cache.summary(f.abs, f.mtimeMs, f.size, f.language);
       return !!summary && !mayMatch(summary, this.needsOf(compiled));
-    });
+    };
     // Reads run ahead of parsing: one file at a time would wait on the disk most of the time.
     const loads: (Promise<CachedFile | undefined> | undefined)[] = [];
     const loadAhead = (upTo: number) => {
       for (let i = loads.length; i < Math.min(upTo, job.files.length); i++) {
         const f = job.files[i];
+        skip[i] = ruledOut(f);
         loads.push(skip[i] ? undefined : this.cache.load(f.abs, f.mtimeMs, f.size).catch(() => undefined)); // vanished since the walk: skip
       }
     };

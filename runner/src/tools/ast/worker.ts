@@ -1,6 +1,8 @@
-import { parentPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import type { IndexedFile } from './indexer';
+import { languageById, loadLanguage } from './languages';
 import { Shard, type ShardJob } from './shard';
+import { modulesFrom } from './wasmModules';
 
 /** A search worker: owns one shard (its own parsers and tree cache) and answers jobs. */
 export type WorkerRequest =
@@ -13,13 +15,26 @@ export type WorkerReply =
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; error: string; tool: boolean };
 
-const shard = new Shard((workerData as { cacheBytes: number }).cacheBytes);
+const { cacheBytes, modules } = workerData as { cacheBytes: number; modules: MessagePort };
+modulesFrom(modules); // compiled WebAssembly comes from the runner's thread, shared
+const shard = new Shard(cacheBytes);
 const cancelled = new Set<number>();
+const warmed = new Set<string>();
+
+/** The grammar of files that arrive is loaded now, not by the first query that needs it. */
+function warm(language: string): void {
+  if (warmed.has(language)) return;
+  warmed.add(language);
+  void loadLanguage(languageById(language)).catch(() => undefined); // the query reports a failure
+}
 
 parentPort!.on('message', (msg: WorkerRequest) => {
   if (msg.kind === 'invalidate') return shard.invalidate(msg.abs);
   if (msg.kind === 'clear') return shard.clear();
-  if (msg.kind === 'adopt') return void shard.adopt(msg.file);
+  if (msg.kind === 'adopt') {
+    warm(msg.file.summary.language);
+    return void shard.adopt(msg.file);
+  }
   if (msg.kind === 'cancel') return void cancelled.add(msg.id);
   const id = msg.id;
   shard

@@ -66,7 +66,7 @@ test("the schema's defaults are the built-in config", () => {
     metrics: { listen: '' },
     tracing: { otlpEndpoint: '', serviceName: 'tether-gateway' },
     audit: { path: '' },
-    pool: { size: 2, maxTotal: 8, maxMemoryMb: 8192, concurrency: 1 },
+    pool: { size: 2, maxTotal: 8, maxMemoryMb: 8192, concurrency: 1, templates: {} },
     runner: {},
   });
   const a = defaultConfig();

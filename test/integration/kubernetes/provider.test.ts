@@ -7,18 +7,22 @@
 import * as k8s from '@kubernetes/client-node';
 import { status } from '@grpc/grpc-js';
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as tarStream from 'tar-stream';
 import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
 import { resultText, type TetherClient } from '../../../clients/typescript/src';
 import { defaultConfig } from '../../../gateway/src/config';
+import { diagnose } from '../../../gateway/src/doctor';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { fixture as debugFixture } from '../debug/helpers';
 import { runnerImage } from '../docker/support';
 import { fixture as lspFixture } from '../lsp/helpers';
-import { adminConfig, adminConfigFile, deleteNamespace, execInPod, runsNamespace, until } from './support';
+import { adminConfig, adminConfigFile, deleteNamespace, execInPod, runsNamespace, tokenConfig, until } from './support';
 
 const NS = `tether-runs-t${process.pid}`;
 const kc = adminConfig();
@@ -294,5 +298,42 @@ describe('the end of a pod ends its run', () => {
     });
     assert.match(failed.error, /evicted.*exceeds the limit|ephemeral local storage/i);
     await t.alice.deleteRun(run.runId);
+  });
+});
+
+describe('tether doctor for the kubernetes provider', () => {
+  const config = () => ({ ...t.config, kubernetes: kubernetesSection(NS) });
+  const byName = (checks: { name: string; status: string; detail: string }[]) =>
+    Object.fromEntries(checks.map((c) => [c.name, c]));
+
+  it('with the admin: the API server answers, RBAC suffices, the runner image is on the node', async () => {
+    const c = byName(await diagnose(config()));
+    assert.equal(c.cluster.status, 'ok', c.cluster.detail);
+    assert.match(c.cluster.detail, /Kubernetes v1\.34\.\d+/);
+    assert.equal(c.rbac.status, 'ok', c.rbac.detail);
+    assert.equal(c.image.status, 'ok', c.image.detail);
+    assert.match(c.image.detail, / on localhost$/);
+  });
+
+  it('an image no node holds, and an identity without the Role, fail with the reason', async () => {
+    const missing = byName(
+      await diagnose({ ...config(), kubernetes: { ...kubernetesSection(NS), image: 'tether-runner:absent' } }),
+    );
+    assert.equal(missing.image.status, 'fail');
+    assert.match(missing.image.detail, /no node holds tether-runner:absent/);
+
+    await core.createNamespacedServiceAccount(NS, { metadata: { name: 'nobody' } });
+    const token = await core.createNamespacedServiceAccountToken('nobody', NS, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { audiences: [], expirationSeconds: 600 },
+    });
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'tether-kc-')), 'nobody.kubeconfig');
+    writeFileSync(file, tokenConfig(kc, token.body.status!.token).exportConfig(), { mode: 0o600 });
+    const c = byName(await diagnose({ ...config(), kubernetes: { ...kubernetesSection(NS), kubeconfig: file } }));
+    assert.equal(c.cluster.status, 'ok', c.cluster.detail);
+    assert.equal(c.rbac.status, 'fail');
+    assert.match(c.rbac.detail, /not allowed in namespace .*: create pods, .*create pods\/exec, create pods\/attach/);
+    assert.equal(c.image.status, 'warn', 'a least-privilege identity cannot list nodes');
   });
 });

@@ -9,6 +9,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import * as k8s from '@kubernetes/client-node';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { defaultConfig } from '../gateway/src/config';
 import { runPod } from '../gateway/src/sandbox/kubernetes/podSpec';
@@ -141,6 +142,8 @@ async function main() {
     writeResult('kubernetes', {
       description: `on the project's single-node test cluster (Kubernetes 1.34.4, containerd 1.6, runc, loopback CNI); ${STARTS} starts each, alternating; ${CALLS} sequential read calls after 200 warm-up calls`,
       cluster: 'scripts/cluster.sh (all components on 127.0.0.1 of the same machine)',
+      // The machine is shared: its load when the figures were taken.
+      loadAverage1m5m15m: os.loadavg().map((x) => Math.round(x * 10) / 10),
       createRunToFirstAnswerMs: s,
       barePodRunningThenExecTrueMs: b,
       startOverheadP50Ms: Math.round(s.p50 - b.p50),

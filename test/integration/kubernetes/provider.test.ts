@@ -64,6 +64,7 @@ before(async () => {
     kubernetes: kubernetesSection(NS),
     limits: { default: { memoryMb: 2048, cpuMillis: 1000, pids: 512, diskMb: 256 } },
     runs: { startTimeoutSeconds: 120 },
+    maxPutFilesBytes: 4 * 1024 * 1024,
   });
 });
 
@@ -214,7 +215,7 @@ describe('one run as a pod', () => {
     );
   });
 
-  it('PutFiles: an archive with an escaping entry is refused whole; good ones land where asked', async () => {
+  it('PutFiles: an archive with an escaping entry, or oversized, is refused whole; good ones land where asked', async () => {
     for (const [bad, why] of [
       [{ name: '../escape.txt', size: 0 }, /leaves the workspace/],
       [{ name: 'link', type: 'symlink', linkname: '/etc' }, /absolute link/],
@@ -234,6 +235,11 @@ describe('one run as a pod', () => {
     }
     const first = await t.alice.callTool(runId, 'read', { path: 'first.txt' });
     assert.equal(first.result.isError, true, 'nothing of a refused archive was written');
+    await assert.rejects(
+      t.alice.putFiles(runId, await tarWith([[{ name: 'big.bin' }, 'x'.repeat(5 * 1024 * 1024)]])),
+      (e: { code: number; details: string }) => e.code === status.RESOURCE_EXHAUSTED && /larger than/.test(e.details),
+    );
+    assert.equal((await t.alice.callTool(runId, 'read', { path: 'big.bin' })).result.isError, true);
     await t.alice.putFiles(runId, await tarWith([[{ name: 'x.txt' }, 'in a subdirectory']]), 'deep/er');
     assert.match(await read(t.alice, runId, 'deep/er/x.txt'), /in a subdirectory/);
     const owner = await execInPod(kc, NS, pod, 'runner', ['stat', '-c', '%u %a', '/workspace/deep/er/x.txt']);

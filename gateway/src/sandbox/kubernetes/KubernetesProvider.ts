@@ -153,6 +153,24 @@ export class KubernetesProvider implements SandboxProvider {
     }
   }
 
+  /** Polls (by exec) until the runner's socket exists in the pod. */
+  private async waitSocket(name: string, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const probe = await openExec(this.kc, { namespace: this.ns, pod: name, container: CONTAINER }, [
+        'test',
+        '-S',
+        SOCKET_PATH,
+      ]);
+      probe.stdin.end();
+      const s = await probe.done;
+      probe.close();
+      if (exitCodeOf(s) === 0) return;
+      if (Date.now() > deadline) throw new Error(`the runner in pod ${name} never listened on ${SOCKET_PATH}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+
   private sandbox(name: string, runId: string, secret: Buffer): Sandbox {
     let settle!: (exit: SandboxExit) => void;
     const exited = new Promise<SandboxExit>((r) => (settle = r));
@@ -264,9 +282,11 @@ export class KubernetesProvider implements SandboxProvider {
     const runId = runLabels(pod)[LABELS.runId] ?? '';
     if (!runId) throw new Error(`pod ${id} names no run`);
     const sandbox = this.sandbox(id, runId, await runSecret(this.config.stateDir, runId));
-    // A pod another replica is still starting: wait for it to run (its runner's socket then
-    // appears once that replica has booted it; the first connection retries until it does).
-    await this.waitRunning(id, this.config.runs.startTimeoutSeconds * 1000);
+    // A pod another replica is still starting: wait until it runs and that replica has booted
+    // its runner, so that a failed first connection is never taken for a dead run.
+    const timeoutMs = this.config.runs.startTimeoutSeconds * 1000;
+    await this.waitRunning(id, timeoutMs);
+    await this.waitSocket(id, timeoutMs);
     return sandbox;
   }
 

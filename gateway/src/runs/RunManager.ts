@@ -82,7 +82,8 @@ export class RunManager {
   /** Starts keeping warm sandboxes for runs with the default limits (after recover). */
   startPool(): void {
     const { size, maxTotal, maxMemoryMb, concurrency } = this.config.pool;
-    if (size <= 0 || maxTotal <= 0 || this.pool) return;
+    // Claims are kept in this replica's state directory, which replicas sharing runs do not share.
+    if (size <= 0 || maxTotal <= 0 || this.pool || this.provider.shared) return;
     this.pool = new WarmPool({
       provider: this.provider,
       instance: this.config.instance,

@@ -37,6 +37,11 @@ for b in "${chosen[@]}"; do
     cards-and-workers) node dist/bench/cards-and-workers.js 500 docker ;;
     tenancy) node dist/bench/tenancy.js 8 512 ;;
     observability) node dist/bench/observability.js 4000 process ;;
+    # Not in the default list: the cluster's binaries take long to build cold (docs/kubernetes.md).
+    kubernetes)
+      bash scripts/cluster.sh up && bash scripts/cluster.sh load-image "$TETHER_IMAGE"
+      eval "$(bash scripts/cluster.sh env)"
+      node dist/bench/kubernetes.js 6 2000 ;;
     *) echo "unknown benchmark $b (one of: ${all[*]})" >&2; exit 2 ;;
   esac
 done

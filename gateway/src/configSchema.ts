@@ -13,7 +13,7 @@ import { tenancySchema } from './tenancy/config';
  */
 export const CONFIG_ANNOTATIONS = ['env', 'docDefault'] as const;
 
-const PROVIDERS = ['docker', 'process'] as const;
+const PROVIDERS = ['docker', 'process', 'kubernetes'] as const;
 
 const limits = (whose: string, memoryMb: number, cpuMillis: number, pids: number, diskMb: number) =>
   Type.Object(
@@ -54,7 +54,7 @@ export const configSchema = Type.Object(
       enum: [...PROVIDERS],
       default: 'docker',
       env: 'TETHER_PROVIDER',
-      description: '`docker`, or `process` (no isolation)',
+      description: '`docker`, `kubernetes` (a pod per run; docs/kubernetes.md), or `process` (no isolation)',
     }),
     instance: Type.String({
       pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$',
@@ -176,6 +176,42 @@ export const configSchema = Type.Object(
           env: 'TETHER_DISK',
           description:
             '`loop`: each fresh workspace is an ext4 image of `diskMb` on a loop device (needs root, or a gateway container with `-v /dev:/dev` and loop device cgroup rules; docs/tenancy.md); `none`: no disk limit',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+    kubernetes: Type.Object(
+      {
+        namespace: Type.String({
+          default: 'tether-runs',
+          env: 'TETHER_K8S_NAMESPACE',
+          description:
+            'the namespace run pods are created in (the gateway needs pods, pods/exec and pods/attach there)',
+        }),
+        kubeconfig: Type.String({
+          default: '',
+          env: 'KUBECONFIG',
+          docDefault: 'in-cluster, else ~/.kube/config',
+          description: "a kubeconfig file for the cluster; empty: the pod's ServiceAccount when in a cluster",
+        }),
+        image: Type.String({
+          default: '',
+          env: 'TETHER_K8S_IMAGE',
+          docDefault: '`docker.image`',
+          description: 'the runner image as the nodes know it (a template run uses its own image)',
+        }),
+        runtimeClassName: Type.String({
+          default: '',
+          env: 'TETHER_K8S_RUNTIME_CLASS',
+          docDefault: 'cluster default',
+          description: 'RuntimeClass of run pods, e.g. `gvisor` (deploy/kubernetes/optional/)',
+        }),
+        user: Type.String({ default: '1000:1000', description: 'uid:gid run pods execute as (non-root)' }),
+        ephemeralOverheadMb: Type.Integer({
+          minimum: 16,
+          default: 256,
+          description:
+            "node disk a run pod may use beyond its workspace (`diskMb`): its writable layer and logs; the pod's `ephemeral-storage` limit is the sum",
         }),
       },
       { additionalProperties: false },

@@ -27,6 +27,10 @@ export async function diagnose(config: GatewayConfig, opts: { notes?: Check[] } 
     });
     return checks;
   }
+  if (config.provider === 'kubernetes') {
+    const { diagnoseKubernetes } = await import('./sandbox/kubernetes/doctor');
+    return [...checks, ...(await diagnoseKubernetes(config))];
+  }
   checks.push({ name: 'provider', status: 'ok', detail: 'docker' });
 
   const docker = new Docker({ socketPath: config.docker.socketPath });

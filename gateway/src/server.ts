@@ -25,6 +25,10 @@ export async function createProvider(config: GatewayConfig): Promise<SandboxProv
     logger.warn('using the process provider: tools run WITHOUT isolation (development only)');
     return new ProcessProvider(config.stateDir, config.fastPath);
   }
+  if (config.provider === 'kubernetes') {
+    const { KubernetesProvider } = await import('./sandbox/kubernetes/KubernetesProvider');
+    return new KubernetesProvider(config);
+  }
   const { DockerProvider } = await import('./sandbox/docker');
   return new DockerProvider(config);
 }
@@ -100,7 +104,8 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
           resolve();
         });
       });
-      await runs.close(opts?.keepRuns ?? config.docker.keepOnShutdown);
+      // Kubernetes replicas are stateless: a run outlives the replica that created it.
+      await runs.close(opts?.keepRuns ?? (config.docker.keepOnShutdown || config.provider === 'kubernetes'));
       await metricsEndpoint?.close();
       await telemetry.tracer?.close();
       await telemetry.audit?.close();

@@ -28,6 +28,9 @@ const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
 const POOL_LINE = '\0pool';
 /** How long an idle pooled sandbox found on start-up may take to show it is healthy. */
 const ADOPT_TIMEOUT_MS = 5000;
+/** How often a replica sharing its runs with others looks for runs they created. */
+const DISCOVER_EVERY_MS = 2000;
+const FORGET_GONE_AFTER_MS = 5 * 60_000;
 
 /** One CreateRun's outcome, for metrics: how long it took and where its sandbox came from. */
 export interface RunStarted {
@@ -53,6 +56,10 @@ export interface ClaimSteps {
 export class RunManager {
   private readonly runs = new Map<string, RunRecord>();
   private sweeper?: NodeJS.Timeout;
+  private discoverer?: NodeJS.Timeout;
+  private discovering = false;
+  /** Runs whose sandbox another replica (or the cluster) removed, and since when. */
+  private readonly goneSince = new Map<string, number>();
   readonly tenancy: Tenancy;
   private readonly templates: TemplateCatalog;
   readonly egress: EgressService;
@@ -97,6 +104,8 @@ export class RunManager {
    */
   async startPool(): Promise<void> {
     const { size, maxTotal, maxMemoryMb, concurrency } = this.config.pool;
+    // Claims are kept in this replica's state directory, which replicas sharing runs do not share.
+    if (this.provider.shared) return;
     const targets = [{ limits: this.defaultLimits(), size }, ...(await this.templateTargets())];
     if (maxTotal > 0 && targets.some((t) => t.size > 0) && !this.pool) {
       this.pool = new WarmPool({
@@ -549,6 +558,65 @@ export class RunManager {
   startSweeper(everyMs = 5000): void {
     this.sweeper = setInterval(() => void this.sweep(), everyMs);
     this.sweeper.unref();
+    if (this.provider.shared) {
+      this.discoverer = setInterval(() => void this.discover().catch(() => undefined), DISCOVER_EVERY_MS);
+      this.discoverer.unref();
+    }
+  }
+
+  /**
+   * Where replicas share the runs (Kubernetes): takes up runs another replica created, and
+   * forgets runs whose sandbox another replica removed. Unlike `recover`, it removes nothing.
+   */
+  async discover(): Promise<number> {
+    if (this.discovering) return 0;
+    this.discovering = true;
+    try {
+      const found = await this.provider.list({ [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance });
+      const ids = new Set(found.map((f) => f.id));
+      // A run whose sandbox is gone stays (FAILED, with the reason) for a while, so that its
+      // tenant can still learn why; then it is forgotten, as DeleteRun on another replica meant.
+      const now = Date.now();
+      for (const [runId, run] of this.runs) {
+        if (!run.sandbox || run.state === 'STARTING' || ids.has(run.sandbox.id)) {
+          this.goneSince.delete(runId);
+          continue;
+        }
+        const since = this.goneSince.get(runId) ?? now;
+        this.goneSince.set(runId, since);
+        if (now - since < FORGET_GONE_AFTER_MS) continue;
+        run.runner?.dispose();
+        this.runs.delete(runId);
+        this.goneSince.delete(runId);
+      }
+      let taken = 0;
+      for (const info of found) {
+        const runId = info.labels[LABELS.runId];
+        const tenant = info.labels[LABELS.tenant];
+        if (!info.running || !runId || !tenant || this.runs.has(runId) || info.labels[LABELS.pool] !== undefined)
+          continue;
+        let saved: { spec: RunSpec; createdAt: string };
+        try {
+          saved = JSON.parse(Buffer.from(info.labels[LABELS.spec] ?? '', 'base64').toString('utf8'));
+        } catch {
+          continue;
+        }
+        const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt), 'cold');
+        this.runs.set(runId, run);
+        try {
+          await this.connect(run, await this.provider.attach(info.id));
+          taken++;
+        } catch (err) {
+          // Not ours to remove: the replica that created it (or its pod's end) decides.
+          logger.debug({ runId, err: (err as Error).message }, 'could not take up a run yet');
+          run.runner?.dispose();
+          this.runs.delete(runId);
+        }
+      }
+      return taken;
+    } finally {
+      this.discovering = false;
+    }
   }
 
   async sweep(now = Date.now()): Promise<void> {
@@ -559,6 +627,8 @@ export class RunManager {
       if (maxLifetimeSeconds > 0 && now - run.createdAt.getTime() > maxLifetimeSeconds * 1000) {
         await this.stopRun(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
       } else if (
+        // A replica sees only the calls made through it: idleness is not its to judge alone.
+        !this.provider.shared &&
         idleTimeoutSeconds > 0 &&
         !ready.runner.busy &&
         now - ready.runner.lastActivity > idleTimeoutSeconds * 1000
@@ -571,6 +641,7 @@ export class RunManager {
   /** Graceful shutdown: stops every run (or leaves them running for the next gateway). */
   async close(keep: boolean): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
+    if (this.discoverer) clearInterval(this.discoverer);
     this.tenancy.flushRefusals();
     // Kept runs keep the idle pool beside them for the next gateway to adopt; otherwise it goes.
     const leftIdle = this.adoptable.splice(0);

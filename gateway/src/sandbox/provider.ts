@@ -47,6 +47,11 @@ export interface Sandbox {
   readonly socket?: { path: string } | { host: string; port: number };
   /** Why there is no socket, for the log. */
   readonly noSocketReason?: string;
+  /**
+   * Opens a new byte stream to the runner's socket, where the provider relays one (Kubernetes:
+   * an exec into the pod). The connection passes the same challenge as a socket's.
+   */
+  dial?(): Promise<RunnerStream>;
   /** The runner's stdio (attached on first use where the provider must attach). */
   stdio(): Promise<{ stdin: Writable; stdout: Readable }>;
   /** Resolves once, when the sandbox's runner is gone. */
@@ -57,6 +62,13 @@ export interface Sandbox {
   getArchive(relPath: string): Promise<Readable>;
   /** Its memory and CPU use now, when the provider can report them (read at metrics scrape time). */
   usage?(): Promise<SandboxUsage>;
+}
+
+/** A byte stream to a runner's socket that the gateway did not open itself. */
+export interface RunnerStream {
+  readable: Readable;
+  writable: Writable;
+  close(): void;
 }
 
 /** What a sandbox uses now: for billing and warnings, not for enforcement. */
@@ -81,6 +93,11 @@ export interface SandboxInfo {
  */
 export interface SandboxProvider {
   readonly name: string;
+  /**
+   * Whether other gateway replicas serve the same sandboxes (Kubernetes): runs one of them
+   * creates are found by the others, and none may treat a run as its own alone.
+   */
+  readonly shared?: boolean;
   create(spec: SandboxSpec): Promise<Sandbox>;
   /** Re-attaches to a sandbox that outlived a gateway restart. */
   attach(id: string): Promise<Sandbox>;

@@ -7,13 +7,36 @@ import { PassThrough, Writable } from 'node:stream';
 const REPO = path.resolve(__dirname, '..', '..', '..', '..');
 export const MANIFESTS = path.join(REPO, 'deploy', 'kubernetes');
 
-/** The test cluster's admin kubeconfig: KUBECONFIG as scripts/test.sh exports it, else the default place. */
-export function adminConfig(): k8s.KubeConfig {
+/** The test cluster's admin kubeconfig file: KUBECONFIG as scripts/test.sh exports it, else the default place. */
+export function adminConfigFile(): string {
   const file = process.env.KUBECONFIG || path.join(REPO, '.tether', 'cluster', 'admin.kubeconfig');
   if (!existsSync(file)) throw new Error(`no cluster kubeconfig at ${file}: run scripts/cluster.sh up`);
+  return file;
+}
+
+/** The test cluster's admin kubeconfig. */
+export function adminConfig(): k8s.KubeConfig {
   const kc = new k8s.KubeConfig();
-  kc.loadFromFile(file);
+  kc.loadFromFile(adminConfigFile());
   return kc;
+}
+
+/** Creates a namespace for run pods (Pod Security `restricted` enforced) and waits for its ServiceAccount. */
+export async function runsNamespace(core: k8s.CoreV1Api, name: string): Promise<void> {
+  await deleteNamespace(core, name);
+  await core.createNamespace({
+    metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+  });
+  // Admission refuses a pod until the namespace's `default` ServiceAccount exists.
+  await until(`the default ServiceAccount in ${name}`, 60_000, async () => {
+    try {
+      await core.readNamespacedServiceAccount('default', name);
+      return true;
+    } catch (err) {
+      if (statusCode(err) === 404) return undefined;
+      throw err;
+    }
+  });
 }
 
 /** A kubeconfig for the same cluster that authenticates with a bearer token (a ServiceAccount's). */

@@ -1,6 +1,6 @@
 import { logger } from '../../log';
 import type { Sandbox } from '../../sandbox/provider';
-import { connectSocket, connectStdio, type Channel } from './channel';
+import { connectSocket, connectStdio, connectStream, type Channel } from './channel';
 
 /**
  * Opens connections to one run's runner: through its socket when the sandbox has one (no
@@ -13,7 +13,9 @@ export class RunnerLink {
   constructor(readonly sandbox: Sandbox) {}
 
   async open(): Promise<Channel> {
-    const { socket, secret } = this.sandbox;
+    const { socket, secret, dial } = this.sandbox;
+    // A relayed socket (Kubernetes) has no stdio to fall back to: its errors are the caller's.
+    if (dial) return connectStream(await dial.call(this.sandbox), secret);
     if (socket && !this.fellBack) {
       try {
         return await connectSocket(socket, secret);

@@ -1,4 +1,5 @@
 import * as net from 'node:net';
+import type { Readable, Writable } from 'node:stream';
 import { SocketMessageReader, StreamMessageReader, type MessageReader } from 'vscode-jsonrpc/node';
 import { FramedMessageWriter } from '../../../../protocol/src/framing';
 import { readLine } from '../../../../protocol/src/lines';
@@ -10,11 +11,11 @@ import {
   proof,
   proofMatches,
 } from '../../../../protocol/src/transport';
-import type { Sandbox } from '../../sandbox/provider';
+import type { RunnerStream, Sandbox } from '../../sandbox/provider';
 
 /** One transport to a runner a JSON-RPC connection can run over. */
 export interface Channel {
-  kind: 'unix' | 'tcp' | 'stdio';
+  kind: 'unix' | 'tcp' | 'stdio' | 'stream';
   reader: MessageReader;
   writer: FramedMessageWriter;
   /** Starts the flow of bytes, once the connection listens (the preamble left it paused). */
@@ -40,17 +41,7 @@ export async function connectSocket(
   });
   try {
     socket.setNoDelay(true);
-    const clientNonce = nonce();
-    socket.write(`${GREETING} ${clientNonce}\n`);
-    const [runnerNonce, runnerProof] = (await readLine(socket, MAX_PREAMBLE_LINE, HANDSHAKE_TIMEOUT_MS))
-      .toString('utf8')
-      .split(' ');
-    if (!runnerNonce || !runnerProof || !proofMatches(secret, 'runner', clientNonce, runnerNonce, runnerProof)) {
-      throw new Error("the socket did not prove it is this run's runner");
-    }
-    socket.write(`${proof(secret, 'gateway', clientNonce, runnerNonce)}\n`);
-    const ok = (await readLine(socket, 16, HANDSHAKE_TIMEOUT_MS)).toString('utf8');
-    if (ok !== 'ok') throw new Error('the runner refused the connection');
+    await challenge(socket, socket, secret);
   } catch (err) {
     socket.destroy();
     throw err;
@@ -62,6 +53,41 @@ export async function connectSocket(
     writer: new FramedMessageWriter(socket),
     resume: () => socket.resume(),
     close: () => socket.destroy(),
+  };
+}
+
+/**
+ * The mutual challenge on an open byte stream: the runner proves it holds the run's secret
+ * before the gateway proves it does, and the secret itself never crosses.
+ */
+async function challenge(readable: Readable, writable: Writable, secret: Buffer): Promise<void> {
+  const clientNonce = nonce();
+  writable.write(`${GREETING} ${clientNonce}\n`);
+  const [runnerNonce, runnerProof] = (await readLine(readable, MAX_PREAMBLE_LINE, HANDSHAKE_TIMEOUT_MS))
+    .toString('utf8')
+    .split(' ');
+  if (!runnerNonce || !runnerProof || !proofMatches(secret, 'runner', clientNonce, runnerNonce, runnerProof)) {
+    throw new Error("the socket did not prove it is this run's runner");
+  }
+  writable.write(`${proof(secret, 'gateway', clientNonce, runnerNonce)}\n`);
+  const ok = (await readLine(readable, 16, HANDSHAKE_TIMEOUT_MS)).toString('utf8');
+  if (ok !== 'ok') throw new Error('the runner refused the connection');
+}
+
+/** A connection over a stream the provider relays to the runner's socket (Kubernetes: an exec). */
+export async function connectStream(stream: RunnerStream, secret: Buffer): Promise<Channel> {
+  try {
+    await challenge(stream.readable, stream.writable, secret);
+  } catch (err) {
+    stream.close();
+    throw err;
+  }
+  return {
+    kind: 'stream',
+    reader: new StreamMessageReader(stream.readable),
+    writer: new FramedMessageWriter(stream.writable),
+    resume: () => stream.readable.resume(),
+    close: () => stream.close(),
   };
 }
 

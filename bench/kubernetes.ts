@@ -1,0 +1,165 @@
+/**
+ * The kubernetes provider on the project's test cluster (scripts/cluster.sh up, runner image
+ * loaded), each figure beside its baseline measured in the same run:
+ * - CreateRun → first tool answer, against the same image started as a bare pod (same
+ *   hardening, `sleep` instead of the runner) and `true` exec'd in it, alternating;
+ * - sequential `read` calls through the provider (exec-relayed socket), against a bare
+ *   grpc-js unary echo on loopback.
+ * Usage: node dist/bench/kubernetes.js [starts] [calls]
+ */
+import * as grpc from '@grpc/grpc-js';
+import * as k8s from '@kubernetes/client-node';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { defaultConfig } from '../gateway/src/config';
+import { runPod } from '../gateway/src/sandbox/kubernetes/podSpec';
+import { openExec } from '../gateway/src/sandbox/kubernetes/streams';
+import { LABELS } from '../gateway/src/sandbox/provider';
+import { startTestGateway } from '../test/helpers/gateway';
+import { summary, timeIt, writeResult } from './lib';
+
+const STARTS = Number(process.argv[2] ?? 8);
+const CALLS = Number(process.argv[3] ?? 2000);
+const NS = `tether-bench-${process.pid}`;
+const KUBECONFIG = process.env.KUBECONFIG || path.resolve(__dirname, '../../.tether/cluster/admin.kubeconfig');
+const IMAGE = process.env.TETHER_IMAGE ?? '';
+
+const kc = new k8s.KubeConfig();
+kc.loadFromFile(KUBECONFIG);
+const core = kc.makeApiClient(k8s.CoreV1Api);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function namespace(): Promise<void> {
+  await core.createNamespace({
+    metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+  });
+  for (;;) {
+    try {
+      await core.readNamespacedServiceAccount('default', NS);
+      return;
+    } catch {
+      await sleep(200);
+    }
+  }
+}
+
+/** The baseline: the run's pod spec with `sleep` as its command; Running, then `exec true`. */
+async function barePod(i: number): Promise<number> {
+  const limits = defaultConfig().limits.default;
+  const pod = runPod(
+    { runId: `bare-${i}`, tenant: 'bench', labels: { [LABELS.managed]: 'bench' }, limits },
+    { namespace: NS, image: IMAGE, uid: 1000, gid: 1000, ephemeralOverheadMb: 256 },
+  );
+  pod.spec!.containers[0].command = ['sleep', '3600'];
+  pod.spec!.containers[0].stdin = false;
+  const name = pod.metadata!.name!;
+  const ms = await timeIt(async () => {
+    await core.createNamespacedPod(NS, pod);
+    for (;;) {
+      const p = (await core.readNamespacedPod(name, NS)).body;
+      if (p.status?.containerStatuses?.[0]?.state?.running) break;
+      await sleep(200); // the provider polls at the same interval
+    }
+    const exec = await openExec(kc, { namespace: NS, pod: name, container: 'runner' }, ['true']);
+    exec.stdin.end();
+    const s = await exec.done;
+    if (s.status !== 'Success') throw new Error(`exec true: ${s.message}`);
+  });
+  await core.deleteNamespacedPod(name, NS, undefined, undefined, 0);
+  return ms;
+}
+
+async function echoBaseline(n: number): Promise<number[]> {
+  const def: grpc.ServiceDefinition = {
+    echo: {
+      path: '/bench.Echo/Echo',
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: (b: Buffer) => b,
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: (b: Buffer) => b,
+    },
+  };
+  const server = new grpc.Server();
+  server.addService(def, {
+    echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
+  });
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  );
+  const Client = grpc.makeGenericClientConstructor(def, 'Echo');
+  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as grpc.Client &
+    Record<string, any>;
+  const payload = Buffer.from(JSON.stringify({ path: 'bench.txt' }));
+  const once = () => new Promise<void>((res, rej) => client.echo(payload, (e: Error | null) => (e ? rej(e) : res())));
+  for (let i = 0; i < 200; i++) await once();
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) samples.push(await timeIt(once));
+  client.close();
+  server.forceShutdown();
+  return samples;
+}
+
+async function main() {
+  if (!IMAGE) throw new Error('set TETHER_IMAGE (source .tether/images.env)');
+  await namespace();
+  const t = await startTestGateway({
+    provider: 'kubernetes',
+    kubernetes: { ...defaultConfig().kubernetes, namespace: NS, kubeconfig: KUBECONFIG, image: IMAGE },
+  });
+  try {
+    const tether: number[] = [];
+    const bare: number[] = [];
+    for (let i = 0; i < STARTS; i++) {
+      bare.push(await barePod(i));
+      let runId = '';
+      tether.push(
+        await timeIt(async () => {
+          const run = await t.alice.createRun({ conversationId: `bench-${i}` });
+          runId = run.runId;
+          const out = await t.alice.callTool(runId, 'read', { path: '.' });
+          if (out.result.isError) throw new Error('first call failed');
+        }),
+      );
+      await t.alice.deleteRun(runId);
+    }
+
+    const run = await t.alice.createRun({ conversationId: 'bench-calls' });
+    await t.alice.putFileMap(run.runId, { 'bench.txt': 'hello\n' });
+    const once = async () => {
+      const out = await t.alice.callTool(run.runId, 'read', { path: 'bench.txt' });
+      if (out.result.isError) throw new Error('read failed');
+    };
+    for (let i = 0; i < 200; i++) await once();
+    const calls: number[] = [];
+    for (let i = 0; i < CALLS; i++) calls.push(await timeIt(once));
+    await t.alice.deleteRun(run.runId);
+    const echo = summary(await echoBaseline(CALLS));
+    const c = summary(calls);
+    const s = summary(tether);
+    const b = summary(bare);
+    writeResult('kubernetes', {
+      description: `on the project's single-node test cluster (Kubernetes 1.34.4, containerd 1.6, runc, loopback CNI); ${STARTS} starts each, alternating; ${CALLS} sequential read calls after 200 warm-up calls`,
+      cluster: 'scripts/cluster.sh (all components on 127.0.0.1 of the same machine)',
+      // The machine is shared: its load when the figures were taken.
+      loadAverage1m5m15m: os.loadavg().map((x) => Math.round(x * 10) / 10),
+      createRunToFirstAnswerMs: s,
+      barePodRunningThenExecTrueMs: b,
+      startOverheadP50Ms: Math.round(s.p50 - b.p50),
+      bareGrpcUnaryEchoMs: echo,
+      tetherReadCallMs: c,
+      callOverheadP50Ms: Math.round((c.p50 - echo.p50) * 1000) / 1000,
+      ratioP50: Math.round((c.p50 / echo.p50) * 100) / 100,
+    });
+  } finally {
+    await t.close();
+    await core.deleteNamespace(NS).catch(() => undefined);
+  }
+}
+
+main().catch(async (err) => {
+  console.error(err);
+  await core.deleteNamespace(NS).catch(() => undefined);
+  process.exit(1);
+});

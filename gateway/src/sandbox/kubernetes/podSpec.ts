@@ -1,0 +1,148 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { LABELS, type SandboxSpec } from '../provider';
+
+export const CONTAINER = 'runner';
+export const WORKSPACE = '/workspace';
+export const HOME = '/home/tether';
+/** The runner's socket directory inside the pod: an emptyDir, the connector's way in. */
+export const SOCKET_DIR = '/run/tether';
+export const SOCKET_PATH = `${SOCKET_DIR}/runner.sock`;
+/** Every label of a run, as JSON: Kubernetes label values cannot hold them all (63 characters). */
+export const LABELS_ANNOTATION = 'dev.tether.labels';
+/** The labels a pod carries as Kubernetes labels: the ones runs are found and selected by. */
+const SELECTOR_LABELS: string[] = [LABELS.managed, LABELS.instance, LABELS.runId, LABELS.tenant, LABELS.pool];
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+export interface PodOptions {
+  namespace: string;
+  image: string;
+  uid: number;
+  gid: number;
+  runtimeClassName?: string;
+  /** Room on the node's disk beyond the workspace: the container's logs and writable layer. */
+  ephemeralOverheadMb: number;
+}
+
+/** A pod name for a run: a DNS label, as Kubernetes requires. */
+export function podName(runId: string): string {
+  return `tether-${runId}`
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, '-')
+    .slice(0, 63)
+    .replace(/-+$/, '');
+}
+
+/** Whether a value may be a Kubernetes label value. */
+export function isLabelValue(v: string): boolean {
+  return v.length <= 63 && LABEL_VALUE.test(v);
+}
+
+/**
+ * The run's pod, hardened to the Docker provider's bar: non-root, read-only root, no
+ * capabilities, no privilege escalation, seccomp RuntimeDefault, no ServiceAccount token, no
+ * Service links, limits from the run, a size-limited workspace and memory-backed /tmp and
+ * home. The container's stdin stays open (`stdinOnce: false`): the boot line arrives there.
+ */
+export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
+  const { limits } = spec;
+  // Memory-backed like the Docker provider's tmpfs, and charged to the run's memory: a quarter
+  // each keeps a full /tmp an ENOSPC for the writer rather than an OOM kill of the run.
+  const scratchMb = Math.max(16, Math.floor(limits.memoryMb / 4));
+  const diskMb = limits.diskMb ?? 0;
+  const labels: Record<string, string> = {};
+  for (const key of SELECTOR_LABELS) {
+    const v = spec.labels[key];
+    if (v !== undefined && isLabelValue(v)) labels[key] = v;
+  }
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: podName(spec.runId),
+      namespace: opts.namespace,
+      labels,
+      annotations: { [LABELS_ANNOTATION]: JSON.stringify(spec.labels) },
+    },
+    spec: {
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 2,
+      runtimeClassName: opts.runtimeClassName || undefined,
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: opts.uid,
+        runAsGroup: opts.gid,
+        fsGroup: opts.gid,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containers: [
+        {
+          name: CONTAINER,
+          image: opts.image,
+          imagePullPolicy: 'IfNotPresent',
+          stdin: true,
+          stdinOnce: false,
+          tty: false,
+          workingDir: WORKSPACE,
+          env: [
+            { name: 'TETHER_RUN_ID', value: spec.runId },
+            { name: 'TETHER_WORKSPACE', value: WORKSPACE },
+            { name: 'HOME', value: HOME },
+          ],
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            privileged: false,
+            runAsNonRoot: true,
+            capabilities: { drop: ['ALL'] },
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          resources: {
+            // Requests equal limits for CPU and memory: the scheduler places the run by what it may use.
+            requests: {
+              cpu: `${limits.cpuMillis}m`,
+              memory: `${limits.memoryMb}Mi`,
+              'ephemeral-storage': `${Math.min(diskMb, 64) + 16}Mi`,
+            },
+            limits: {
+              cpu: `${limits.cpuMillis}m`,
+              memory: `${limits.memoryMb}Mi`,
+              'ephemeral-storage': `${diskMb + opts.ephemeralOverheadMb}Mi`,
+            },
+          },
+          volumeMounts: [
+            { name: 'workspace', mountPath: WORKSPACE },
+            { name: 'tmp', mountPath: '/tmp' },
+            { name: 'home', mountPath: HOME },
+            { name: 'sockets', mountPath: SOCKET_DIR },
+          ],
+        },
+      ],
+      volumes: [
+        { name: 'workspace', emptyDir: diskMb > 0 ? { sizeLimit: `${diskMb}Mi` } : {} },
+        { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: `${scratchMb}Mi` } },
+        { name: 'home', emptyDir: { medium: 'Memory', sizeLimit: `${scratchMb}Mi` } },
+        { name: 'sockets', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+      ],
+    },
+  };
+}
+
+/** A pod's run labels, from its annotation (all of them) or else its Kubernetes labels. */
+export function runLabels(pod: V1Pod): Record<string, string> {
+  const raw = pod.metadata?.annotations?.[LABELS_ANNOTATION];
+  if (raw) {
+    try {
+      const parsed = JSON.parse(raw) as unknown;
+      if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+        const out: Record<string, string> = {};
+        for (const [k, v] of Object.entries(parsed)) if (typeof v === 'string') out[k] = v;
+        return out;
+      }
+    } catch {
+      // a foreign or damaged annotation: fall back to the labels
+    }
+  }
+  return { ...(pod.metadata?.labels ?? {}) };
+}

@@ -7,7 +7,7 @@
  *   grpc-js unary echo on loopback.
  * Usage: node dist/bench/kubernetes.js [starts] [calls]
  */
-import * as grpc from '@grpc/grpc-js';
+import { echoBaseline } from './echo';
 import * as k8s from '@kubernetes/client-node';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -67,38 +67,6 @@ async function barePod(i: number): Promise<number> {
   });
   await core.deleteNamespacedPod(name, NS, undefined, undefined, 0);
   return ms;
-}
-
-async function echoBaseline(n: number): Promise<number[]> {
-  const def: grpc.ServiceDefinition = {
-    echo: {
-      path: '/bench.Echo/Echo',
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: (b: Buffer) => b,
-      requestDeserialize: (b: Buffer) => b,
-      responseSerialize: (b: Buffer) => b,
-      responseDeserialize: (b: Buffer) => b,
-    },
-  };
-  const server = new grpc.Server();
-  server.addService(def, {
-    echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
-  });
-  const port = await new Promise<number>((res, rej) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
-  );
-  const Client = grpc.makeGenericClientConstructor(def, 'Echo');
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as grpc.Client &
-    Record<string, any>;
-  const payload = Buffer.from(JSON.stringify({ path: 'bench.txt' }));
-  const once = () => new Promise<void>((res, rej) => client.echo(payload, (e: Error | null) => (e ? rej(e) : res())));
-  for (let i = 0; i < 200; i++) await once();
-  const samples: number[] = [];
-  for (let i = 0; i < n; i++) samples.push(await timeIt(once));
-  client.close();
-  server.forceShutdown();
-  return samples;
 }
 
 async function main() {

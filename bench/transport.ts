@@ -14,9 +14,9 @@
  *  - throughput: calls/s with 50 in flight against one run, and spread over 20 runs.
  * Usage: node dist/bench/transport.js [calls]   (or `npm run bench -- transport`)
  */
+import { echoServer } from './echo';
 import { execFileSync } from 'node:child_process';
 import * as os from 'node:os';
-import * as grpc from '@grpc/grpc-js';
 import { createMessageConnection } from 'vscode-jsonrpc/node';
 import { ProbeCommand, type ProbeParams } from '../protocol/src/lsp';
 import { PingRequest } from '../protocol/src/transport';
@@ -34,69 +34,6 @@ const THROUGHPUT_CALLS = 2000;
 
 const r2 = (x: number) => Math.round(x * 100) / 100;
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
-
-const bytes: grpc.MethodDefinition<Buffer, Buffer> = {
-  path: '',
-  requestStream: false,
-  responseStream: false,
-  requestSerialize: (b: Buffer) => b,
-  requestDeserialize: (b: Buffer) => b,
-  responseSerialize: (b: Buffer) => b,
-  responseDeserialize: (b: Buffer) => b,
-};
-
-/** A bare grpc-js server on loopback echoing bytes, unary and bidi; returns one call of each shape. */
-async function echoServer() {
-  const def: grpc.ServiceDefinition = {
-    unary: { ...bytes, path: '/bench.Echo/Unary' },
-    bidi: { ...bytes, path: '/bench.Echo/Bidi', requestStream: true, responseStream: true },
-  };
-  const server = new grpc.Server();
-  server.addService(def, {
-    unary: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
-    bidi: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
-      call.on('data', (b: Buffer) => call.write(b));
-      call.on('end', () => call.end());
-    },
-  });
-  const port = await new Promise<number>((res, rej) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
-  );
-  const Client = grpc.makeGenericClientConstructor(def, 'Echo');
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as grpc.Client &
-    Record<string, any>;
-  const payload = Buffer.from(JSON.stringify({ path: 'bench.txt' }));
-  const unary = () => new Promise<void>((res, rej) => client.unary(payload, (e: Error | null) => (e ? rej(e) : res())));
-  const streamPerCall = () =>
-    new Promise<void>((res, rej) => {
-      const call = client.bidi() as grpc.ClientDuplexStream<Buffer, Buffer>;
-      call.once('data', () => call.end());
-      call.once('error', rej);
-      call.once('status', () => res());
-      call.write(payload);
-    });
-  // One stream carrying every call: answers come back in order.
-  const shared = client.bidi() as grpc.ClientDuplexStream<Buffer, Buffer>;
-  const waiting: (() => void)[] = [];
-  shared.on('data', () => waiting.shift()?.());
-  // Closing the client cancels it; that is not a failure of the benchmark.
-  shared.on('error', () => undefined);
-  const multiplexed = () =>
-    new Promise<void>((res) => {
-      waiting.push(res);
-      shared.write(payload);
-    });
-  return {
-    unary,
-    streamPerCall,
-    multiplexed,
-    close() {
-      shared.end();
-      client.close();
-      server.forceShutdown();
-    },
-  };
-}
 
 /** Whether the engine has gVisor with host sockets passed through (else its socket path is stdio anyway). */
 function runscWithHostUds(): boolean {

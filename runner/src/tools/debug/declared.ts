@@ -1,7 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import * as path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
+import { readDeclarations } from '../../util/declarations';
 import type { AdapterSpec } from './adapters';
 import { findOnPath, isExecutable } from './executables';
 
@@ -110,38 +108,6 @@ export interface DeclaredAdapters {
 }
 
 export function loadDeclaredAdapters(dir = DEBUG_ADAPTERS_DIR): DeclaredAdapters {
-  let names: string[];
-  try {
-    names = readdirSync(dir)
-      .filter((n) => n.endsWith('.json'))
-      .sort();
-  } catch {
-    return { adapters: [], problems: [] };
-  }
-  const adapters: DeclaredAdapter[] = [];
-  const problems: string[] = [];
-  for (const name of names) {
-    const file = path.join(dir, name);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (err) {
-      problems.push(`${file}: not readable JSON (${(err as Error).message})`);
-      continue;
-    }
-    for (const [i, entry] of (Array.isArray(parsed) ? parsed : [parsed]).entries()) {
-      const where = Array.isArray(parsed) ? `${file}[${i}]` : file;
-      if (!Value.Check(AdapterEntry, entry)) {
-        const first = [...Value.Errors(AdapterEntry, entry)][0];
-        problems.push(`${where}: ${first ? `${first.path || '/'} ${first.message}` : 'invalid'}`);
-        continue;
-      }
-      if (adapters.some((d) => d.id === entry.id)) {
-        problems.push(`${where}: adapter id ${entry.id} is declared twice; the first one is used`);
-        continue;
-      }
-      adapters.push(specOf(entry, file));
-    }
-  }
-  return { adapters, problems };
+  const { entries, problems } = readDeclarations(dir, AdapterEntry, 'adapter');
+  return { adapters: entries.map(({ entry, file }) => specOf(entry, file)), problems };
 }

@@ -1,7 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import * as path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
+import { readDeclarations } from '../../util/declarations';
 import { SERVERS, type ServerSpec } from './servers';
 
 /**
@@ -42,39 +40,8 @@ export interface LanguageTable {
  * wins an extension over a built-in one; one with a built-in id replaces it.
  */
 export function loadLanguages(dir = LANGUAGES_DIR, builtIn: ServerSpec[] = SERVERS): LanguageTable {
-  let names: string[];
-  try {
-    names = readdirSync(dir)
-      .filter((n) => n.endsWith('.json'))
-      .sort();
-  } catch {
-    return { servers: builtIn, problems: [] };
-  }
-  const declared: ServerSpec[] = [];
-  const problems: string[] = [];
-  for (const name of names) {
-    const file = path.join(dir, name);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (err) {
-      problems.push(`${file}: not readable JSON (${(err as Error).message})`);
-      continue;
-    }
-    for (const [i, entry] of (Array.isArray(parsed) ? parsed : [parsed]).entries()) {
-      const where = Array.isArray(parsed) ? `${file}[${i}]` : file;
-      if (!Value.Check(LanguageEntry, entry)) {
-        const first = [...Value.Errors(LanguageEntry, entry)][0];
-        problems.push(`${where}: ${first ? `${first.path || '/'} ${first.message}` : 'invalid'}`);
-        continue;
-      }
-      if (declared.some((d) => d.id === entry.id)) {
-        problems.push(`${where}: server id ${entry.id} is declared twice; the first one is used`);
-        continue;
-      }
-      declared.push({ ...entry, args: entry.args ?? [], source: file });
-    }
-  }
+  const { entries, problems } = readDeclarations(dir, LanguageEntry, 'server');
+  const declared: ServerSpec[] = entries.map(({ entry, file }) => ({ ...entry, args: entry.args ?? [], source: file }));
   const ids = new Set(declared.map((d) => d.id));
   return { servers: [...declared, ...builtIn.filter((b) => !ids.has(b.id))], problems };
 }

@@ -68,8 +68,9 @@ export const BUILTIN_POLICY: Omit<TenantPolicy, 'liveRuns'> = {
   createRun: { perSecond: 10, burst: 50 },
   callTool: { perSecond: 1000, burst: 5000 },
   queuedCreates: 64,
-  callsInFlight: 256,
-  queuedCalls: 1024,
+  // Together at least callTool's burst: a burst the rate limit admits is never refused for want of a slot.
+  callsInFlight: 1024,
+  queuedCalls: 4096,
 };
 
 /** The `tenancy` section of the gateway config (gateway/src/configSchema.ts holds it). */

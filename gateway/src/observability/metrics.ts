@@ -40,6 +40,8 @@ export interface RunCensus {
   usage?(): Promise<RunUsage[]>;
   /** The language servers and kernels of every live run, as their runners last reported them. */
   resources?(): Iterable<ResourceCounts>;
+  /** The warm pool's classes (configured, so a bounded label) and their sandboxes now. */
+  pool?(): { key: string; idle: number; starting: number }[];
 }
 
 /** Distinct server or kernel names one gateway labels; more become `other` (a runner cannot mint series). */
@@ -81,6 +83,19 @@ export class Metrics {
     const registers = [this.registry];
     if (opts.defaults ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'tether_gateway_' });
     const self = this;
+    new Gauge({
+      name: 'tether_pool_sandboxes',
+      help: 'Warm pool sandboxes by class (limits, and a template image as a hash) and state: idle (ready to claim) or starting',
+      labelNames: ['class', 'state'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const c of self.census?.pool?.() ?? []) {
+          this.set({ class: c.key, state: 'idle' }, c.idle);
+          this.set({ class: c.key, state: 'starting' }, c.starting);
+        }
+      },
+    });
     new Gauge({
       name: 'tether_runs',
       help: 'Runs the gateway holds, by state and tenant',

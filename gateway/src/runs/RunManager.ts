@@ -83,6 +83,7 @@ export class RunManager {
       states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const),
       usage: () => this.usageByTenant(),
       resources: () => [...this.runs.values()].flatMap((r) => (r.live ? (r.resources ?? []) : [])),
+      pool: () => this.pool?.stats().classes ?? [],
     });
     this.claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
   }

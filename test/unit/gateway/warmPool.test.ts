@@ -6,6 +6,8 @@ import * as path from 'node:path';
 import { status } from '@grpc/grpc-js';
 import { GatewayError } from '../../../gateway/src/errors';
 import { RunManager, type RunStarted } from '../../../gateway/src/runs/RunManager';
+import { Metrics } from '../../../gateway/src/observability/metrics';
+import { Telemetry } from '../../../gateway/src/observability/Telemetry';
 import { classKey, WarmPool } from '../../../gateway/src/pool/WarmPool';
 import { RunnerClient } from '../../../gateway/src/runs/RunnerClient';
 import { BindRequest, InitializeRequest, PrepareRequest, type BindParams } from '../../../protocol/src/run';
@@ -320,4 +322,17 @@ test('a template is a pool class of its own: its sandboxes run its image and onl
   claimed.runner.dispose();
   plain.runner.dispose();
   await pool.close();
+});
+
+test('/metrics shows the pool: idle and starting sandboxes per class', async () => {
+  const metrics = new Metrics({ defaults: false });
+  const m = new RunManager(poolConfig(), new FakeProvider(), new Telemetry(metrics));
+  await m.startPool();
+  await until(() => idle(m) === 2);
+  const text = await metrics.text();
+  assert.match(text, new RegExp(`tether_pool_sandboxes\\{class="${classKey(LIMITS)}",state="idle"\\} 2`));
+  assert.match(text, new RegExp(`tether_pool_sandboxes\\{class="${classKey(LIMITS)}",state="starting"\\} 0`));
+  await m.create('alice', runSpec());
+  assert.match(await metrics.text(), /tether_pool_sandboxes\{class="[^"]+",state="(idle|starting)"\} 1/);
+  await m.close(false);
 });

@@ -332,7 +332,8 @@ test('/metrics shows the pool: idle and starting sandboxes per class', async () 
   const text = await metrics.text();
   assert.match(text, new RegExp(`tether_pool_sandboxes\\{class="${classKey(LIMITS)}",state="idle"\\} 2`));
   assert.match(text, new RegExp(`tether_pool_sandboxes\\{class="${classKey(LIMITS)}",state="starting"\\} 0`));
-  await m.create('alice', runSpec());
-  assert.match(await metrics.text(), /tether_pool_sandboxes\{class="[^"]+",state="(idle|starting)"\} 1/);
+  assert.equal((await m.create('alice', runSpec())).start, 'pool');
+  await until(() => idle(m) === 2);
+  assert.match(await metrics.text(), /tether_create_run_duration_seconds_count\{start="pool",outcome="ready"\} 1/);
   await m.close(false);
 });

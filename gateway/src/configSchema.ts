@@ -213,6 +213,14 @@ export const configSchema = Type.Object(
           description:
             "node disk a run pod may use beyond its workspace (`diskMb`): its writable layer and logs; the pod's `ephemeral-storage` limit is the sum",
         }),
+        templates: Type.Unsafe<Record<string, string>>({
+          type: 'object',
+          propertyNames: { pattern: '^[a-z0-9][a-z0-9_.-]{0,62}$' },
+          additionalProperties: { type: 'string', minLength: 1, maxLength: 512 },
+          default: {},
+          description:
+            'template → its image as the nodes know it (built by `tether template build`, then pushed or loaded onto the nodes); a run naming the template gets a pod of that image',
+        }),
       },
       { additionalProperties: false },
     ),

@@ -61,7 +61,17 @@ export class TemplateCatalog {
 
   /** The image of a template built on the current runner image, whoever asks (the pool). */
   async imageOf(name: string): Promise<string> {
-    if (!this.docker) throw new GatewayError(status.FAILED_PRECONDITION, 'templates need the docker provider');
+    // Without an engine (the kubernetes provider) a template's image is the one the config names for the nodes.
+    if (!this.docker && this.config.provider === 'kubernetes') {
+      const ref = this.config.kubernetes.templates[name];
+      if (ref) return ref;
+      throw new GatewayError(
+        status.FAILED_PRECONDITION,
+        `template ${name} is allowed but has no image for the kubernetes provider: set kubernetes.templates.${name} to its image as the nodes know it`,
+      );
+    }
+    if (!this.docker)
+      throw new GatewayError(status.FAILED_PRECONDITION, 'templates need the docker or the kubernetes provider');
     const base = resolveImage(this.config);
     const built = await this.list(name);
     const current = built.filter((t) => t.base === base);

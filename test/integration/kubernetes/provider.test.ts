@@ -7,6 +7,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { status } from '@grpc/grpc-js';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -17,6 +18,7 @@ import { resultText, type TetherClient } from '../../../clients/typescript/src';
 import { defaultConfig } from '../../../gateway/src/config';
 import { diagnose } from '../../../gateway/src/doctor';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
+import { buildTemplate } from '../../../gateway/src/templates/build';
 import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { fixture as debugFixture } from '../debug/helpers';
@@ -304,6 +306,52 @@ describe('the end of a pod ends its run', () => {
     });
     assert.match(failed.error, /evicted.*exceeds the limit|ephemeral local storage/i);
     await t.alice.deleteRun(run.runId);
+  });
+});
+
+describe('a template run', () => {
+  const TEMPLATE = 'python-entry';
+  let tpl: TestGateway | undefined;
+  let runId = '';
+
+  after(async () => {
+    if (runId) await tpl?.alice.deleteRun(runId).catch(() => undefined);
+    await tpl?.close();
+  });
+
+  it("is a pod of the template's image as kubernetes.templates names it, carrying what the template adds", async () => {
+    const built = await buildTemplate({
+      name: TEMPLATE,
+      dir: path.resolve(__dirname, '../../../../test/fixtures/templates/python-entry'),
+      baseImage: runnerImage(),
+    });
+    // No registry here: the image goes onto the node as the runner image did.
+    execFileSync('bash', [path.resolve(__dirname, '../../../../scripts/cluster.sh'), 'load-image', built.tag], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    tpl = await startTestGateway({
+      provider: 'kubernetes',
+      kubernetes: { ...kubernetesSection(NS), templates: { [TEMPLATE]: built.tag } },
+      templates: { allowed: { alice: [TEMPLATE] } },
+      instance: `kube-template-${process.pid}`,
+      runs: { startTimeoutSeconds: 120 },
+    });
+    const run = await tpl.alice.createRun({ template: TEMPLATE, features: { debug: true } });
+    assert.equal(run.error, '');
+    assert.equal(run.state, RunState.READY);
+    runId = run.runId;
+    const pod = await core.readNamespacedPod(podName(runId), NS);
+    assert.equal(pod.body.spec?.containers[0].image, built.tag);
+    const rows = await tpl.alice.callTool(runId, 'debug', { op: 'adapters' });
+    assert.equal(rows.result.isError, false, resultText(rows.result));
+    assert.match(
+      resultText(rows.result),
+      /^python-entry available .*declared in \/etc\/tether\/debug\.d\/python-entry\.json$/m,
+    );
+    await assert.rejects(tpl.bob.createRun({ template: TEMPLATE }), (err: { code?: number }) => {
+      assert.equal(err.code, status.INVALID_ARGUMENT);
+      return true;
+    });
   });
 });
 

@@ -67,6 +67,7 @@ test("the schema's defaults are the built-in config", () => {
       runtimeClassName: '',
       user: '1000:1000',
       ephemeralOverheadMb: 256,
+      templates: {},
     },
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },
     templates: { allowed: {} },

@@ -42,6 +42,24 @@ test('allowed templates: the base, those for every tenant, and the tenant own', 
   );
 });
 
+test('under the kubernetes provider a template is the image the config names for the nodes', async () => {
+  const base = defaultConfig();
+  const config = {
+    ...base,
+    provider: 'kubernetes' as const,
+    templates: { allowed: { alice: ['fortran', 'rust'] } },
+    kubernetes: { ...base.kubernetes, templates: { fortran: 'registry.local/tether-template-fortran:abc' } },
+  };
+  const catalog = new TemplateCatalog(config, undefined);
+  assert.equal(await catalog.imageFor('alice', 'fortran'), 'registry.local/tether-template-fortran:abc');
+  await assert.rejects(
+    catalog.imageFor('alice', 'rust'),
+    (err: GatewayError) =>
+      err.code === status.FAILED_PRECONDITION && /set kubernetes\.templates\.rust/.test(err.message),
+  );
+  await assert.rejects(catalog.imageFor('bob', 'fortran'), (err: GatewayError) => err.code === status.INVALID_ARGUMENT);
+});
+
 test('languages.d: declared servers come first, replace a built-in of the same id, and bad files are reported', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-langs-'));
   try {

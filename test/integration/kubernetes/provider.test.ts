@@ -336,12 +336,20 @@ describe('a template run', () => {
       instance: `kube-template-${process.pid}`,
       runs: { startTimeoutSeconds: 120 },
     });
-    const run = await tpl.alice.createRun({ template: TEMPLATE, features: { debug: true } });
+    // The debug tool is a conversation's (its sessions are kept per conversation).
+    const run = await tpl.alice.createRun({
+      template: TEMPLATE,
+      conversationId: 'kube-template',
+      features: { debug: true },
+      approvals: { exec: Approval.AUTO },
+    });
     assert.equal(run.error, '');
     assert.equal(run.state, RunState.READY);
     runId = run.runId;
     const pod = await core.readNamespacedPod(podName(runId), NS);
     assert.equal(pod.body.spec?.containers[0].image, built.tag);
+    // The adapter's root marker, so the template's declaration is usable here.
+    await tpl.alice.putFileMap(runId, { 'requirements.txt': '' });
     const rows = await tpl.alice.callTool(runId, 'debug', { op: 'adapters' });
     assert.equal(rows.result.isError, false, resultText(rows.result));
     assert.match(

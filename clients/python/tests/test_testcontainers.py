@@ -21,3 +21,6 @@ def test_a_platform_test_gets_a_gateway_and_a_client() -> None:
     # Stopping the container deleted the run: its sandbox container is gone.
     left = docker.from_env().containers.list(all=True, filters={"label": f"dev.tether.run-id={run.run_id}"})
     assert left == []
+    # And nothing else the gateway started outlives it, its warm pool included.
+    leftover = docker.from_env().containers.list(all=True, filters={"label": f"dev.tether.instance={tether.instance}"})
+    assert [c.name for c in leftover] == []

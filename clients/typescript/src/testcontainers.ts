@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
-import { AbstractStartedContainer, GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+import {
+  AbstractStartedContainer,
+  GenericContainer,
+  Wait,
+  type StartedTestContainer,
+  type StopOptions,
+  type StoppedTestContainer,
+} from 'testcontainers';
 import { TetherClient, type ClientOptions, type CreateRunInit, type RequestOptions } from './client';
 import { isTetherError, Status } from './errors';
 import { waitUntilServing } from './health';
@@ -92,6 +99,7 @@ export class TetherContainer extends GenericContainer {
 
   override async start(): Promise<StartedTetherContainer> {
     const port = this.port ?? (await freePort());
+    const instance = `tc-${randomBytes(6).toString('hex')}`;
     const address = `127.0.0.1:${port}`;
     this.withNetworkMode('host')
       .withBindMounts([{ source: this.socket, target: '/var/run/docker.sock' }])
@@ -103,7 +111,7 @@ export class TetherContainer extends GenericContainer {
         TETHER_LISTEN: address,
         TETHER_TOKENS: `${this.token}=${this.tenant}`,
         // Its own instance name: on start-up a gateway removes its instance's leftover runs only.
-        TETHER_INSTANCE: `tc-${randomBytes(6).toString('hex')}`,
+        TETHER_INSTANCE: instance,
         ...(this.runnerImage ? { TETHER_IMAGE: this.runnerImage } : {}),
       })
       .withWaitStrategy(Wait.forLogMessage(/tether gateway serving/))
@@ -115,9 +123,12 @@ export class TetherContainer extends GenericContainer {
       await started.stop().catch(() => undefined);
       throw err;
     }
-    return new StartedTetherContainer(started, address, this.token, this.tenant);
+    return new StartedTetherContainer(started, address, this.token, this.tenant, instance);
   }
 }
+
+/** How long a stopping gateway may take to remove what it started (its runs, its warm pool). */
+const GRACEFUL_STOP_MS = 15_000;
 
 export class StartedTetherContainer extends AbstractStartedContainer {
   private readonly clients: TrackingClient[] = [];
@@ -129,6 +140,7 @@ export class StartedTetherContainer extends AbstractStartedContainer {
     private readonly address: string,
     private readonly token: string,
     private readonly tenant: string,
+    private readonly instance: string,
   ) {
     super(started);
     this.client = this.newClient();
@@ -145,6 +157,11 @@ export class StartedTetherContainer extends AbstractStartedContainer {
 
   getTenant(): string {
     return this.tenant;
+  }
+
+  /** The gateway's instance name: the `dev.tether.instance` label of every container it starts. */
+  getInstance(): string {
+    return this.instance;
   }
 
   /** Another client of this gateway (the container's token by default), tracked like `client`. */
@@ -169,6 +186,15 @@ export class StartedTetherContainer extends AbstractStartedContainer {
       }
     }
     return deleted;
+  }
+
+  /**
+   * Stops the gateway with SIGTERM and time to act on it (Testcontainers' default is SIGKILL at
+   * once): a stopping gateway removes its runs and its warm pool's sandboxes, which are the
+   * engine's containers, not the gateway's, and would outlive a killed one.
+   */
+  override async stop(options?: Partial<StopOptions>): Promise<StoppedTestContainer> {
+    return super.stop({ timeout: GRACEFUL_STOP_MS, ...options });
   }
 
   protected override async containerStopping(): Promise<void> {

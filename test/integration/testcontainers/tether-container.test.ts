@@ -1,7 +1,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readImagesEnv } from '../../../gateway/src/sandbox/image';
-import { containersOf } from '../docker/support';
+import { containersOf, docker, until } from '../docker/support';
 
 // This engine has no bridge network (the gateway listens on the host's), and no Ryuk.
 process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
@@ -28,9 +28,23 @@ test('the ten-line example: start, create a run, put a file, call a tool, stop',
   assert.equal(out.isError, false, out.text);
   assert.match(out.text, /hello from a platform test/);
   assert.equal((await containersOf(run.runId)).length, 1, 'the run is a sibling container');
+  // The gateway keeps a warm pool: its sandboxes must go with it too.
+  const ofInstance = () =>
+    docker.listContainers({
+      all: true,
+      filters: JSON.stringify({ label: [`dev.tether.instance=${tether.getInstance()}`] }),
+    });
+  await until('a pooled sandbox', async () =>
+    (await ofInstance()).some((c) => c.Labels['dev.tether.pool']) ? true : undefined,
+  );
   await tether.stop();
   leftover = undefined;
   assert.equal((await containersOf(run.runId)).length, 0, 'the run is gone after stop');
+  assert.deepEqual(
+    (await ofInstance()).map((c) => c.Names[0]),
+    [],
+    'nothing the gateway started outlives it, its warm pool included',
+  );
 });
 
 test('the container deletes exactly the runs its clients created and did not delete', async () => {

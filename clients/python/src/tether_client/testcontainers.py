@@ -35,6 +35,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# How long a stopping gateway may take to remove what it started (its runs, its warm pool).
+GRACEFUL_STOP_SECONDS = 15
+
+
 class TetherContainer(DockerContainer):
     """The tether gateway image as a Testcontainers container, with a connected ``Client``.
 
@@ -105,6 +109,14 @@ class TetherContainer(DockerContainer):
             finally:
                 self._client.close()
                 self._client = None
+        # SIGTERM first, with time to act on it: the gateway then removes its warm pool's
+        # sandboxes, which would outlive a force-removed gateway (they are the engine's, not its).
+        container = self.get_wrapped_container()
+        if container is not None:
+            try:
+                container.stop(timeout=GRACEFUL_STOP_SECONDS)
+            except Exception:
+                pass  # best effort: the removal below happens anyway
         super().stop(force=force, delete_volume=delete_volume)
 
     def _wait_until_serving(self) -> None:

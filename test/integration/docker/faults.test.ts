@@ -3,12 +3,10 @@ import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import { RunState, type Question } from '../../../gen/tether/v1/gateway_pb';
 import * as tarStream from 'tar-stream';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import * as path from 'node:path';
 import { TetherClient, resultText, tarOf } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
-import { containerOf, containersOf, docker, dockerConfig, removeInstance, until } from './support';
+import { containerOf, containersOf, docker, dockerConfig, removeInstance, serveGateway, until } from './support';
 
 // Faults against real containers. A call that is pending inside the runner is an `ask_user`
 // whose card nobody answers: it stays open until the test breaks something.
@@ -247,26 +245,15 @@ test('PutFiles: an archive with one bad entry is refused whole, with the reason;
 test('a gateway killed outright (SIGKILL): the next one re-attaches, and the run answers with its workspace', async () => {
   const crashInstance = `${instance}-crash`;
   const port = 20000 + (process.pid % 20000);
-  const serve = () => {
-    const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
-      env: {
-        ...process.env,
-        TETHER_TOKENS: 'crash-token=acme',
-        TETHER_INSTANCE: crashInstance,
-        TETHER_LISTEN: `127.0.0.1:${port}`,
-        TETHER_IMAGE: dockerConfig().image,
-        TETHER_PROVIDER: 'docker',
-        TETHER_POOL_SIZE: '0',
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
+  const serve = () =>
+    serveGateway({
+      TETHER_TOKENS: 'crash-token=acme',
+      TETHER_INSTANCE: crashInstance,
+      TETHER_LISTEN: `127.0.0.1:${port}`,
+      TETHER_IMAGE: dockerConfig().image,
+      TETHER_PROVIDER: 'docker',
+      TETHER_POOL_SIZE: '0',
     });
-    const ready = new Promise<void>((resolve, reject) => {
-      let err = '';
-      child.stderr!.on('data', (d: Buffer) => ((err += d.toString()), /listening on/.test(err) && resolve()));
-      child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${err}`)));
-    });
-    return { child, ready };
-  };
   const client = new TetherClient(`127.0.0.1:${port}`, 'crash-token');
   let second: ReturnType<typeof serve> | undefined;
   try {

@@ -1,4 +1,6 @@
 import Docker from 'dockerode';
+import { type ChildProcess, spawn } from 'node:child_process';
+import * as path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { defaultConfig } from '../../../gateway/src/config';
 import { readImagesEnv } from '../../../gateway/src/sandbox/image';
@@ -119,4 +121,21 @@ export async function removeInstance(instance: string): Promise<void> {
       .getVolume(v.Name)
       .remove()
       .catch(() => undefined);
+}
+
+/**
+ * `tether serve` in a child process of its own (a gateway that can be killed outright), with
+ * `env` over this process's; `ready` settles once it listens, or fails with its stderr.
+ */
+export function serveGateway(env: Record<string, string>): { child: ChildProcess; ready: Promise<void> } {
+  const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const ready = new Promise<void>((resolve, reject) => {
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => ((err += d.toString()), /listening on/.test(err) && resolve()));
+    child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${err}`)));
+  });
+  return { child, ready };
 }

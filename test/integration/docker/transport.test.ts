@@ -84,23 +84,7 @@ test('the gateway reaches a Docker run through its socket, not the engine', asyn
 test('two gateways on one run: calls, questions and bridged calls each reach their own caller', async () => {
   const runId = await newRun({ 'a.txt': 'shared file\n' });
   const second = await secondGateway(runId);
-  const init = await second.initialize(
-    {
-      runId,
-      conversationId: 'transport',
-      workspace: '/workspace',
-      features: {
-        lsp: false,
-        ast: false,
-        debug: false,
-        eval: true,
-        questions: { enabled: true, targetSpace: 'test' },
-        vibe: false,
-      },
-      settings: {},
-    },
-    10000,
-  );
+  const init = await second.initialize(initParams(runId), 10000);
   const tools = init.tools.map((x) => x.name).sort();
   assert.deepEqual(
     tools,

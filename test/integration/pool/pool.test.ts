@@ -1,6 +1,6 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
@@ -10,7 +10,7 @@ import { RunStart, RunState } from '../../../gen/tether/v1/gateway_pb';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
-import { docker, dockerConfig, removeInstance, until } from '../docker/support';
+import { docker, dockerConfig, removeInstance, serveGateway, until } from '../docker/support';
 import { buildNpmTemplate } from '../egress/npmTemplate';
 
 // The warm pool against the real engine: pooled containers, their loop-backed workspaces,
@@ -206,27 +206,16 @@ test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle 
   instances.push(instance);
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
   const port = 20000 + ((process.pid + 7) % 20000);
-  const serve = () => {
-    const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
-      env: {
-        ...process.env,
-        TETHER_TOKENS: 'pool-token=acme',
-        TETHER_INSTANCE: instance,
-        TETHER_LISTEN: `127.0.0.1:${port}`,
-        TETHER_IMAGE: dockerConfig().image,
-        TETHER_PROVIDER: 'docker',
-        TETHER_STATE_DIR: stateDir,
-        TETHER_POOL_SIZE: '2',
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
+  const serve = () =>
+    serveGateway({
+      TETHER_TOKENS: 'pool-token=acme',
+      TETHER_INSTANCE: instance,
+      TETHER_LISTEN: `127.0.0.1:${port}`,
+      TETHER_IMAGE: dockerConfig().image,
+      TETHER_PROVIDER: 'docker',
+      TETHER_STATE_DIR: stateDir,
+      TETHER_POOL_SIZE: '2',
     });
-    const ready = new Promise<void>((resolve, reject) => {
-      let err = '';
-      child.stderr!.on('data', (d: Buffer) => ((err += d.toString()), /listening on/.test(err) && resolve()));
-      child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${err}`)));
-    });
-    return { child, ready };
-  };
   const pooled = async () =>
     (await instanceContainers(instance)).filter((c) => c.Labels[LABELS.pool] !== undefined && c.State === 'running');
   const client = new TetherClient(`127.0.0.1:${port}`, 'pool-token');

@@ -6,8 +6,6 @@
 #   scripts/cluster.sh env               prints KUBECONFIG=… (and the containerd socket) for `eval`
 #   scripts/cluster.sh load-image IMAGE  copies a Docker image into the cluster's containerd
 #
-#   scripts/cluster.sh built            exits 0 when the Kubernetes binaries are already built
-#
 # Binaries are built from Go modules (deploy/cluster/wrapper) and cached per machine under
 # ${TETHER_CACHE_DIR:-~/.cache/tether}/kube-<version>-<hash of the wrapper's go.mod and go.sum>/. Everything the
 # cluster keeps (certificates, kubeconfigs, etcd data, containerd root and state, kubelet root,
@@ -20,7 +18,7 @@ ROOT="$PWD"
 KUBE_VERSION=v1.34.4
 WRAPPER="$ROOT/deploy/cluster/wrapper"
 KUBE_HASH="$(cat "$WRAPPER/go.mod" "$WRAPPER/go.sum" | sha256sum | cut -c1-12)"
-# A cold build takes over an hour on 2 cores, so the binaries are kept per machine, not per checkout.
+# A cold build takes about 10 minutes on 2 cores, so the binaries are kept per machine, not per checkout.
 CACHE="${TETHER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tether}"
 BIN="$CACHE/kube-$KUBE_VERSION-$KUBE_HASH"
 # The cluster's own small commands (pause, cni-lo): seconds to build, cached apart.
@@ -57,7 +55,7 @@ build() {
   build_helpers
   if [ -x "$BIN/kubelet" ] && [ -x "$BIN/etcd" ]; then return; fi
   command -v go >/dev/null || { echo 'cluster: go is needed to build Kubernetes' >&2; exit 1; }
-  log "building Kubernetes $KUBE_VERSION and etcd from Go modules (several minutes, once)"
+  log "building Kubernetes $KUBE_VERSION and etcd from Go modules (about 10 minutes on 2 cores, once per machine)"
   local start tmp ver="-X k8s.io/component-base/version" cver="-X k8s.io/client-go/pkg/version"
   local minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
   local ldflags="-s -w $ver.gitVersion=$KUBE_VERSION $ver.gitMajor=1 $ver.gitMinor=$minor"
@@ -445,7 +443,6 @@ load_image() {
 
 case "${1:-}" in
   up) up ;;
-  built) [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kubelet" ] ;;
   down) down ;;
   status) status ;;
   env) echo "export KUBECONFIG=$C/admin.kubeconfig TETHER_CLUSTER_CONTAINERD=$CTRD_SOCK" ;;

@@ -2,7 +2,7 @@
  * `kubernetes.transport: tcp` on the real test cluster. The provider creates the run's pod with
  * the runner's port declared and boots the runner listening on TCP as well as on its socket;
  * pods on this cluster have no address (a loopback-only CNI: `lo` and nothing else; the status
- * reports the loopback plugin's 127.0.0.1, which from a replica is the replica itself), so no
+ * reports the loopback plugin's 127.0.0.1 and ::1, which from a replica are the replica itself), so no
  * replica could reach the runner, and CreateRun is refused FAILED_PRECONDITION with that reason,
  * the pod deleted and no run left behind. That a replica then reaches the runner over the pod's
  * network could not be tested here (test/integration/transport/tcp.test.ts covers the TCP
@@ -95,13 +95,13 @@ test('tcp on a cluster whose pods have no address: the pod declares the port and
     assert.notEqual(pod.spec!.hostNetwork, true);
   }
   // It ran (the runner booted in it) and never had an address another pod could reach: the
-  // loopback CNI plugin reports 127.0.0.1, if anything.
+  // loopback CNI plugin's 127.0.0.1 and ::1, if anything.
   const running = seen.filter((p) => p.status?.phase === 'Running');
   assert.ok(running.length > 0, 'the pod was Running');
   for (const pod of running) {
     const ips = [pod.status?.podIP, ...(pod.status?.podIPs ?? []).map((p) => p.ip)].filter(Boolean);
-    for (const ip of ips) assert.match(ip!, /^127\./, `reported ${ip}`);
-    if (ips.length) assert.match(err.details, /its status reports only 127\./);
+    for (const ip of ips) assert.match(ip!, /^(127\.\d+\.\d+\.\d+|::1)$/, `reported ${ip}`);
+    if (ips.length) assert.match(err.details, new RegExp(`its status reports only ${ips[0]!.replace(/\./g, '\\.')}`));
   }
   assert.ok(
     running.some((p) => p.status?.containerStatuses?.find((s) => s.name === 'runner')?.state?.running),

@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 
 /**
  * Whether another pod could reach this one at `ip`. A loopback-only CNI still reports an
- * address: its `loopback` plugin's 127.0.0.1, which from a replica is the replica itself.
+ * address: its `loopback` plugin's 127.0.0.1 and ::1, which from a replica are the replica itself.
  */
 function reachable(ip: string): boolean {
   const family = isIP(ip);

@@ -14,6 +14,7 @@ import { tenancySchema } from './tenancy/config';
 export const CONFIG_ANNOTATIONS = ['env', 'docDefault'] as const;
 
 const PROVIDERS = ['docker', 'process', 'kubernetes'] as const;
+const KUBERNETES_TRANSPORTS = ['exec', 'tcp'] as const;
 
 const limits = (whose: string, memoryMb: number, cpuMillis: number, pids: number, diskMb: number) =>
   Type.Object(
@@ -207,6 +208,21 @@ export const configSchema = Type.Object(
           description: 'RuntimeClass of run pods, e.g. `gvisor` (deploy/kubernetes/optional/)',
         }),
         user: Type.String({ default: '1000:1000', description: 'uid:gid run pods execute as (non-root)' }),
+        transport: Type.Unsafe<(typeof KUBERNETES_TRANSPORTS)[number]>({
+          enum: [...KUBERNETES_TRANSPORTS],
+          default: 'exec',
+          env: 'TETHER_K8S_TRANSPORT',
+          description:
+            "how replicas reach a run's runner: `exec` (a connector exec'd through the API server, no pod network) or `tcp` (the pod's address and `runnerPort`, for clusters whose CNI enforces deploy/kubernetes/40-runs-networkpolicy.yaml)",
+        }),
+        runnerPort: Type.Integer({
+          minimum: 1024,
+          maximum: 65535,
+          default: 7070,
+          env: 'TETHER_K8S_RUNNER_PORT',
+          description:
+            "the TCP port the runner listens on in its pod with `transport: tcp` (the runs' NetworkPolicy admits gateway pods on it)",
+        }),
         ephemeralOverheadMb: Type.Integer({
           minimum: 16,
           default: 256,

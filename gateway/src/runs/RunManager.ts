@@ -7,7 +7,13 @@ import type { GatewayConfig } from '../config';
 import { invalid, notFound, GatewayError } from '../errors';
 import { status } from '@grpc/grpc-js';
 import { logger } from '../log';
-import { LABELS, type Sandbox, type SandboxProvider, type SandboxUsage } from '../sandbox/provider';
+import {
+  LABELS,
+  SandboxPreconditionError,
+  type Sandbox,
+  type SandboxProvider,
+  type SandboxUsage,
+} from '../sandbox/provider';
 import { ClaimStore } from '../pool/ClaimStore';
 import { classKey, WarmPool, type Warm } from '../pool/WarmPool';
 import { Tenancy } from '../tenancy/Tenancy';
@@ -231,7 +237,14 @@ export class RunManager {
       ? this.startClaimed(run, pooled, t0)
       : this.tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
     this.runs.set(run.runId, run);
-    const steps = await started;
+    let steps: Awaited<typeof started>;
+    try {
+      steps = await started;
+    } catch (err) {
+      // Refused whole (a precondition the deployment cannot meet): nothing of the run is left.
+      this.runs.delete(run.runId);
+      throw err;
+    }
     const ms = performance.now() - t0;
     this.telemetry.runCreated(run, ms, hostWorkspace !== undefined);
     const e: RunStarted = {
@@ -308,6 +321,8 @@ export class RunManager {
       await this.egress.close(run.runId);
       // Its workspace is gone with it: it no longer holds disk.
       run.sandboxRemoved();
+      if (err instanceof SandboxPreconditionError)
+        throw new GatewayError(status.FAILED_PRECONDITION, `could not start the run: ${err.message}`);
     }
   }
 

@@ -17,7 +17,7 @@ export function runnerEntry(): string {
 interface Child {
   proc: ChildProcess;
   secret: Buffer;
-  socket?: { path: string };
+  socket?: { path: string } | { host: string; port: number };
   noSocketReason?: string;
   spec: SandboxSpec;
   workspace: string;
@@ -36,6 +36,8 @@ export class ProcessProvider implements SandboxProvider {
   constructor(
     private readonly stateDir: string,
     private readonly fastPath = true,
+    /** `tcp`: the runner listens on a free loopback port instead of a socket file (as in a pod with an address). */
+    private readonly listenOn: 'unix' | 'tcp' = 'unix',
   ) {}
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
@@ -65,12 +67,21 @@ export class ProcessProvider implements SandboxProvider {
     const child: Child = { proc, spec, workspace, ownsWorkspace, exited, secret };
     this.children.set(id, child);
     const sockets = socketDir(this.stateDir, spec.runId);
-    if (this.fastPath) await fs.mkdir(sockets, { recursive: true, mode: 0o700 });
-    const want = this.fastPath ? path.join(sockets, 'runner.sock') : undefined;
+    const tcp = this.fastPath && this.listenOn === 'tcp';
+    if (this.fastPath && !tcp) await fs.mkdir(sockets, { recursive: true, mode: 0o700 });
+    const want = !this.fastPath
+      ? {}
+      : tcp
+        ? { tcp: { host: '127.0.0.1', port: 0 } }
+        : { unix: path.join(sockets, 'runner.sock') };
     try {
-      const hello = await bootRunner(proc.stdin!, proc.stdout!, secret, want ? { unix: want } : {}, 30_000);
+      const hello = await bootRunner(proc.stdin!, proc.stdout!, secret, want, 30_000);
       if (hello.listening.unix) child.socket = { path: hello.listening.unix };
-      else child.noSocketReason = want ? hello.errors.join('; ') || 'the runner did not listen' : 'fastPath is off';
+      else if (hello.listening.tcp) child.socket = hello.listening.tcp;
+      else
+        child.noSocketReason = this.fastPath
+          ? hello.errors.join('; ') || 'the runner did not listen'
+          : 'fastPath is off';
     } catch (err) {
       await this.remove(id).catch(() => undefined);
       throw new Error(`the runner did not start: ${(err as Error).message}`);

@@ -48,6 +48,11 @@ export interface Sandbox {
   /** Why there is no socket, for the log. */
   readonly noSocketReason?: string;
   /**
+   * The socket is the only way to the runner (Kubernetes over TCP): a failed connection is an
+   * error, never a fall back to stdio, and a dropped one is opened again.
+   */
+  readonly socketOnly?: boolean;
+  /**
    * Opens a new byte stream to the runner's socket, where the provider relays one (Kubernetes:
    * an exec into the pod). The connection passes the same challenge as a socket's.
    */
@@ -63,6 +68,13 @@ export interface Sandbox {
   /** Its memory and CPU use now, when the provider can report them (read at metrics scrape time). */
   usage?(): Promise<SandboxUsage>;
 }
+
+/**
+ * The provider made the sandbox but this deployment cannot serve a run from it (a transport the
+ * cluster's network cannot carry). The provider has removed what it made; the run is refused
+ * as a failed precondition, not left behind as a failed run.
+ */
+export class SandboxPreconditionError extends Error {}
 
 /** A byte stream to a runner's socket that the gateway did not open itself. */
 export interface RunnerStream {

@@ -66,6 +66,8 @@ test("the schema's defaults are the built-in config", () => {
       image: '',
       runtimeClassName: '',
       user: '1000:1000',
+      transport: 'exec',
+      runnerPort: 7070,
       ephemeralOverheadMb: 256,
       templates: {},
     },

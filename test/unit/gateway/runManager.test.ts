@@ -4,6 +4,7 @@ import { status } from '@grpc/grpc-js';
 import { GatewayError } from '../../../gateway/src/errors';
 import { RunManager } from '../../../gateway/src/runs/RunManager';
 import { RunnerGoneError } from '../../../gateway/src/runs/RunnerClient';
+import { SandboxPreconditionError } from '../../../gateway/src/sandbox/provider';
 import { InitializeRequest, ShutdownRequest } from '../../../protocol/src/run';
 import { CallToolRequest } from '../../../protocol/src/tools';
 import { answersInitialize, FakeProvider, runSpec, testConfig, TOOLS, until, type FakeSandbox } from './fakeSandbox';
@@ -198,4 +199,25 @@ test('after a restart, live runs are re-attached with their tenant and spec; dea
     TOOLS.map((t) => t.name),
   );
   await second.close(false);
+});
+
+test('a sandbox the deployment cannot serve: CreateRun is FAILED_PRECONDITION and no run is left; quota freed', async () => {
+  const provider = new FakeProvider();
+  const create = provider.create.bind(provider);
+  let refuse = true;
+  provider.create = async (spec) => {
+    if (refuse) throw new SandboxPreconditionError('pod p has no address');
+    return create(spec);
+  };
+  const { m } = await manager({ maxPerTenant: 1 }, provider);
+  await assert.rejects(
+    m.create('alice', runSpec()),
+    (e) =>
+      code(status.FAILED_PRECONDITION)(e) && /could not start the run: pod p has no address/.test((e as Error).message),
+  );
+  assert.deepEqual(m.list('alice'), []);
+  // The refused run held no slot.
+  refuse = false;
+  assert.equal((await m.create('alice', runSpec())).state, 'READY');
+  await m.close(false);
 });

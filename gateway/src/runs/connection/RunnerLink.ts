@@ -14,8 +14,10 @@ export class RunnerLink {
 
   async open(): Promise<Channel> {
     const { socket, secret, dial } = this.sandbox;
-    // A relayed socket (Kubernetes) has no stdio to fall back to: its errors are the caller's.
+    // A relayed socket or a pod's TCP address (Kubernetes) has no stdio to fall back to: its
+    // errors are the caller's.
     if (dial) return connectStream(await dial.call(this.sandbox), secret);
+    if (socket && this.sandbox.socketOnly) return connectSocket(socket, secret);
     if (socket && !this.fellBack) {
       try {
         return await connectSocket(socket, secret);

@@ -8,6 +8,7 @@ import { bootRunner, runSecret } from '../boot';
 import { resolveImage } from '../image';
 import {
   LABELS,
+  SandboxPreconditionError,
   type RunnerStream,
   type Sandbox,
   type SandboxExit,
@@ -16,6 +17,7 @@ import {
   type SandboxSpec,
 } from '../provider';
 import { stripTarPrefix, withConfinedArchive } from '../tarFilter';
+import { listenHost, noAddressReason, podAddress } from './podAddress';
 import { podExit, startFailure } from './podExit';
 import { CONTAINER, runLabels, runPod, SOCKET_PATH, WORKSPACE } from './podSpec';
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
@@ -53,10 +55,12 @@ const eventTime = (e: k8s.CoreV1Event) =>
   new Date(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? 0).getTime();
 
 /**
- * One pod per run, through the API server only: the gateway boots the runner over an attach
- * to its stdin (the only time the run's secret is sent), and every later connection — from
- * this replica or any other — is an exec of a small connector relaying to the runner's Unix
- * socket, authenticated by the runner's challenge. The run needs no pod network at all.
+ * One pod per run: the gateway boots the runner over an attach to its stdin (the only time the
+ * run's secret is sent), and every later connection — from this replica or any other — is
+ * authenticated by the runner's challenge. With the `exec` transport a connection is an exec of
+ * a small connector relaying to the runner's Unix socket, through the API server, and the run
+ * needs no pod network at all; with `tcp` it goes to the pod's address, where the runner
+ * listens as well, for clusters whose CNI enforces the runs' NetworkPolicy.
  */
 export class KubernetesProvider implements SandboxProvider {
   readonly name = 'kubernetes';
@@ -94,6 +98,7 @@ export class KubernetesProvider implements SandboxProvider {
       ...this.user,
       runtimeClassName: this.config.kubernetes.runtimeClassName,
       ephemeralOverheadMb: this.config.kubernetes.ephemeralOverheadMb,
+      runnerPort: this.tcpPort,
     });
     const name = pod.metadata!.name!;
     try {
@@ -103,39 +108,55 @@ export class KubernetesProvider implements SandboxProvider {
     }
     try {
       const sandbox = this.sandbox(name, spec.runId, await runSecret(this.config.stateDir, spec.runId));
-      await this.waitRunning(name, this.config.runs.startTimeoutSeconds * 1000);
-      await this.boot(name, sandbox.secret);
-      return sandbox;
+      const running = await this.waitRunning(name, this.config.runs.startTimeoutSeconds * 1000);
+      const port = this.tcpPort;
+      const tcp = port ? { host: listenHost(podAddress(running)), port } : undefined;
+      await this.boot(name, sandbox.secret, tcp);
+      if (!port) return sandbox;
+      // The address is normally there once the pod runs; read again in case its report lagged.
+      const pod = podAddress(running) ? running : (await this.core.readNamespacedPod(name, this.ns)).body;
+      const address = podAddress(pod);
+      if (!address)
+        throw new SandboxPreconditionError(`${noAddressReason(pod)} (its runner listens on ${tcp!.host}:${port})`);
+      return overTcp(sandbox, { host: address, port });
     } catch (err) {
       await this.remove(name).catch(() => undefined);
       throw err;
     }
   }
 
+  /** The runner's TCP port with the `tcp` transport; undefined with `exec`. */
+  private get tcpPort(): number | undefined {
+    return this.config.kubernetes.transport === 'tcp' ? this.config.kubernetes.runnerPort : undefined;
+  }
+
   /**
    * Hands the runner its boot line over an attach to its stdin, reads its hello, and lets go
    * of the attach: the runner's stdin stays open (`stdinOnce: false`) but nothing is sent on
-   * it again.
+   * it again. The Unix socket is always asked for: it is how another replica's attach knows
+   * the runner has booted, and the connector's way in.
    */
-  private async boot(name: string, secret: Buffer): Promise<void> {
+  private async boot(name: string, secret: Buffer, tcp?: { host: string; port: number }): Promise<void> {
     const attach = await openAttach(this.kc, { namespace: this.ns, pod: name, container: CONTAINER });
     try {
       const hello = await bootRunner(
         attach.stdin,
         attach.stdout,
         secret,
-        { unix: SOCKET_PATH },
+        { unix: SOCKET_PATH, ...(tcp ? { tcp } : {}) },
         this.config.runs.startTimeoutSeconds * 1000,
       );
-      if (!hello.listening.unix)
-        throw new Error(`the runner did not listen on ${SOCKET_PATH}: ${hello.errors.join('; ') || 'no reason given'}`);
+      const reason = () => hello.errors.join('; ') || 'no reason given';
+      if (!hello.listening.unix) throw new Error(`the runner did not listen on ${SOCKET_PATH}: ${reason()}`);
+      if (tcp && !hello.listening.tcp)
+        throw new Error(`the runner did not listen on TCP ${tcp.host}:${tcp.port}: ${reason()}`);
     } finally {
       attach.close();
     }
   }
 
   /** Polls until the pod runs; fails at once where Kubernetes already says it never will. */
-  private async waitRunning(name: string, timeoutMs: number): Promise<void> {
+  private async waitRunning(name: string, timeoutMs: number): Promise<k8s.V1Pod> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const pod = (await this.core.readNamespacedPod(name, this.ns)).body;
@@ -144,7 +165,7 @@ export class KubernetesProvider implements SandboxProvider {
       const never = startFailure(pod);
       if (never) throw new Error(`the pod cannot start: ${never}`);
       const running = pod.status?.containerStatuses?.find((c) => c.name === CONTAINER)?.state?.running;
-      if (pod.status?.phase === 'Running' && running) return;
+      if (pod.status?.phase === 'Running' && running) return pod;
       if (Date.now() > deadline) {
         const why = pod.status?.conditions?.find((c) => c.status !== 'True' && c.message)?.message;
         throw new Error(`pod ${name} did not start within ${timeoutMs} ms${why ? `: ${why}` : ''}`);
@@ -287,7 +308,12 @@ export class KubernetesProvider implements SandboxProvider {
     const timeoutMs = this.config.runs.startTimeoutSeconds * 1000;
     await this.waitRunning(id, timeoutMs);
     await this.waitSocket(id, timeoutMs);
-    return sandbox;
+    const port = this.tcpPort;
+    if (!port) return sandbox;
+    const booted = (await this.core.readNamespacedPod(id, this.ns)).body;
+    const address = podAddress(booted);
+    if (!address) throw new Error(noAddressReason(booted));
+    return overTcp(sandbox, { host: address, port });
   }
 
   /** A pod cannot be stopped and kept: stopping a run deletes its pod. */
@@ -437,6 +463,11 @@ export class KubernetesProvider implements SandboxProvider {
     for (const name of [...this.live.keys()]) this.release(name);
     this.watchAbort?.abort();
   }
+}
+
+/** A run's sandbox reached over TCP at its pod's address: no connector exec, no stdio fallback. */
+function overTcp(sandbox: Sandbox, target: { host: string; port: number }): Sandbox {
+  return { ...sandbox, dial: undefined, socket: target, socketOnly: true };
 }
 
 /** The cluster's credentials: a named kubeconfig, else in-cluster, else the default places. */

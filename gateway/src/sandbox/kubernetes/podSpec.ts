@@ -7,6 +7,8 @@ export const HOME = '/home/tether';
 /** The runner's socket directory inside the pod: an emptyDir, the connector's way in. */
 export const SOCKET_DIR = '/run/tether';
 export const SOCKET_PATH = `${SOCKET_DIR}/runner.sock`;
+/** The name of the runner's port in a pod of the tcp transport. */
+export const RUNNER_PORT_NAME = 'runner';
 /** Every label of a run, as JSON: Kubernetes label values cannot hold them all (63 characters). */
 export const LABELS_ANNOTATION = 'dev.tether.labels';
 /** The labels a pod carries as Kubernetes labels: the ones runs are found and selected by. */
@@ -21,6 +23,8 @@ export interface PodOptions {
   runtimeClassName?: string;
   /** Room on the node's disk beyond the workspace: the container's logs and writable layer. */
   ephemeralOverheadMb: number;
+  /** The TCP port the runner listens on (the tcp transport); absent: the pod declares none. */
+  runnerPort?: number;
 }
 
 /** A pod name for a run: a DNS label, as Kubernetes requires. */
@@ -85,6 +89,10 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
           stdinOnce: false,
           tty: false,
           workingDir: WORKSPACE,
+          // Declared so that the runs' NetworkPolicy and a reader of the pod see what it serves.
+          ...(opts.runnerPort
+            ? { ports: [{ name: RUNNER_PORT_NAME, containerPort: opts.runnerPort, protocol: 'TCP' }] }
+            : {}),
           env: [
             { name: 'TETHER_RUN_ID', value: spec.runId },
             { name: 'TETHER_WORKSPACE', value: WORKSPACE },

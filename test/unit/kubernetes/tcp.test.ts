@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -72,9 +73,10 @@ test('the reason for a pod without an address names the pod, the cause and the w
   assert.match(loopback, /its status reports only 127\.0\.0\.1, which no other pod can reach/);
 });
 
+const manifests = path.resolve(__dirname, '../../../../deploy/kubernetes');
+const load = (f: string) => k8s.loadAllYaml(readFileSync(path.join(manifests, f), 'utf8')) as k8s.KubernetesObject[];
+
 test('the runs NetworkPolicy admits exactly gateway pods, on the port run pods declare', () => {
-  const dir = path.resolve(__dirname, '../../../../deploy/kubernetes');
-  const load = (f: string) => k8s.loadAllYaml(readFileSync(path.join(dir, f), 'utf8')) as k8s.KubernetesObject[];
   const policy = load('40-runs-networkpolicy.yaml')[0] as k8s.V1NetworkPolicy;
   const gateway = load('30-gateway.yaml').find((o) => o.kind === 'Deployment') as k8s.V1Deployment;
   const namespaces = load('00-namespaces.yaml').map((o) => o.metadata!.name);
@@ -124,4 +126,15 @@ test('a socket-only sandbox never falls back to stdio: a refused connection is a
   assert.equal(link.reconnectable, true);
   await assert.rejects(link.open(), /ECONNREFUSED/);
   assert.equal(stdioAsked, 0);
+});
+
+test("the shipped ConfigMap's config.json is a configuration the gateway accepts, with the kubernetes provider", (t) => {
+  const configMap = load('20-gateway-config.yaml')[0] as k8s.V1ConfigMap;
+  const dir = mkdtempSync(path.join(tmpdir(), 'tether-config-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'config.json');
+  writeFileSync(file, configMap.data?.['config.json'] ?? '');
+  const config = loadConfig({ file, env: TOKENS });
+  assert.equal(config.provider, 'kubernetes');
+  assert.equal(config.kubernetes.namespace, 'tether-runs');
 });

@@ -7,6 +7,8 @@ export const HOME = '/home/tether';
 /** The runner's socket directory inside the pod: an emptyDir, the connector's way in. */
 export const SOCKET_DIR = '/run/tether';
 export const SOCKET_PATH = `${SOCKET_DIR}/runner.sock`;
+/** Where the runner leaves why it ended the run (an OOM kill); the kubelet puts it in the pod's status. */
+export const TERMINATION_MESSAGE_PATH = '/dev/termination-log';
 /** Every label of a run, as JSON: Kubernetes label values cannot hold them all (63 characters). */
 export const LABELS_ANNOTATION = 'dev.tether.labels';
 /** The labels a pod carries as Kubernetes labels: the ones runs are found and selected by. */
@@ -84,6 +86,10 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
           stdin: true,
           stdinOnce: false,
           tty: false,
+          // Only what the runner writes there, never its log: the status is readable by
+          // whoever may read pods.
+          terminationMessagePath: TERMINATION_MESSAGE_PATH,
+          terminationMessagePolicy: 'File',
           workingDir: WORKSPACE,
           env: [
             { name: 'TETHER_RUN_ID', value: spec.runId },

@@ -14,7 +14,19 @@ export interface BootLine {
   secret: string;
   /** Where the runner should listen besides its stdio. */
   listen: { unix?: string; tcp?: { host: string; port: number } };
+  /**
+   * End the whole run when the kernel OOM-kills any process in the runner's memory cgroup (a
+   * kernel, a language server), as Kubernetes on cgroup v2 does (`memory.oom.group`), leaving
+   * why in `messagePath` (the container's `terminationMessagePath`) and exiting with
+   * `OOM_EXIT_CODE`. Absent: an OOM kill ends only its victim.
+   */
+  oomExit?: { messagePath: string };
 }
+
+/** The runner's exit code when it ended the run for an OOM kill in its cgroup (`BootLine.oomExit`). */
+export const OOM_EXIT_CODE = 86;
+/** How the termination message of that exit begins, whoever reads it (Kubernetes' own reason word). */
+export const OOM_MESSAGE_PREFIX = 'OOMKilled';
 
 /** runner → gateway, first line on stdout. */
 export interface HelloLine {

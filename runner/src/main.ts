@@ -4,6 +4,7 @@ import { readBoot } from './connections/boot';
 import { listen } from './connections/listeners';
 import { Sessions } from './connections/sessions';
 import { logger } from './log';
+import { watchOomKills } from './oom/watcher';
 
 // stdout carries protocol only: anything a library prints goes to stderr instead.
 console.log =
@@ -29,6 +30,9 @@ process.on('SIGTERM', () => void stop(0));
 async function main(): Promise<void> {
   // The gateway's first line on stdin carries the run's secret and where to listen.
   const boot = await readBoot(process.stdin);
+  // Exits at once, without stopping the tools: the runner is PID 1 of its container, so every
+  // other process in it ends with it, and no answer may leave after the run is declared dead.
+  if (boot.oomExit) watchOomKills({ messagePath: boot.oomExit.messagePath, exit: (code) => process.exit(code) });
   const hello = await listen(boot.listen, boot.secret, sessions);
   process.stdout.write(`${JSON.stringify(hello)}\n`);
   // The runner's own stdio is the first connection and the fallback: only whoever started

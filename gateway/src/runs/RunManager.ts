@@ -386,7 +386,7 @@ export class RunManager {
     runner.onGone((err) => this.markFailed(run, `the runner stopped answering: ${err.message}`, true));
     void sandbox.exited.then((exit) => {
       const reason = exit.oomKilled
-        ? 'the run ran out of memory and its sandbox was killed (OOM)'
+        ? `the run ran out of memory and its sandbox was killed (OOM)${exit.detail ? `: ${exit.detail}` : ''}`
         : `the run's sandbox ended: ${exit.reason}`;
       this.failed(run, reason, run.sandboxExited(reason));
     });

@@ -45,8 +45,9 @@ export async function bootRunner(
   secret: Buffer,
   listen: BootLine['listen'],
   timeoutMs: number,
+  options: Pick<BootLine, 'oomExit'> = {},
 ): Promise<HelloLine> {
-  const boot: BootLine = { secret: secret.toString('hex'), listen };
+  const boot: BootLine = { secret: secret.toString('hex'), listen, ...options };
   stdin.write(`${JSON.stringify(boot)}\n`);
   const line = await readLine(stdout, MAX_PREAMBLE_LINE, timeoutMs);
   const hello = JSON.parse(line.toString('utf8')) as HelloLine;

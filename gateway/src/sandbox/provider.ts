@@ -33,6 +33,8 @@ export interface SandboxExit {
   reason: string;
   oomKilled: boolean;
   exitCode: number | null;
+  /** What the sandbox said about an OOM kill beyond the fact: which process, at which limit. */
+  detail?: string;
 }
 
 /** One live sandbox: the ways to its runner and the workspace's files. */

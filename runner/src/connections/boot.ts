@@ -7,6 +7,7 @@ export interface Boot {
   /** The run's secret; held in memory only, never in the environment or a file. */
   secret: Buffer;
   listen: BootLine['listen'];
+  oomExit?: { messagePath: string };
 }
 
 /**
@@ -32,5 +33,10 @@ export async function readBoot(stdin: Readable): Promise<Boot> {
   if (typeof l.unix === 'string' && l.unix.startsWith('/')) listen.unix = l.unix;
   if (l.tcp && typeof l.tcp.host === 'string' && Number.isInteger(l.tcp.port))
     listen.tcp = { host: l.tcp.host, port: l.tcp.port };
-  return { secret, listen };
+  const oom = parsed.oomExit;
+  const oomExit =
+    oom && typeof oom.messagePath === 'string' && oom.messagePath.startsWith('/')
+      ? { messagePath: oom.messagePath }
+      : undefined;
+  return { secret, listen, oomExit };
 }

@@ -23,6 +23,7 @@ import { CallToolRequest } from '../../../protocol/src/tools';
 import { PingRequest } from '../../../protocol/src/transport';
 import { startEgressFromEnvironment } from '../egressBridge';
 import { logger } from '../log';
+import { checkOomBeforeAnswer } from '../oom/watcher';
 import { ToolRegistry } from '../registry';
 import { RunContext } from '../run';
 import { registerTools } from '../tools';
@@ -102,7 +103,9 @@ export class Sessions {
         callTool: (tool, args) => connection.sendRequest(BridgeRequest.type, { callId, tool, arguments: args }),
       };
       const registry = this.registry;
-      return traced(params.traceparent, () => registry.call(params.tool, params.arguments, ctx));
+      const result = await traced(params.traceparent, () => registry.call(params.tool, params.arguments, ctx));
+      checkOomBeforeAnswer();
+      return result;
     });
     connection.onRequest(CommandRequest.type, async (params) => {
       if (!this.run) throw new Error('runner not initialized');

@@ -2,7 +2,7 @@
  * The kubernetes provider on the real test cluster (scripts/cluster.sh): a run is a hardened
  * pod reached only through the API server; every tool family answers through it; files move
  * as tar over exec with the Docker provider's confinement; tenants stay apart; the pod's end
- * (deleted, OOM-killed) fails the run with Kubernetes' reason.
+ * (deleted, OOM-killed, evicted) fails the run with Kubernetes' reason.
  */
 import * as k8s from '@kubernetes/client-node';
 import { status } from '@grpc/grpc-js';
@@ -18,6 +18,7 @@ import { resultText, type TetherClient } from '../../../clients/typescript/src';
 import { defaultConfig } from '../../../gateway/src/config';
 import { diagnose } from '../../../gateway/src/doctor';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
+import { OOM_EXIT_CODE } from '../../../protocol/src/transport';
 import { buildTemplate } from '../../../gateway/src/templates/build';
 import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
@@ -305,6 +306,78 @@ describe('the end of a pod ends its run', () => {
       return r.state === RunState.FAILED ? r : undefined;
     });
     assert.match(failed.error, /evicted.*exceeds the limit|ephemeral local storage/i);
+    await t.alice.deleteRun(run.runId);
+  });
+});
+
+/**
+ * An OOM kill of any process in a run's pod ends the run, as Kubernetes on cgroup v2 ends the
+ * container: on this cluster's cgroup v1 the kernel kills only the victim, so the runner sees
+ * the kill in its cgroup's counter, says what was killed in its termination message and exits.
+ */
+describe('an OOM kill in a pod ends its run', () => {
+  const GROW = 'chunks = []\nwhile True:\n    chunks.append(b"x" * (16 << 20))';
+
+  async function oomRun(code: string, description: string) {
+    const run = await t.alice.createRun({
+      features: { eval: true },
+      approvals: { exec: Approval.AUTO },
+      limits: { memoryMb: 512 },
+    });
+    assert.equal(run.state, RunState.READY, run.error);
+    const t0 = Date.now();
+    const call = t.alice.callTool(run.runId, 'eval', { code, description }, { deadlineMs: 120_000 });
+    const outcome = await call.then(
+      (out) => ({ answered: resultText(out.result) }),
+      (err: { code: number; message: string }) => ({ code: err.code, message: err.message }),
+    );
+    // The dropped connection may fail the run first ("stopped answering"); the pod's end then
+    // replaces that reason with Kubernetes'.
+    let last = '';
+    const failed = await until('the run to be FAILED for the OOM kill', 30_000, async () => {
+      const r = await t.alice.getRun(run.runId);
+      last = `${RunState[r.state]}: ${r.error}`;
+      return r.state === RunState.FAILED && /\(OOM\)/.test(r.error) ? r : undefined;
+    }).catch((err: Error) => assert.fail(`${err.message}; last: ${last}`));
+    const pod = (await core.readNamespacedPod(podName(run.runId), NS)).body;
+    const terminated = pod.status?.containerStatuses?.find((c) => c.name === 'runner')?.state?.terminated;
+    console.error(`OOM after ${Date.now() - t0} ms: call ${JSON.stringify(outcome)}; run: ${failed.error}`);
+    return { run, outcome, failed, terminated };
+  }
+
+  it('the eval kernel killed: the run is FAILED with OOMKilled and the kernel named, the pending eval UNAVAILABLE', async () => {
+    const { run, outcome, failed, terminated } = await oomRun(GROW, 'grow past the memory limit');
+    assert.equal((outcome as { code?: number }).code, status.UNAVAILABLE, JSON.stringify(outcome));
+    const victim = /OOMKilled: the eval kernel \(python, pid \d+\) was killed at the run's memory limit \(512Mi\)/;
+    assert.match(failed.error, /ran out of memory/);
+    assert.match(failed.error, victim);
+    // Kubernetes' own record of the container's end: the runner's code and words, and
+    // containerd's reason for a container whose cgroup saw an OOM kill.
+    assert.equal(terminated?.exitCode, OOM_EXIT_CODE);
+    assert.match(terminated?.message ?? '', victim);
+    assert.match(terminated?.reason ?? '', /OOMKilled|Error/);
+    await t.alice.deleteRun(run.runId);
+  });
+
+  it("a process the runner did not start (a cell's subprocess) killed: FAILED with OOMKilled, the cell never answers", async () => {
+    const code = `import subprocess, sys\nsubprocess.run([sys.executable, "-c", ${JSON.stringify(GROW)}])\nprint("survived")`;
+    const { run, outcome, failed, terminated } = await oomRun(code, 'a subprocess grows past the memory limit');
+    assert.equal((outcome as { code?: number }).code, status.UNAVAILABLE, JSON.stringify(outcome));
+    assert.match(failed.error, /OOMKilled: a process in the run was killed at the run's memory limit \(512Mi\)/);
+    assert.equal(terminated?.exitCode, OOM_EXIT_CODE);
+    await t.alice.deleteRun(run.runId);
+  });
+
+  it('the runner itself killed (the largest process): FAILED with OOMKilled, the container named', async () => {
+    // Many small processes: the OOM killer picks the largest, and the runner (node) is larger
+    // than any one of them.
+    const hogs = 'import time\nx = b"x" * (16 << 20)\ntime.sleep(120)';
+    const code = `import subprocess, sys\nhogs = [subprocess.Popen([sys.executable, "-c", ${JSON.stringify(hogs)}]) for _ in range(40)]\nfor h in hogs:\n    h.wait()`;
+    const { run, outcome, failed, terminated } = await oomRun(code, 'many small processes fill the memory');
+    assert.equal((outcome as { code?: number }).code, status.UNAVAILABLE, JSON.stringify(outcome));
+    assert.match(failed.error, /OOMKilled: the run's container was killed at its memory limit \(512Mi\)/);
+    assert.equal(terminated?.reason, 'OOMKilled');
+    assert.equal(terminated?.exitCode, 137);
     await t.alice.deleteRun(run.runId);
   });
 });

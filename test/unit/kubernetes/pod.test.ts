@@ -111,6 +111,49 @@ test('why a pod ended, in Kubernetes words', () => {
   assert.match(tainted!.reason, /DeletionByTaintManager/);
 });
 
+const ended = (terminated: { exitCode: number; reason?: string; message?: string }): V1Pod => ({
+  spec: { containers: [{ name: 'runner', resources: { limits: { memory: '512Mi' } } }] },
+  status: {
+    phase: 'Failed',
+    containerStatuses: [
+      { name: 'runner', ready: false, restartCount: 0, image: '', imageID: '', state: { terminated } },
+    ],
+  },
+});
+
+test('an OOM kill: the runner killed, or the runner ending the run for a kill in it, named', () => {
+  const victim = "OOMKilled: the eval kernel (python, pid 57) was killed at the run's memory limit (512Mi)";
+  // containerd saw the kill in the container's cgroup (OOMKilled) and the runner named it.
+  for (const reason of ['OOMKilled', 'Error']) {
+    const exit = podExit(ended({ exitCode: 86, reason, message: `${victim}\n` }));
+    assert.equal(exit?.oomKilled, true, reason);
+    assert.equal(exit?.detail, victim);
+    assert.equal(exit?.reason, `${victim} (exit code 86)`);
+    assert.equal(exit?.exitCode, 86);
+  }
+  // The runner itself killed (or the whole container, cgroup v2's memory.oom.group).
+  const runner = podExit(ended({ exitCode: 137, reason: 'OOMKilled' }));
+  assert.equal(runner?.oomKilled, true);
+  assert.equal(runner?.detail, "OOMKilled: the run's container was killed at its memory limit (512Mi)");
+  // The runner's code without its message (the file could not be written): still an OOM kill.
+  const silent = podExit(ended({ exitCode: 86, reason: 'Error' }));
+  assert.equal(silent?.oomKilled, true);
+  assert.match(
+    silent!.detail!,
+    /^OOMKilled: the runner ended the run after an OOM kill in it at its memory limit \(512Mi\)$/,
+  );
+  // Another exit with a message is not an OOM kill, and keeps Kubernetes' words.
+  const other = podExit(ended({ exitCode: 1, reason: 'Error', message: 'OOMKilled: not from the runner' }));
+  assert.equal(other?.oomKilled, false);
+  assert.match(other!.reason, /exited with code 1 \(Error: OOMKilled: not from the runner\)/);
+});
+
+test('the pod asks for the termination message from its file only', () => {
+  const c = runPod(spec, opts).spec!.containers[0];
+  assert.equal(c.terminationMessagePath, '/dev/termination-log');
+  assert.equal(c.terminationMessagePolicy, 'File');
+});
+
 test('a pod that can never start says why at once', () => {
   const pod: V1Pod = {
     status: {

@@ -19,7 +19,7 @@ import {
 import { stripTarPrefix, withConfinedArchive } from '../tarFilter';
 import { listenHost, noAddressReason, podAddress } from './podAddress';
 import { podExit, startFailure } from './podExit';
-import { CONTAINER, runLabels, runPod, SOCKET_PATH, WORKSPACE } from './podSpec';
+import { CONTAINER, runLabels, runPod, SOCKET_PATH, TERMINATION_MESSAGE_PATH, WORKSPACE } from './podSpec';
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
 
 /**
@@ -145,6 +145,8 @@ export class KubernetesProvider implements SandboxProvider {
         secret,
         { unix: SOCKET_PATH, ...(tcp ? { tcp } : {}) },
         this.config.runs.startTimeoutSeconds * 1000,
+        // Any OOM kill in the pod ends the run, on cgroup v1 as on v2 (see podExit).
+        { oomExit: { messagePath: TERMINATION_MESSAGE_PATH } },
       );
       const reason = () => hello.errors.join('; ') || 'no reason given';
       if (!hello.listening.unix) throw new Error(`the runner did not listen on ${SOCKET_PATH}: ${reason()}`);

@@ -1,4 +1,5 @@
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
+import { OOM_EXIT_CODE, OOM_MESSAGE_PREFIX } from '../../../../protocol/src/transport';
 import type { SandboxExit } from '../provider';
 import { CONTAINER } from './podSpec';
 
@@ -13,14 +14,9 @@ export function podExit(pod: V1Pod): SandboxExit | undefined {
   const terminated =
     container?.state?.terminated ?? (status.phase === 'Failed' ? container?.lastState?.terminated : undefined);
   if (terminated) {
-    const oomKilled = terminated.reason === 'OOMKilled';
     const code = terminated.exitCode ?? null;
-    if (oomKilled)
-      return {
-        reason: `the run reached its memory limit and was killed (OOMKilled, exit code ${code})`,
-        oomKilled,
-        exitCode: code,
-      };
+    const oom = oomDetail(pod, terminated);
+    if (oom) return { reason: `${oom} (exit code ${code})`, oomKilled: true, exitCode: code, detail: oom };
     // An eviction names its cause on the pod (status, or the DisruptionTarget condition the
     // kubelet sets before it stops the container), not on the container.
     const cause = podCause(pod);
@@ -43,6 +39,24 @@ export function podExit(pod: V1Pod): SandboxExit | undefined {
     return { reason: `the pod was deleted (${deletionCause(pod)})`, oomKilled: false, exitCode: null };
   }
   return undefined;
+}
+
+/**
+ * An OOM kill, in Kubernetes' word and the runner's account of it. Either the container was
+ * killed (`OOMKilled`: the runner itself, or the whole container under cgroup v2's
+ * `memory.oom.group`), or the runner saw another process of the run killed and ended the run
+ * itself (`OOM_EXIT_CODE`), naming the victim in its termination message. Containerd also
+ * reports `OOMKilled` then, having seen the kill in the container's cgroup.
+ */
+function oomDetail(pod: V1Pod, terminated: V1ContainerStateTerminated): string | undefined {
+  const message = terminated.message?.trim() ?? '';
+  if (terminated.exitCode === OOM_EXIT_CODE && message.startsWith(OOM_MESSAGE_PREFIX)) return message;
+  if (terminated.reason !== 'OOMKilled' && terminated.exitCode !== OOM_EXIT_CODE) return undefined;
+  const limit = pod.spec?.containers.find((c) => c.name === CONTAINER)?.resources?.limits?.memory;
+  const at = `at its memory limit${limit ? ` (${limit})` : ''}`;
+  if (terminated.exitCode === OOM_EXIT_CODE)
+    return `${OOM_MESSAGE_PREFIX}: the runner ended the run after an OOM kill in it ${at}${message ? `: ${message}` : ''}`;
+  return `${OOM_MESSAGE_PREFIX}: the run's container was killed ${at}${message ? ` (${message})` : ''}`;
 }
 
 /** What the pod's conditions say about its deletion: a taint eviction, a disruption, or a plain delete. */

@@ -9,6 +9,8 @@ export const SOCKET_DIR = '/run/tether';
 export const SOCKET_PATH = `${SOCKET_DIR}/runner.sock`;
 /** The name of the runner's port in a pod of the tcp transport. */
 export const RUNNER_PORT_NAME = 'runner';
+/** Where the runner leaves why it ended the run (an OOM kill); the kubelet puts it in the pod's status. */
+export const TERMINATION_MESSAGE_PATH = '/dev/termination-log';
 /** Every label of a run, as JSON: Kubernetes label values cannot hold them all (63 characters). */
 export const LABELS_ANNOTATION = 'dev.tether.labels';
 /** The labels a pod carries as Kubernetes labels: the ones runs are found and selected by. */
@@ -88,6 +90,10 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
           stdin: true,
           stdinOnce: false,
           tty: false,
+          // Only what the runner writes there, never its log: the status is readable by
+          // whoever may read pods.
+          terminationMessagePath: TERMINATION_MESSAGE_PATH,
+          terminationMessagePolicy: 'File',
           workingDir: WORKSPACE,
           // Declared so that the runs' NetworkPolicy and a reader of the pod see what it serves.
           ...(opts.runnerPort

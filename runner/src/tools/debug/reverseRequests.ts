@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { DebugProtocol } from '@vscode/debugprotocol';
 import type { ReverseRequestHandler } from './dapClient';
 import type { OutputBuffer } from './outputBuffer';
+import { nameChild } from '../../oom/children';
 
 /**
  * Answers the requests an adapter sends to its client. `runInTerminal` runs the command as a
@@ -49,6 +50,7 @@ export class ReverseRequests {
       });
       child.once('error', (err) => reject(new Error(`runInTerminal could not start ${args.args[0]}: ${err.message}`)));
       child.once('spawn', () => {
+        nameChild(child, 'the debugged program', args.args[0].split('/').pop());
         this.children.add(child);
         child.once('exit', () => this.children.delete(child));
         child.stdout!.on('data', (d: Buffer) => this.output.push('stdout', d.toString()));

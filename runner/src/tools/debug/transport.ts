@@ -3,6 +3,7 @@ import * as net from 'node:net';
 import { DapClient, type ReverseRequestHandler } from './dapClient';
 import type { AdapterCommand } from './adapters';
 import type { OutputChunk } from './outputBuffer';
+import { nameChild } from '../../oom/children';
 import { TextTail } from '../../util/cappedTail';
 
 const STDERR_TAIL = 4096;
@@ -45,6 +46,7 @@ export async function startAdapter(
   programOutput: ProgramOutput,
 ): Promise<AdapterConnection> {
   const proc = spawn(cmd.command, cmd.args, { cwd, env: cmd.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  nameChild(proc, 'the debug adapter', cmd.command.split('/').pop());
   const tail = new TextTail(STDERR_TAIL);
   const spawned = new Promise<void>((resolve, reject) => {
     proc.once('spawn', () => resolve());

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import type { ToolResult } from '../../../../protocol/src/tools';
+import { nameChild } from '../../oom/children';
 import { JsonLineDecoder, type KernelCommand, type KernelMessage } from './wire';
 
 export type Language = 'python' | 'javascript';
@@ -56,6 +57,7 @@ export class Kernel {
       // A process group of its own, so a kill also ends what the cell started (!cmd, subprocesses).
       detached: true,
     });
+    nameChild(this.child, 'the eval kernel', language);
     this.toKernel = this.child.stdio[3] as Writable;
     this.toKernel.on('error', () => undefined);
     const decoder = new JsonLineDecoder(

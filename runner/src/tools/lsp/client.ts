@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   createMessageConnection,
@@ -35,6 +36,7 @@ import {
   type WorkDoneProgressEnd,
   type WorkDoneProgressReport,
 } from 'vscode-languageserver-protocol';
+import { nameChild } from '../../oom/children';
 import { withTimeout } from '../../util/timeout';
 import { TextTail } from '../../util/cappedTail';
 import { phase } from '../../util/phases';
@@ -140,6 +142,7 @@ export class LspClient extends EventEmitter {
       env: options.env,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
+    nameChild(this.process, 'the language server', path.basename(options.command));
     this.process.stderr!.on('data', (d: Buffer) => {
       this.stderrTail.push(d.toString('utf8'));
     });

@@ -292,8 +292,18 @@ async function pyrightChild(
   const server = pyrightServer();
   const { run, family } = await astRun(dir, workers, cacheMB, index);
   await run.command({ family: 'workspace', command: 'filesArrived', payload: { path: '.' } });
+  // The run is told of the start as the lsp family tells it: from the spawn to the first diagnostics.
+  const startup = run.startups.begin('pyright');
   const ms = await pyrightFirstDiagnostics(server, dir, file);
-  console.log(JSON.stringify({ ms: Math.round(ms), indexedMeanwhile: family.indexer?.indexed ?? 0 }));
+  startup.end('ready');
+  const hold = run.startups.history[0];
+  console.log(
+    JSON.stringify({
+      ms: Math.round(ms),
+      indexedMeanwhile: family.indexer?.indexed ?? 0,
+      holdEnded: hold.how,
+    }),
+  );
   process.exit(0);
 }
 

@@ -166,3 +166,23 @@ test('background trees and summaries stay within the cache budget', async () => 
     await r.stop();
   }
 });
+
+test('files that arrive while a process of the run starts are indexed once it is up', async () => {
+  const r = astRun({ workers: 2 });
+  try {
+    for (let i = 0; i < 30; i++) put(r.workspace, `pkg/m${i}.py`, pyFile(i));
+    const startup = r.run.startups.begin('some-server');
+    await r.run.command({ family: 'workspace', command: 'filesArrived', payload: { path: 'pkg' } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(r.family.indexer!.indexed, 0, 'nothing indexed (the threads are not even started)');
+    assert.ok(r.family.indexer!.isPaused);
+    // Queries do not wait for the index, nor for the start.
+    assert.equal((await r.grep('raise $E($$$A) from $C')).total, 10);
+    startup.end('ready');
+    assert.ok(!r.family.indexer!.isPaused);
+    await r.family.indexer!.idle();
+    assert.equal(r.family.indexer!.indexed, 20, 'all but the 10 files the query parsed');
+  } finally {
+    await r.stop();
+  }
+});

@@ -34,25 +34,32 @@ export type IndexRequest =
 export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; indexed: number };
 
 /**
- * Parses files as they arrive in the workspace, on one thread of its own at the lowest CPU
- * priority (nice 19), so it only uses time nothing else wants: language servers starting at
- * the same moment are not slowed. Each tree goes to `deliver` (the search shards), which keep
- * it if there is room. Queries never wait for this: they parse what is not there yet.
+ * Parses files as they arrive in the workspace, on threads of its own at the lowest CPU
+ * priority (nice 19), so it only uses time nothing else wants. Each tree goes to `deliver`
+ * (the search shards), which keep it if there is room. Queries never wait for this: they
+ * parse what is not there yet. While paused (a query runs, a language server starts), the
+ * threads stop after the file in hand, and threads not started yet are not started.
  */
 export class BackgroundIndexer {
   private readonly threads: IndexThread[];
+  private paused = 0;
 
   /** `threads` index in parallel, each its share of the files (they only use idle CPU). */
   constructor(maxFileBytes: number, deliver: (file: IndexedFile) => void, threads = 1) {
     this.threads = Array.from(
       { length: Math.max(1, threads) },
-      (_, part) => new IndexThread(maxFileBytes, deliver, part, Math.max(1, threads)),
+      (_, part) => new IndexThread(maxFileBytes, deliver, part, Math.max(1, threads), () => this.paused),
     );
   }
 
   /** Files indexed so far. */
   get indexed(): number {
     return this.threads.reduce((n, t) => n + t.indexed, 0);
+  }
+
+  /** Whether the index waits now (for a query, or a process starting). */
+  get isPaused(): boolean {
+    return this.paused > 0;
   }
 
   /** Indexes everything under a directory (as a search would walk it). */
@@ -66,15 +73,20 @@ export class BackgroundIndexer {
   }
 
   /**
-   * A query is running: it parses what it needs itself, so the index threads wait until it
-   * is done rather than parse the same files at the same time (`resume` ends one pause).
+   * Something needs the CPU more: a query (it parses what it needs itself, so the index
+   * threads wait until it is done rather than parse the same files at the same time), or a
+   * language server starting. Pauses nest; each `resume` ends one.
    */
   pause(): void {
+    this.paused++;
     this.threads.forEach((t) => t.tell({ kind: 'pause' }));
   }
 
   resume(): void {
+    if (this.paused === 0) return;
+    this.paused--;
     this.threads.forEach((t) => t.tell({ kind: 'resume' }));
+    if (this.paused === 0) this.threads.forEach((t) => t.startDeferred());
   }
 
   /** These versions were parsed by a query: indexing them again would only repeat its work. */
@@ -97,7 +109,10 @@ class IndexThread {
   private worker?: Worker;
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
+  /** Notices for a thread not started yet (pauses are not kept: it starts with the count). */
   private notices: IndexRequest[] = [];
+  /** Work that came while paused before the thread started: it starts when the pause ends. */
+  private deferred: IndexRequest[] = [];
   indexed = 0;
 
   constructor(
@@ -105,6 +120,7 @@ class IndexThread {
     private readonly deliver: (file: IndexedFile) => void,
     private readonly part: number,
     private readonly parts: number,
+    private readonly pausedNow: () => number,
   ) {}
 
   private start(): Worker {
@@ -135,19 +151,30 @@ class IndexThread {
     // After the listeners: adding a 'message' listener refs the worker's port again.
     w.unref(); // background work must not keep the runner alive
     this.worker = w;
+    for (let i = this.pausedNow(); i > 0; i--) w.postMessage({ kind: 'pause' } satisfies IndexRequest);
     this.notices.splice(0).forEach((n) => w.postMessage(n));
     return w;
   }
 
   send(req: IndexRequest): void {
     this.busy++;
-    this.start().postMessage(req);
+    // Starting a thread costs CPU at normal priority (before it lowers its own): not now.
+    if (!this.worker && this.pausedNow() > 0) this.deferred.push(req);
+    else this.start().postMessage(req);
+  }
+
+  /** Starts the thread for work that came while paused. */
+  startDeferred(): void {
+    if (this.deferred.length === 0) return;
+    const w = this.start();
+    if (this.idleWaiters.length > 0) w.ref(); // as idle() does for a thread already running
+    this.deferred.splice(0).forEach((req) => w.postMessage(req));
   }
 
   /** A notice that needs no answer: kept for the thread until it starts. */
   tell(req: IndexRequest): void {
     if (this.worker) this.worker.postMessage(req);
-    else this.notices.push(req);
+    else if (req.kind !== 'pause' && req.kind !== 'resume') this.notices.push(req);
   }
 
   idle(): Promise<void> {
@@ -162,7 +189,10 @@ class IndexThread {
   }
 
   async close(): Promise<void> {
+    this.deferred = [];
     await this.worker?.terminate();
     this.worker = undefined;
+    this.busy = 0;
+    this.idleWaiters.splice(0).forEach((fn) => fn());
   }
 }

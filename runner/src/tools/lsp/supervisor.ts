@@ -7,6 +7,14 @@ import { SERVERS, serverForExtension, type ServerSpec } from './servers';
 import { withTimeout } from '../../util/timeout';
 import { phase } from '../../util/phases';
 import { noLifecycle, type ProcessLifecycle, type RestartCause } from '../../resources';
+import type { StartingProcesses } from '../../startups';
+
+/**
+ * A server that publishes no diagnostics counts as started this long after it answered
+ * initialize and its start-up progress ended (servers that are asked for diagnostics, or
+ * that are started for a query whose file they report nothing about).
+ */
+const STARTED_AFTER_READY_MS = 3000;
 
 export interface SupervisorSettings {
   /** Bound on initialize plus indexing progress before the first answer. */
@@ -67,6 +75,9 @@ export class ServerSupervisor {
   private readonly stoppedOnPurpose = new WeakSet<LspClient>();
   /** Told when a server is up and when it is gone, for the run's resource metrics. */
   lifecycle: ProcessLifecycle = noLifecycle;
+  /** Told from a server's spawn until it is up, so the run's background work gives it the CPU. */
+  startups?: StartingProcesses;
+  startedAfterReadyMs = STARTED_AFTER_READY_MS;
 
   constructor(
     readonly workspaceRoot: string,
@@ -157,8 +168,12 @@ export class ServerSupervisor {
       settings: p.spec.settings,
       didChangeExtras: p.spec.didChangeExtras,
     });
+    // Up at its first diagnostics (the work a start is measured by), or when it exits.
+    const startup = this.startups?.begin(p.spec.id);
+    client.once('diagnostics', () => startup?.end('ready'));
     let up = false;
     client.on('exit', (exit: ServerExit) => {
+      startup?.end('exited');
       if (up) this.lifecycle.stopped(p.spec.id);
       if (this.stoppedOnPurpose.has(client)) return;
       slot.nextStart = 'crash';
@@ -185,6 +200,7 @@ export class ServerSupervisor {
       slot.nextStart = undefined;
     }
     const idle = await client.waitIdle(deadline, this.settings.progressGraceMs);
+    if (startup) setTimeout(() => startup.end('ready'), this.startedAfterReadyMs).unref();
     const handle: ServerHandle = { spec: p.spec, root: p.root, binary: p.binary, client };
     if (!idle && client.alive) {
       handle.readyNote = `${p.spec.id} was still busy (${client.progressTitles.join(', ') || 'indexing'}) after ${this.settings.readyTimeoutMs} ms; answers may be incomplete`;

@@ -295,7 +295,7 @@ async function pyrightChild(
   // The run is told of the start as the lsp family tells it: from the spawn to the first diagnostics.
   const startup = run.startups.begin('pyright');
   const ms = await pyrightFirstDiagnostics(server, dir, file);
-  startup.end('ready');
+  startup.end('diagnostics');
   const hold = run.startups.history[0];
   console.log(
     JSON.stringify({

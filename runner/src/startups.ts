@@ -1,5 +1,8 @@
-/** How a hold ended: the process was up, it exited, or the cap was reached. */
-export type HoldEnd = 'ready' | 'exited' | 'cap';
+/**
+ * How a hold ended: the process was up (it published its first diagnostics, it answered its
+ * first request, or it was asked nothing for a while after starting), it exited, or the cap.
+ */
+export type HoldEnd = 'diagnostics' | 'answered' | 'settled' | 'exited' | 'cap';
 
 /** A process of the run that is starting and wants the CPU meanwhile (a language server). */
 export interface StartupHold {

@@ -71,7 +71,11 @@ test('a starting language server pauses the background index until its first dia
 
     const [hold] = run.startups.history;
     assert.equal(hold.name, 'pyright');
-    assert.equal(hold.how, 'ready', "the hold ended at pyright's first diagnostics, not at the cap");
+    // pyright answers diagnostics when asked (pull) once it registered that, else publishes them.
+    assert.ok(
+      hold.how === 'answered' || hold.how === 'diagnostics',
+      `the hold ended when pyright gave its first answer, not ${hold.how}`,
+    );
     const begun = seen.find((s) => s.at === 'hold')!;
     const ended = seen.find((s) => s.at === 'release')!;
     assert.ok(begun.paused && !ended.paused);

@@ -178,7 +178,7 @@ test('files that arrive while a process of the run starts are indexed once it is
     assert.ok(r.family.indexer!.isPaused);
     // Queries do not wait for the index, nor for the start.
     assert.equal((await r.grep('raise $E($$$A) from $C')).total, 10);
-    startup.end('ready');
+    startup.end('diagnostics');
     assert.ok(!r.family.indexer!.isPaused);
     await r.family.indexer!.idle();
     assert.equal(r.family.indexer!.indexed, 20, 'all but the 10 files the query parsed');

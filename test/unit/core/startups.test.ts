@@ -61,7 +61,7 @@ test('background work is held from the first start to the last process up, once 
   const gopls = s.begin('gopls');
   assert.deepEqual(s.holding, ['pyright', 'gopls']);
   advance(1000);
-  pyright.end('ready');
+  pyright.end('diagnostics');
   assert.ok(bg.held(), 'gopls is still starting');
   advance(700);
   gopls.end('exited');
@@ -72,12 +72,12 @@ test('background work is held from the first start to the last process up, once 
   assert.deepEqual(
     s.history.map((r) => [r.name, r.began, r.ended, r.how]),
     [
-      ['pyright', 0, 1500, 'ready'],
+      ['pyright', 0, 1500, 'diagnostics'],
       ['gopls', 500, 2200, 'exited'],
     ],
   );
   // Ending twice changes nothing.
-  gopls.end('ready');
+  gopls.end('diagnostics');
   pyright.end('exited');
   assert.deepEqual(bg.log, ['hold', 'release']);
   assert.equal(s.history[1].how, 'exited');
@@ -95,7 +95,7 @@ test('a hold never outlasts the cap, and holds just after a capped one do not ho
   assert.ok(!bg.held(), 'released at the cap');
   assert.deepEqual(s.holding, []);
   assert.equal(s.history[0].how, 'cap');
-  stuck.end('ready'); // comes too late: nothing changes
+  stuck.end('diagnostics'); // comes too late: nothing changes
   assert.equal(s.history[0].how, 'cap');
   assert.deepEqual(bg.log, ['hold', 'release']);
 
@@ -110,7 +110,7 @@ test('a hold never outlasts the cap, and holds just after a capped one do not ho
   advance(10_000);
   const later = s.begin('pyright');
   assert.ok(bg.held());
-  later.end('ready');
+  later.end('diagnostics');
   assert.ok(!bg.held());
   assert.equal(pending(), 0, 'no timer is left behind');
   assert.equal(s.holds, 2);
@@ -141,7 +141,7 @@ test('work registered while something starts is held at once', () => {
   const late = work();
   s.observe(late.w);
   assert.ok(first.held() && late.held());
-  h.end('ready');
+  h.end('diagnostics');
   assert.ok(!first.held() && !late.held());
 });
 
@@ -149,7 +149,7 @@ test('the history keeps the latest 20 holds', () => {
   const { clock, advance } = fakeClock();
   const s = new StartingProcesses(15_000, clock);
   for (let i = 0; i < 25; i++) {
-    s.begin(`s${i}`).end('ready');
+    s.begin(`s${i}`).end('diagnostics');
     advance(1);
   }
   assert.equal(s.history.length, 20);

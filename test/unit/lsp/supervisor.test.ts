@@ -11,6 +11,8 @@ import type { ServerSpec } from '../../../runner/src/tools/lsp/servers';
 import { FAKE_SERVER } from './fakeServerSpec';
 import type { Placement } from '../../../runner/src/tools/lsp/supervisor';
 import { StartingProcesses } from '../../../runner/src/startups';
+import { HoverRequest } from 'vscode-languageserver-protocol';
+import { pathToFileURL } from 'node:url';
 
 const FAKE: ServerSpec = { ...FAKE_SERVER, diagnostics: 'versioned-push' };
 
@@ -169,7 +171,7 @@ test("a starting server holds the run's background work from its spawn to its fi
   assert.ok(await s.diagnosticsOf(synced, 5000));
   assert.deepEqual(startups.holding, []);
   assert.deepEqual(log, ['hold', 'release']);
-  assert.equal(startups.history[0].how, 'ready');
+  assert.equal(startups.history[0].how, 'diagnostics');
   // A server already running holds nothing.
   await s.supervisor.ensure(await placed(s, file));
   assert.equal(startups.history.length, 1);
@@ -177,14 +179,26 @@ test("a starting server holds the run's background work from its spawn to its fi
   await s.supervisor.stopAll();
 });
 
-test('a server that publishes nothing counts as started shortly after it is ready; one that dies, at once', async () => {
+test('a server that publishes nothing is up at its first answer, or shortly after it is ready; one that dies, at once', async () => {
+  const asked = withStartups({}, { FAKE_PUBLISH: 'never' });
+  asked.s.supervisor.startedAfterReadyMs = 60_000;
+  const h0 = await asked.s.supervisor.ensure(await placed(asked.s, asked.file));
+  assert.deepEqual(asked.startups.holding, ['fake']);
+  await h0.client.request(HoverRequest.type, {
+    textDocument: { uri: pathToFileURL(asked.file).href },
+    position: { line: 0, character: 0 },
+  });
+  assert.deepEqual(asked.startups.holding, []);
+  assert.equal(asked.startups.history[0].how, 'answered');
+  await asked.s.supervisor.stopAll();
+
   const quiet = withStartups({}, { FAKE_PUBLISH: 'never' });
   quiet.s.supervisor.startedAfterReadyMs = 200;
   const t0 = Date.now();
   await quiet.s.supervisor.ensure(await placed(quiet.s, quiet.file));
   assert.deepEqual(quiet.startups.holding, ['fake']);
   while (quiet.startups.holding.length > 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 20));
-  assert.equal(quiet.startups.history[0].how, 'ready');
+  assert.equal(quiet.startups.history[0].how, 'settled');
   await quiet.s.supervisor.stopAll();
 
   const dying = withStartups({});

@@ -8,12 +8,9 @@ import { withTimeout } from '../../util/timeout';
 import { phase } from '../../util/phases';
 import { noLifecycle, type ProcessLifecycle, type RestartCause } from '../../resources';
 import type { StartingProcesses } from '../../startups';
+import { holdWhileStarting } from './startupHold';
 
-/**
- * A server that publishes no diagnostics counts as started this long after it answered
- * initialize and its start-up progress ended (servers that are asked for diagnostics, or
- * that are started for a query whose file they report nothing about).
- */
+/** A server asked nothing counts as started this long after it is ready (see holdWhileStarting). */
 const STARTED_AFTER_READY_MS = 3000;
 
 export interface SupervisorSettings {
@@ -168,12 +165,9 @@ export class ServerSupervisor {
       settings: p.spec.settings,
       didChangeExtras: p.spec.didChangeExtras,
     });
-    // Up at its first diagnostics (the work a start is measured by), or when it exits.
-    const startup = this.startups?.begin(p.spec.id);
-    client.once('diagnostics', () => startup?.end('ready'));
+    const startup = holdWhileStarting(client, this.startups, p.spec.id, this.startedAfterReadyMs);
     let up = false;
     client.on('exit', (exit: ServerExit) => {
-      startup?.end('exited');
       if (up) this.lifecycle.stopped(p.spec.id);
       if (this.stoppedOnPurpose.has(client)) return;
       slot.nextStart = 'crash';
@@ -194,13 +188,14 @@ export class ServerSupervisor {
       const why = client.exit ? client.describeExit() : (err as Error).message;
       throw new ToolError(`${p.spec.id} for ${this.describeRoot(p.root)} failed to start: ${why}`);
     }
+    startup.initialized();
     if (client.alive) {
       up = true;
       this.lifecycle.started(p.spec.id, slot.nextStart);
       slot.nextStart = undefined;
     }
     const idle = await client.waitIdle(deadline, this.settings.progressGraceMs);
-    if (startup) setTimeout(() => startup.end('ready'), this.startedAfterReadyMs).unref();
+    startup.ready();
     const handle: ServerHandle = { spec: p.spec, root: p.root, binary: p.binary, client };
     if (!idle && client.alive) {
       handle.readyNote = `${p.spec.id} was still busy (${client.progressTitles.join(', ') || 'indexing'}) after ${this.settings.readyTimeoutMs} ms; answers may be incomplete`;

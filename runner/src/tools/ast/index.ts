@@ -29,7 +29,7 @@ export function registerAst(registry: ToolRegistry, run: RunContext, options: As
   const indexer =
     options.indexOnArrival === false
       ? undefined
-      : new BackgroundIndexer(settings.maxFileBytes, (file) => engine.adopt(file), settings.workers);
+      : new BackgroundIndexer(settings.maxFileBytes, engine, settings.workers);
   const staged = new StagedEdits(settings.editTtlMinutes * 60_000);
   // Any tool that writes files tells the cache, so a search right after an edit sees it.
   run.observeWrites({

@@ -1,27 +1,36 @@
 import { readFileSync, statSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { summarize } from './fileIndex';
-import type { IndexReply, IndexRequest } from './indexer';
+import {
+  indexedTransferables,
+  type IndexedFile,
+  type IndexReply,
+  type IndexRequest,
+  type IndexThreadData,
+} from './indexer';
 import { languageForFile } from './languages';
+import { ownerOf } from './owner';
 import { parseFlat } from './treeCache';
 import { walkFiles } from './walker';
 import { modulesFrom } from './wasmModules';
 
 /** The background index thread (see indexer.ts). */
-const { maxFileBytes, part, parts, modules } = workerData as {
-  maxFileBytes: number;
-  part: number;
-  parts: number;
-  modules: MessagePort;
-};
+const { maxFileBytes, part, parts, modules, shards, counter } = workerData as IndexThreadData;
 modulesFrom(modules); // compiled WebAssembly comes from the runner's thread, shared
+const indexedCount = new Int32Array(counter);
 
 /** This thread's share of the files (by path, so a file always goes to the same thread). */
 function mine(abs: string): boolean {
-  let h = 2166136261;
-  for (let i = 0; i < abs.length; i++) h = Math.imul(h ^ abs.charCodeAt(i), 16777619);
-  return (h >>> 0) % parts === part;
+  return ownerOf(abs, parts) === part;
+}
+
+/** To the search shard that owns the file, directly; or back to the runner's thread (no shard threads). */
+function handOn(file: IndexedFile): void {
+  const transfer = indexedTransferables(file);
+  if (shards.length > 0) shards[ownerOf(file.abs, shards.length)].postMessage(file, transfer);
+  else parentPort!.postMessage({ kind: 'file', file } satisfies IndexReply, transfer);
+  Atomics.add(indexedCount, 0, 1);
 }
 
 // On Linux the priority of pid 0 is the calling thread's: only this thread is lowered.
@@ -49,13 +58,7 @@ async function indexOne(abs: string, mtimeMs: number, size: number): Promise<voi
   if (buf.subarray(0, 8192).includes(0)) return;
   const source = buf.toString('utf8');
   const tree = await parseFlat(source, language);
-  const summary = summarize(tree, language.id);
-  const reply: IndexReply = { kind: 'file', file: { abs, mtimeMs, size, utf8Bytes: buf.length, tree, summary } };
-  parentPort!.postMessage(reply, [
-    ...tree.transferables(),
-    summary.kinds.buffer as ArrayBuffer,
-    summary.words.buffer as ArrayBuffer,
-  ]);
+  handOn({ abs, mtimeMs, size, utf8Bytes: buf.length, tree, summary: summarize(tree, language.id) });
 }
 
 async function serve(req: WorkRequest): Promise<void> {

@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { MessageChannel, Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import type { FileSummary } from './fileIndex';
 import type { FlatTree } from './flatTree';
 import { serveModules } from './wasmModules';
@@ -12,6 +12,30 @@ export interface IndexedFile {
   utf8Bytes: number;
   tree: FlatTree;
   summary: FileSummary;
+}
+
+/** The arrays of an indexed file, moved (not copied) when it goes to another thread. */
+export function indexedTransferables(file: IndexedFile): ArrayBuffer[] {
+  const { tree, summary } = file;
+  return [
+    tree.typeIds,
+    tree.flags,
+    tree.starts,
+    tree.ends,
+    tree.lines,
+    tree.parents,
+    tree.sizes,
+    summary.kinds,
+    summary.words,
+  ].map((a) => a.buffer as ArrayBuffer);
+}
+
+/** Where background trees go: the search shards (see SearchEngine). */
+export interface IndexSink {
+  /** Hands a file to its shard in this thread. */
+  adopt(file: IndexedFile): void;
+  /** When the shards are threads: a port to each, for an index thread to send to directly. */
+  adoptionPorts?(): MessagePort[];
 }
 
 /** A version of a file: its path, modification time and size. */
@@ -31,7 +55,21 @@ export type IndexRequest =
   | { kind: 'covered'; files: FileVersion[] }
   | { kind: 'pause' }
   | { kind: 'resume' };
+/** `file` only when the shards live in the runner's thread (else files go to them directly). */
 export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; indexed: number };
+
+/** What an index thread starts with. */
+export interface IndexThreadData {
+  maxFileBytes: number;
+  part: number;
+  parts: number;
+  /** Compiled WebAssembly, from the runner's thread (see wasmModules.ts). */
+  modules: MessagePort;
+  /** One port per search shard, or none: then files come back to the runner's thread. */
+  shards: MessagePort[];
+  /** Files indexed so far (one Int32), counted by the thread: no message per file. */
+  counter: SharedArrayBuffer;
+}
 
 /**
  * Parses files as they arrive in the workspace, on threads of its own at the lowest CPU
@@ -45,10 +83,10 @@ export class BackgroundIndexer {
   private paused = 0;
 
   /** `threads` index in parallel, each its share of the files (they only use idle CPU). */
-  constructor(maxFileBytes: number, deliver: (file: IndexedFile) => void, threads = 1) {
+  constructor(maxFileBytes: number, sink: IndexSink, threads = 1) {
     this.threads = Array.from(
       { length: Math.max(1, threads) },
-      (_, part) => new IndexThread(maxFileBytes, deliver, part, Math.max(1, threads), () => this.paused),
+      (_, part) => new IndexThread(maxFileBytes, sink, part, Math.max(1, threads), () => this.paused),
     );
   }
 
@@ -113,28 +151,41 @@ class IndexThread {
   private notices: IndexRequest[] = [];
   /** Work that came while paused before the thread started: it starts when the pause ends. */
   private deferred: IndexRequest[] = [];
-  indexed = 0;
+  private readonly counter = new Int32Array(new SharedArrayBuffer(4));
 
   constructor(
     private readonly maxFileBytes: number,
-    private readonly deliver: (file: IndexedFile) => void,
+    private readonly sink: IndexSink,
     private readonly part: number,
     private readonly parts: number,
     private readonly pausedNow: () => number,
   ) {}
 
+  /** Files this thread indexed (and handed on) so far. */
+  get indexed(): number {
+    return Atomics.load(this.counter, 0);
+  }
+
   private start(): Worker {
     if (this.worker) return this.worker;
     const { port1, port2 } = new MessageChannel();
     serveModules(port1);
+    const shards = this.sink.adoptionPorts?.() ?? [];
+    const data: IndexThreadData = {
+      maxFileBytes: this.maxFileBytes,
+      part: this.part,
+      parts: this.parts,
+      modules: port2,
+      shards,
+      counter: this.counter.buffer as SharedArrayBuffer,
+    };
     const w = new Worker(path.join(__dirname, 'indexWorker.js'), {
-      workerData: { maxFileBytes: this.maxFileBytes, part: this.part, parts: this.parts, modules: port2 },
-      transferList: [port2],
+      workerData: data,
+      transferList: [port2, ...shards],
     });
     w.on('message', (reply: IndexReply) => {
       if (reply.kind === 'file') {
-        this.indexed++;
-        this.deliver(reply.file);
+        this.sink.adopt(reply.file);
         return;
       }
       if (--this.busy === 0) {

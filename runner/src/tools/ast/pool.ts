@@ -1,8 +1,9 @@
 import * as path from 'node:path';
-import { MessageChannel, Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { ToolError } from '../../tool';
 import { Shard, type FileOutcome, type ShardJob } from './shard';
-import type { FileVersion, IndexedFile } from './indexer';
+import { indexedTransferables, type FileVersion, type IndexedFile } from './indexer';
+import { ownerOf } from './owner';
 import { serveModules } from './wasmModules';
 import type { WorkerReply, WorkerRequest } from './worker';
 
@@ -13,6 +14,11 @@ export interface SearchEngine {
   invalidate(abs: string): void;
   /** Offers a tree parsed in the background to the shard that owns the file. */
   adopt(file: IndexedFile): void;
+  /**
+   * When the shards are threads: a port to each, for one index thread to hand its trees to
+   * the owning shard directly, not through this thread (see `ownerOf`).
+   */
+  adoptionPorts?(): MessagePort[];
   /** Told when a job starts and when it ends (with the versions it parsed), for the indexer. */
   jobs?: JobListener;
   close(): Promise<void>;
@@ -44,12 +50,6 @@ async function tracked(
 function parsedIn(job: ShardJob, outcomes: FileOutcome[]): FileVersion[] {
   const parsed = new Set(outcomes.filter((o) => !o.prefiltered && !o.binary).map((o) => o.abs));
   return job.files.filter((f) => parsed.has(f.abs)).map(({ abs, mtimeMs, size }) => ({ abs, mtimeMs, size }));
-}
-
-function shardOf(abs: string, n: number): number {
-  let h = 2166136261;
-  for (let i = 0; i < abs.length; i++) h = Math.imul(h ^ abs.charCodeAt(i), 16777619);
-  return (h >>> 0) % n;
 }
 
 /** Puts the shards' outcomes back in the job's file order. */
@@ -135,22 +135,14 @@ class ShardWorker {
 
   /** Starts the worker if need be: a background tree is worth keeping before any query. */
   adopt(file: IndexedFile): void {
-    const { tree, summary } = file;
-    const arrays = [
-      tree.typeIds,
-      tree.flags,
-      tree.starts,
-      tree.ends,
-      tree.lines,
-      tree.parents,
-      tree.sizes,
-      summary.kinds,
-      summary.words,
-    ];
-    this.start().postMessage(
-      { kind: 'adopt', file } satisfies WorkerRequest,
-      arrays.map((a) => a.buffer as ArrayBuffer),
-    );
+    this.start().postMessage({ kind: 'adopt', file } satisfies WorkerRequest, indexedTransferables(file));
+  }
+
+  /** A port whose messages (IndexedFile) the worker adopts; starts the worker if need be. */
+  adoptionPort(): MessagePort {
+    const { port1, port2 } = new MessageChannel();
+    this.start().postMessage({ kind: 'adoptFrom', port: port1 } satisfies WorkerRequest, [port1]);
+    return port2;
   }
 
   async close(): Promise<void> {
@@ -177,7 +169,7 @@ export class WorkerPoolEngine implements SearchEngine {
 
   private async runSharded(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
     const split: ShardJob['files'][] = this.workers.map(() => []);
-    for (const f of job.files) split[shardOf(f.abs, this.workers.length)].push(f);
+    for (const f of job.files) split[ownerOf(f.abs, this.workers.length)].push(f);
     const parts = await Promise.all(
       split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }, signal) : Promise.resolve([]))),
     );
@@ -185,11 +177,21 @@ export class WorkerPoolEngine implements SearchEngine {
   }
 
   invalidate(abs: string): void {
-    this.workers[shardOf(abs, this.workers.length)].send({ kind: 'invalidate', abs });
+    this.workers[ownerOf(abs, this.workers.length)].send({ kind: 'invalidate', abs });
   }
 
   adopt(file: IndexedFile): void {
-    this.workers[shardOf(file.abs, this.workers.length)].adopt(file);
+    this.workers[ownerOf(file.abs, this.workers.length)].adopt(file);
+  }
+
+  /**
+   * Index threads send straight to the shards: relaying each tree through the runner's
+   * main thread (at normal priority) was part of what indexing cost a starting language
+   * server. A shard worker that died and was restarted no longer hears from them (its trees
+   * are parsed by the queries that need them).
+   */
+  adoptionPorts(): MessagePort[] {
+    return this.workers.map((w) => w.adoptionPort());
   }
 
   async close(): Promise<void> {

@@ -1,9 +1,10 @@
+import './lowPriority';
 import { readFileSync, statSync } from 'node:fs';
-import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { summarize } from './fileIndex';
 import {
   indexedTransferables,
+  versionOf,
   type IndexedFile,
   type IndexReply,
   type IndexRequest,
@@ -16,7 +17,7 @@ import { walkFiles } from './walker';
 import { modulesFrom } from './wasmModules';
 
 /** The background index thread (see indexer.ts). */
-const { maxFileBytes, part, parts, modules, shards, counter } = workerData as IndexThreadData;
+const { maxFileBytes, part, parts, modules, shards, counter, done: doneBefore } = workerData as IndexThreadData;
 modulesFrom(modules); // compiled WebAssembly comes from the runner's thread, shared
 const indexedCount = new Int32Array(counter);
 
@@ -33,15 +34,8 @@ function handOn(file: IndexedFile): void {
   Atomics.add(indexedCount, 0, 1);
 }
 
-// On Linux the priority of pid 0 is the calling thread's: only this thread is lowered.
-try {
-  setPriority(0, 19);
-} catch {
-  // not permitted here: index at normal priority
-}
-
 /** Versions already indexed, so a second arrival of the same files costs only the walk. */
-const done = new Map<string, string>();
+const done = new Map<string, string>(doneBefore);
 type WorkRequest = Extract<IndexRequest, { kind: 'dir' | 'files' }>;
 /** Queries running now (see BackgroundIndexer.pause), and who waits for them to end. */
 let pauses = 0;
@@ -51,7 +45,7 @@ let running = false;
 
 async function indexOne(abs: string, mtimeMs: number, size: number): Promise<void> {
   const language = languageForFile(abs);
-  const version = `${mtimeMs}:${size}`;
+  const version = versionOf({ mtimeMs, size });
   if (!language || size > maxFileBytes || !mine(abs) || done.get(abs) === version) return;
   done.set(abs, version);
   const buf = readFileSync(abs);
@@ -100,7 +94,11 @@ async function drain(): Promise<void> {
 
 parentPort!.on('message', (req: IndexRequest) => {
   if (req.kind === 'covered') {
-    for (const f of req.files) if (mine(f.abs)) done.set(f.abs, `${f.mtimeMs}:${f.size}`);
+    for (const f of req.files) if (mine(f.abs)) done.set(f.abs, versionOf(f));
+    return;
+  }
+  if (req.kind === 'retire') {
+    parentPort!.postMessage({ kind: 'retiring', done: [...done] } satisfies IndexReply);
     return;
   }
   if (req.kind === 'pause') {

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import type { FileSummary } from './fileIndex';
 import type { FlatTree } from './flatTree';
+import { ownerOf } from './owner';
 import { serveModules } from './wasmModules';
 
 /** A file parsed in the background, on its way to the shard that owns it. */
@@ -45,6 +46,11 @@ export interface FileVersion {
   size: number;
 }
 
+/** How a version is remembered as indexed. */
+export function versionOf(f: { mtimeMs: number; size: number }): string {
+  return `${f.mtimeMs}:${f.size}`;
+}
+
 /**
  * What the index thread is asked: walk a directory, look again at some files, or leave alone
  * files a query has parsed itself (their trees are already where they belong).
@@ -54,9 +60,14 @@ export type IndexRequest =
   | { kind: 'files'; abs: string[] }
   | { kind: 'covered'; files: FileVersion[] }
   | { kind: 'pause' }
-  | { kind: 'resume' };
+  | { kind: 'resume' }
+  /** The runner's thread may end an idle thread: it first asks for the versions it indexed. */
+  | { kind: 'retire' };
 /** `file` only when the shards live in the runner's thread (else files go to them directly). */
-export type IndexReply = { kind: 'file'; file: IndexedFile } | { kind: 'idle'; indexed: number };
+export type IndexReply =
+  | { kind: 'file'; file: IndexedFile }
+  | { kind: 'idle'; indexed: number }
+  | { kind: 'retiring'; done: [string, string][] };
 
 /** What an index thread starts with. */
 export interface IndexThreadData {
@@ -69,6 +80,8 @@ export interface IndexThreadData {
   shards: MessagePort[];
   /** Files indexed so far (one Int32), counted by the thread: no message per file. */
   counter: SharedArrayBuffer;
+  /** Versions indexed (path → "mtime:size") by this part's earlier threads, or covered by queries. */
+  done: [string, string][];
 }
 
 /**
@@ -82,12 +95,21 @@ export class BackgroundIndexer {
   private readonly threads: IndexThread[];
   private paused = 0;
 
-  /** `threads` index in parallel, each its share of the files (they only use idle CPU). */
-  constructor(maxFileBytes: number, sink: IndexSink, threads = 1) {
+  /**
+   * `threads` index in parallel, each its share of the files (they only use idle CPU). A
+   * thread idle for `retireAfterMs` is ended, which returns its WebAssembly heap (a heap
+   * never shrinks while its thread lives); the next arrival starts it again.
+   */
+  constructor(maxFileBytes: number, sink: IndexSink, threads = 1, retireAfterMs = DEFAULT_RETIRE_AFTER_MS) {
     this.threads = Array.from(
       { length: Math.max(1, threads) },
-      (_, part) => new IndexThread(maxFileBytes, sink, part, Math.max(1, threads), () => this.paused),
+      (_, part) => new IndexThread(maxFileBytes, sink, part, Math.max(1, threads), () => this.paused, retireAfterMs),
     );
+  }
+
+  /** Index threads running now. */
+  get running(): number {
+    return this.threads.filter((t) => t.running).length;
   }
 
   /** Files indexed so far. */
@@ -142,16 +164,19 @@ export class BackgroundIndexer {
   }
 }
 
+const DEFAULT_RETIRE_AFTER_MS = 30_000;
+
 /** One index thread, owning the files whose path hashes to its part. */
 class IndexThread {
   private worker?: Worker;
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
-  /** Notices for a thread not started yet (pauses are not kept: it starts with the count). */
-  private notices: IndexRequest[] = [];
   /** Work that came while paused before the thread started: it starts when the pause ends. */
   private deferred: IndexRequest[] = [];
   private readonly counter = new Int32Array(new SharedArrayBuffer(4));
+  /** While no thread runs: the versions indexed or covered, handed to the next thread. */
+  private done = new Map<string, string>();
+  private retireTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly maxFileBytes: number,
@@ -159,7 +184,12 @@ class IndexThread {
     private readonly part: number,
     private readonly parts: number,
     private readonly pausedNow: () => number,
+    private readonly retireAfterMs: number,
   ) {}
+
+  get running(): boolean {
+    return this.worker !== undefined;
+  }
 
   /** Files this thread indexed (and handed on) so far. */
   get indexed(): number {
@@ -178,7 +208,9 @@ class IndexThread {
       modules: port2,
       shards,
       counter: this.counter.buffer as SharedArrayBuffer,
+      done: [...this.done],
     };
+    this.done.clear();
     const w = new Worker(path.join(__dirname, 'indexWorker.js'), {
       workerData: data,
       transferList: [port2, ...shards],
@@ -188,11 +220,21 @@ class IndexThread {
         this.sink.adopt(reply.file);
         return;
       }
+      if (reply.kind === 'retiring') {
+        // Work sent meanwhile keeps it (it still has its versions); else it ends here.
+        if (this.busy > 0 || this.worker !== w) return;
+        this.done = new Map(reply.done);
+        this.worker = undefined;
+        void w.terminate();
+        return;
+      }
       if (--this.busy === 0) {
         this.idleWaiters.splice(0).forEach((fn) => fn());
+        this.armRetire();
       }
     });
     const stop = () => {
+      if (this.worker !== w) return; // retired: already let go
       this.worker = undefined;
       this.busy = 0;
       this.idleWaiters.splice(0).forEach((fn) => fn());
@@ -203,11 +245,21 @@ class IndexThread {
     w.unref(); // background work must not keep the runner alive
     this.worker = w;
     for (let i = this.pausedNow(); i > 0; i--) w.postMessage({ kind: 'pause' } satisfies IndexRequest);
-    this.notices.splice(0).forEach((n) => w.postMessage(n));
     return w;
   }
 
+  /** After the thread's work is done: end it if it gets none for a while. */
+  private armRetire(): void {
+    clearTimeout(this.retireTimer);
+    if (this.retireAfterMs <= 0) return;
+    this.retireTimer = setTimeout(() => {
+      if (this.busy === 0) this.worker?.postMessage({ kind: 'retire' } satisfies IndexRequest);
+    }, this.retireAfterMs);
+    this.retireTimer.unref();
+  }
+
   send(req: IndexRequest): void {
+    clearTimeout(this.retireTimer);
     this.busy++;
     // Starting a thread costs CPU at normal priority (before it lowers its own): not now.
     if (!this.worker && this.pausedNow() > 0) this.deferred.push(req);
@@ -222,10 +274,13 @@ class IndexThread {
     this.deferred.splice(0).forEach((req) => w.postMessage(req));
   }
 
-  /** A notice that needs no answer: kept for the thread until it starts. */
+  /** A notice that needs no answer (a thread not running starts with the pause count and versions). */
   tell(req: IndexRequest): void {
     if (this.worker) this.worker.postMessage(req);
-    else if (req.kind !== 'pause' && req.kind !== 'resume') this.notices.push(req);
+    else if (req.kind === 'covered')
+      for (const f of req.files) {
+        if (ownerOf(f.abs, this.parts) === this.part) this.done.set(f.abs, versionOf(f));
+      }
   }
 
   idle(): Promise<void> {
@@ -240,6 +295,7 @@ class IndexThread {
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.retireTimer);
     this.deferred = [];
     await this.worker?.terminate();
     this.worker = undefined;

@@ -27,8 +27,13 @@ function mine(abs: string): boolean {
 }
 
 /** To the search shard that owns the file, directly; or back to the runner's thread (no shard threads). */
+let treesSent = false;
 function handOn(file: IndexedFile): void {
   const transfer = indexedTransferables(file);
+  if (shards.length > 0 && !treesSent) {
+    treesSent = true;
+    parentPort!.postMessage({ kind: 'treesComing' } satisfies IndexReply); // the shards start only now
+  }
   if (shards.length > 0) shards[ownerOf(file.abs, shards.length)].postMessage(file, transfer);
   else parentPort!.postMessage({ kind: 'file', file } satisfies IndexReply, transfer);
   Atomics.add(indexedCount, 0, 1);
@@ -55,7 +60,13 @@ async function indexOne(abs: string, mtimeMs: number, size: number): Promise<voi
   handOn({ abs, mtimeMs, size, utf8Bytes: buf.length, tree, summary: summarize(tree, language.id) });
 }
 
+/** Returns once no query runs and no process of the run is starting. */
+async function unpaused(): Promise<void> {
+  while (pauses > 0) await new Promise<void>((r) => resumed.push(r));
+}
+
 async function serve(req: WorkRequest): Promise<void> {
+  await unpaused(); // the walk too waits
   const isDir = req.kind === 'dir' && statSync(req.abs, { throwIfNoEntry: false })?.isDirectory();
   const paths = req.kind === 'dir' ? [req.abs] : req.abs;
   const files = isDir
@@ -67,7 +78,7 @@ async function serve(req: WorkRequest): Promise<void> {
   // From the end: a query issued meanwhile goes through the files from the start, so the two
   // meet in the middle instead of parsing the same files one after the other.
   for (const f of files.filter((f) => mine(f.abs)).reverse()) {
-    while (pauses > 0) await new Promise<void>((r) => resumed.push(r));
+    await unpaused();
     try {
       await indexOne(f.abs, f.mtimeMs, f.size);
     } catch {

@@ -37,6 +37,8 @@ export interface IndexSink {
   adopt(file: IndexedFile): void;
   /** When the shards are threads: a port to each, for an index thread to send to directly. */
   adoptionPorts?(): MessagePort[];
+  /** An index thread is about to send its first tree through those ports. */
+  treesComing?(): void;
 }
 
 /** A version of a file: its path, modification time and size. */
@@ -66,6 +68,8 @@ export type IndexRequest =
 /** `file` only when the shards live in the runner's thread (else files go to them directly). */
 export type IndexReply =
   | { kind: 'file'; file: IndexedFile }
+  /** Sent once, before the thread's first tree goes to a shard port. */
+  | { kind: 'treesComing' }
   | { kind: 'idle'; indexed: number }
   | { kind: 'retiring'; done: [string, string][] };
 
@@ -218,6 +222,10 @@ class IndexThread {
     w.on('message', (reply: IndexReply) => {
       if (reply.kind === 'file') {
         this.sink.adopt(reply.file);
+        return;
+      }
+      if (reply.kind === 'treesComing') {
+        this.sink.treesComing?.();
         return;
       }
       if (reply.kind === 'retiring') {

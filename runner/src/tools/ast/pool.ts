@@ -16,9 +16,12 @@ export interface SearchEngine {
   adopt(file: IndexedFile): void;
   /**
    * When the shards are threads: a port to each, for one index thread to hand its trees to
-   * the owning shard directly, not through this thread (see `ownerOf`).
+   * the owning shard directly, not through this thread (see `ownerOf`). A shard not started
+   * yet takes what was sent once it starts.
    */
   adoptionPorts?(): MessagePort[];
+  /** Trees are on their way through those ports: start the shards that take them. */
+  treesComing?(): void;
   /** Told when a job starts and when it ends (with the versions it parsed), for the indexer. */
   jobs?: JobListener;
   close(): Promise<void>;
@@ -82,6 +85,8 @@ export class InProcessEngine implements SearchEngine {
 class ShardWorker {
   private worker?: Worker;
   private next = 1;
+  /** Adoption ports made before the worker started: handed to it when it starts. */
+  private readonly pendingPorts: MessagePort[] = [];
   private readonly waiting = new Map<number, { resolve: (r: FileOutcome[]) => void; reject: (e: Error) => void }>();
 
   constructor(private readonly cacheBytes: number) {}
@@ -111,6 +116,8 @@ class ShardWorker {
     // After the listeners: adding a 'message' listener refs the worker's port again.
     w.unref(); // an idle pool must not keep the runner alive
     this.worker = w;
+    for (const port of this.pendingPorts.splice(0))
+      w.postMessage({ kind: 'adoptFrom', port } satisfies WorkerRequest, [port]);
     return w;
   }
 
@@ -138,11 +145,20 @@ class ShardWorker {
     this.start().postMessage({ kind: 'adopt', file } satisfies WorkerRequest, indexedTransferables(file));
   }
 
-  /** A port whose messages (IndexedFile) the worker adopts; starts the worker if need be. */
+  /**
+   * A port whose messages (IndexedFile) the worker adopts. A worker not started yet is not
+   * started for it (booting a thread costs CPU at normal priority): what is sent waits in
+   * the port until the worker starts (`startForTrees`, or the first job).
+   */
   adoptionPort(): MessagePort {
     const { port1, port2 } = new MessageChannel();
-    this.start().postMessage({ kind: 'adoptFrom', port: port1 } satisfies WorkerRequest, [port1]);
+    if (this.worker) this.worker.postMessage({ kind: 'adoptFrom', port: port1 } satisfies WorkerRequest, [port1]);
+    else this.pendingPorts.push(port1);
     return port2;
+  }
+
+  startForTrees(): void {
+    if (this.pendingPorts.length > 0) this.start();
   }
 
   async close(): Promise<void> {
@@ -192,6 +208,10 @@ export class WorkerPoolEngine implements SearchEngine {
    */
   adoptionPorts(): MessagePort[] {
     return this.workers.map((w) => w.adoptionPort());
+  }
+
+  treesComing(): void {
+    this.workers.forEach((w) => w.startForTrees());
   }
 
   async close(): Promise<void> {

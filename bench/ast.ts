@@ -13,6 +13,7 @@
  *   AST_BENCH_CORPORA=python-stdlib,typescript node dist/bench/ast.js   # these corpora
  *   AST_BENCH_WORKERS=0 node ...                  # ours without worker threads
  *   AST_BENCH_CACHE_MB=1024 node ...              # another budget (results go to ast-cache1024.json)
+ *   AST_BENCH_PYRIGHT_HOLD=0 node ...             # pyright's start not told to the run: the index is not held
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
@@ -281,6 +282,35 @@ function pyrightFirstDiagnostics(server: string, dir: string, file: string): Pro
   });
 }
 
+/** CPU ms each thread of this process used so far, with its nice value (Linux: /proc/self/task). */
+function threadCpu(): Map<string, { nice: number; ms: number }> {
+  const out = new Map<string, { nice: number; ms: number }>();
+  const dir = '/proc/self/task';
+  if (!existsSync(dir)) return out;
+  for (const tid of readdirSync(dir)) {
+    try {
+      // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15, nice 19.
+      const f = readFileSync(`${dir}/${tid}/stat`, 'utf8').split(')').pop()!.trim().split(' ');
+      out.set(tid, { nice: Number(f[16]), ms: ((Number(f[11]) + Number(f[12])) * 1000) / 100 });
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}
+
+/** CPU ms used between two snapshots, by threads at normal priority and at nice 19. */
+function cpuSince(before: ReturnType<typeof threadCpu>): { normalMs: number; nice19Ms: number } {
+  let normalMs = 0;
+  let nice19Ms = 0;
+  for (const [tid, t] of threadCpu()) {
+    const ms = t.ms - (before.get(tid)?.ms ?? 0);
+    if (t.nice >= 19) nice19Ms += ms;
+    else normalMs += ms;
+  }
+  return { normalMs: Math.round(normalMs), nice19Ms: Math.round(nice19Ms) };
+}
+
 /** In a fresh process: pyright starts as the files arrive, with or without our background indexing. */
 async function pyrightChild(
   dir: string,
@@ -291,9 +321,23 @@ async function pyrightChild(
 ): Promise<void> {
   const server = pyrightServer();
   const { run, family } = await astRun(dir, workers, cacheMB, index);
+  const cpuBefore = threadCpu();
   await run.command({ family: 'workspace', command: 'filesArrived', payload: { path: '.' } });
+  // The run is told of the start as the lsp family tells it: from the spawn to the first
+  // diagnostics (AST_BENCH_PYRIGHT_HOLD=0: not told, to see what indexing alone costs it).
+  const startup = process.env.AST_BENCH_PYRIGHT_HOLD === '0' ? { end: () => undefined } : run.startups.begin('pyright');
   const ms = await pyrightFirstDiagnostics(server, dir, file);
-  console.log(JSON.stringify({ ms: Math.round(ms), indexedMeanwhile: family.indexer?.indexed ?? 0 }));
+  startup.end('diagnostics');
+  const hold = run.startups.history[0] as { how?: string } | undefined;
+  console.log(
+    JSON.stringify({
+      ms: Math.round(ms),
+      indexedMeanwhile: family.indexer?.indexed ?? 0,
+      holdEnded: hold?.how ?? null,
+      // This process's CPU meanwhile (clock ticks of 10 ms), at normal priority and at nice 19.
+      ...cpuSince(cpuBefore),
+    }),
+  );
   process.exit(0);
 }
 

@@ -10,6 +10,7 @@ import type { ContentItem } from '../../protocol/src/tools';
 import { ResourcesEvent } from '../../protocol/src/resources';
 import { FilesArrivedCommand } from '../../protocol/src/workspace';
 import { ResourceLedger } from './resources';
+import { StartingProcesses } from './startups';
 import type { ToolContext } from './tool';
 import { Workspace } from './workspace';
 
@@ -34,6 +35,8 @@ export class RunContext {
   sendEvent: (event: RunEventParams) => void = () => undefined;
   /** Language servers and kernels alive, started and restarted, reported to the gateway as they change. */
   readonly resources = new ResourceLedger((payload) => this.emit(ResourcesEvent.type, payload));
+  /** Processes starting now (language servers): background work (the ast index) holds off meanwhile. */
+  readonly startups = new StartingProcesses();
 
   constructor(init: InitializeParams) {
     this.runId = init.runId;

@@ -5,7 +5,8 @@ import * as path from 'node:path';
 import { RunContext } from '../../../runner/src/run';
 import { ToolRegistry } from '../../../runner/src/registry';
 import { registerAst, type AstOptions } from '../../../runner/src/tools/ast';
-import type { InProcessEngine } from '../../../runner/src/tools/ast/pool';
+import { BackgroundIndexer } from '../../../runner/src/tools/ast/indexer';
+import { InProcessEngine } from '../../../runner/src/tools/ast/pool';
 import { registerFiles } from '../../../runner/src/tools/files';
 import { NO_FEATURES, runnerContext, tempWorkspace } from '../../helpers/runner';
 
@@ -164,5 +165,53 @@ test('background trees and summaries stay within the cache budget', async () => 
     assert.ok(cache.bytes <= limit);
   } finally {
     await r.stop();
+  }
+});
+
+test('files that arrive while a process of the run starts are indexed once it is up', async () => {
+  const r = astRun({ workers: 2 });
+  try {
+    for (let i = 0; i < 30; i++) put(r.workspace, `pkg/m${i}.py`, pyFile(i));
+    const startup = r.run.startups.begin('some-server');
+    await r.run.command({ family: 'workspace', command: 'filesArrived', payload: { path: 'pkg' } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(r.family.indexer!.indexed, 0, 'nothing indexed (the threads are not even started)');
+    assert.ok(r.family.indexer!.isPaused);
+    // Queries do not wait for the index, nor for the start.
+    assert.equal((await r.grep('raise $E($$$A) from $C')).total, 10);
+    startup.end('diagnostics');
+    assert.ok(!r.family.indexer!.isPaused);
+    await r.family.indexer!.idle();
+    assert.equal(r.family.indexer!.indexed, 20, 'all but the 10 files the query parsed');
+  } finally {
+    await r.stop();
+  }
+});
+
+test('index threads idle for a while are ended; the next arrival starts them and skips what they had done', async () => {
+  const workspace = tempWorkspace();
+  for (let i = 0; i < 40; i++) put(workspace, `pkg/m${i}.py`, pyFile(i));
+  const engine = new InProcessEngine(64 * 1024 * 1024);
+  const indexer = new BackgroundIndexer(2 * 1024 * 1024, engine, 2, 200);
+  const waitFor = async (ok: () => boolean) => {
+    const t0 = Date.now();
+    while (!ok() && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(ok());
+  };
+  try {
+    indexer.indexDir(workspace);
+    await indexer.idle();
+    assert.equal(indexer.indexed, 40);
+    assert.equal(indexer.running, 2);
+    await waitFor(() => indexer.running === 0);
+    // The same files arrive again: new threads, which know the versions the old ones indexed.
+    put(workspace, 'pkg/m0.py', 'changed = 1\n');
+    indexer.indexDir(workspace);
+    assert.equal(indexer.running, 2);
+    await indexer.idle();
+    assert.equal(indexer.indexed, 41, 'only the changed file is indexed again');
+    assert.equal(engine.shard.cache.trees, 40);
+  } finally {
+    await indexer.close();
   }
 });

@@ -10,6 +10,9 @@ import { DEFAULT_LSP_SETTINGS, LspSession, type LspSettings } from '../../../run
 import type { ServerSpec } from '../../../runner/src/tools/lsp/servers';
 import { FAKE_SERVER } from './fakeServerSpec';
 import type { Placement } from '../../../runner/src/tools/lsp/supervisor';
+import { StartingProcesses } from '../../../runner/src/startups';
+import { HoverRequest } from 'vscode-languageserver-protocol';
+import { pathToFileURL } from 'node:url';
 
 const FAKE: ServerSpec = { ...FAKE_SERVER, diagnostics: 'versioned-push' };
 
@@ -147,4 +150,63 @@ test('the lifecycle hears each start and exit: a crash restart, a reload restart
     `start ${id} request`,
     `stop ${id}`,
   ]);
+});
+
+/** The supervisor of a session, telling a run's starting processes; background work logged. */
+function withStartups(settings: Partial<LspSettings>, env: Record<string, string> = {}) {
+  const f = session(settings, env);
+  const startups = new StartingProcesses();
+  const log: string[] = [];
+  startups.observe({ hold: () => log.push('hold'), release: () => log.push('release') });
+  f.s.supervisor.startups = startups;
+  return { ...f, startups, log };
+}
+
+test("a starting server holds the run's background work from its spawn to its first diagnostics", async () => {
+  const { s, file, startups, log } = withStartups({});
+  const h = await s.supervisor.ensure(await placed(s, file));
+  assert.deepEqual(startups.holding, ['fake'], 'up to initialize, still starting');
+  assert.deepEqual(log, ['hold']);
+  const synced = await s.sync(file, undefined, 'BAD\n');
+  assert.ok(await s.diagnosticsOf(synced, 5000));
+  assert.deepEqual(startups.holding, []);
+  assert.deepEqual(log, ['hold', 'release']);
+  assert.equal(startups.history[0].how, 'diagnostics');
+  // A server already running holds nothing.
+  await s.supervisor.ensure(await placed(s, file));
+  assert.equal(startups.history.length, 1);
+  assert.equal(h.client.alive, true);
+  await s.supervisor.stopAll();
+});
+
+test('a server that publishes nothing is up at its first answer, or shortly after it is ready; one that dies, at once', async () => {
+  const asked = withStartups({}, { FAKE_PUBLISH: 'never' });
+  asked.s.supervisor.startedAfterReadyMs = 60_000;
+  const h0 = await asked.s.supervisor.ensure(await placed(asked.s, asked.file));
+  assert.deepEqual(asked.startups.holding, ['fake']);
+  await h0.client.request(HoverRequest.type, {
+    textDocument: { uri: pathToFileURL(asked.file).href },
+    position: { line: 0, character: 0 },
+  });
+  assert.deepEqual(asked.startups.holding, []);
+  assert.equal(asked.startups.history[0].how, 'answered');
+  await asked.s.supervisor.stopAll();
+
+  const quiet = withStartups({}, { FAKE_PUBLISH: 'never' });
+  quiet.s.supervisor.startedAfterReadyMs = 200;
+  const t0 = Date.now();
+  await quiet.s.supervisor.ensure(await placed(quiet.s, quiet.file));
+  assert.deepEqual(quiet.startups.holding, ['fake']);
+  while (quiet.startups.holding.length > 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(quiet.startups.history[0].how, 'settled');
+  await quiet.s.supervisor.stopAll();
+
+  const dying = withStartups({});
+  dying.s.supervisor.startedAfterReadyMs = 60_000;
+  const h = await dying.s.supervisor.ensure(await placed(dying.s, dying.file));
+  process.kill(h.client.pid!, 'SIGKILL');
+  await new Promise<void>((r) => h.client.once('exit', () => r()));
+  assert.deepEqual(dying.startups.holding, []);
+  assert.equal(dying.startups.history[0].how, 'exited');
+  assert.deepEqual(dying.log, ['hold', 'release']);
 });

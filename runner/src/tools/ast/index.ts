@@ -29,7 +29,7 @@ export function registerAst(registry: ToolRegistry, run: RunContext, options: As
   const indexer =
     options.indexOnArrival === false
       ? undefined
-      : new BackgroundIndexer(settings.maxFileBytes, (file) => engine.adopt(file), settings.workers);
+      : new BackgroundIndexer(settings.maxFileBytes, engine, settings.workers);
   const staged = new StagedEdits(settings.editTtlMinutes * 60_000);
   // Any tool that writes files tells the cache, so a search right after an edit sees it.
   run.observeWrites({
@@ -49,6 +49,8 @@ export function registerAst(registry: ToolRegistry, run: RunContext, options: As
         indexer.resume();
       },
     };
+    // A language server starting has the CPU first: the index waits until it is up.
+    run.startups.observe({ hold: () => indexer.pause(), release: () => indexer.resume() });
     run.observeArrivals((abs) => indexer.indexDir(abs));
     // What the workspace held at start (a template's checkout), once the runner is up.
     setTimeout(() => indexer.indexDir(run.workspace.root), 1000).unref();

@@ -1,38 +1,46 @@
+import './lowPriority';
 import { readFileSync, statSync } from 'node:fs';
-import { setPriority } from 'node:os';
-import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { summarize } from './fileIndex';
-import type { IndexReply, IndexRequest } from './indexer';
+import {
+  indexedTransferables,
+  versionOf,
+  type IndexedFile,
+  type IndexReply,
+  type IndexRequest,
+  type IndexThreadData,
+} from './indexer';
 import { languageForFile } from './languages';
+import { ownerOf } from './owner';
 import { parseFlat } from './treeCache';
 import { walkFiles } from './walker';
 import { modulesFrom } from './wasmModules';
 
 /** The background index thread (see indexer.ts). */
-const { maxFileBytes, part, parts, modules } = workerData as {
-  maxFileBytes: number;
-  part: number;
-  parts: number;
-  modules: MessagePort;
-};
+const { maxFileBytes, part, parts, modules, shards, counter, done: doneBefore } = workerData as IndexThreadData;
 modulesFrom(modules); // compiled WebAssembly comes from the runner's thread, shared
+const indexedCount = new Int32Array(counter);
 
 /** This thread's share of the files (by path, so a file always goes to the same thread). */
 function mine(abs: string): boolean {
-  let h = 2166136261;
-  for (let i = 0; i < abs.length; i++) h = Math.imul(h ^ abs.charCodeAt(i), 16777619);
-  return (h >>> 0) % parts === part;
+  return ownerOf(abs, parts) === part;
 }
 
-// On Linux the priority of pid 0 is the calling thread's: only this thread is lowered.
-try {
-  setPriority(0, 19);
-} catch {
-  // not permitted here: index at normal priority
+/** To the search shard that owns the file, directly; or back to the runner's thread (no shard threads). */
+let treesSent = false;
+function handOn(file: IndexedFile): void {
+  const transfer = indexedTransferables(file);
+  if (shards.length > 0 && !treesSent) {
+    treesSent = true;
+    parentPort!.postMessage({ kind: 'treesComing' } satisfies IndexReply); // the shards start only now
+  }
+  if (shards.length > 0) shards[ownerOf(file.abs, shards.length)].postMessage(file, transfer);
+  else parentPort!.postMessage({ kind: 'file', file } satisfies IndexReply, transfer);
+  Atomics.add(indexedCount, 0, 1);
 }
 
 /** Versions already indexed, so a second arrival of the same files costs only the walk. */
-const done = new Map<string, string>();
+const done = new Map<string, string>(doneBefore);
 type WorkRequest = Extract<IndexRequest, { kind: 'dir' | 'files' }>;
 /** Queries running now (see BackgroundIndexer.pause), and who waits for them to end. */
 let pauses = 0;
@@ -42,23 +50,23 @@ let running = false;
 
 async function indexOne(abs: string, mtimeMs: number, size: number): Promise<void> {
   const language = languageForFile(abs);
-  const version = `${mtimeMs}:${size}`;
+  const version = versionOf({ mtimeMs, size });
   if (!language || size > maxFileBytes || !mine(abs) || done.get(abs) === version) return;
   done.set(abs, version);
   const buf = readFileSync(abs);
   if (buf.subarray(0, 8192).includes(0)) return;
   const source = buf.toString('utf8');
   const tree = await parseFlat(source, language);
-  const summary = summarize(tree, language.id);
-  const reply: IndexReply = { kind: 'file', file: { abs, mtimeMs, size, utf8Bytes: buf.length, tree, summary } };
-  parentPort!.postMessage(reply, [
-    ...tree.transferables(),
-    summary.kinds.buffer as ArrayBuffer,
-    summary.words.buffer as ArrayBuffer,
-  ]);
+  handOn({ abs, mtimeMs, size, utf8Bytes: buf.length, tree, summary: summarize(tree, language.id) });
+}
+
+/** Returns once no query runs and no process of the run is starting. */
+async function unpaused(): Promise<void> {
+  while (pauses > 0) await new Promise<void>((r) => resumed.push(r));
 }
 
 async function serve(req: WorkRequest): Promise<void> {
+  await unpaused(); // the walk too waits
   const isDir = req.kind === 'dir' && statSync(req.abs, { throwIfNoEntry: false })?.isDirectory();
   const paths = req.kind === 'dir' ? [req.abs] : req.abs;
   const files = isDir
@@ -70,7 +78,7 @@ async function serve(req: WorkRequest): Promise<void> {
   // From the end: a query issued meanwhile goes through the files from the start, so the two
   // meet in the middle instead of parsing the same files one after the other.
   for (const f of files.filter((f) => mine(f.abs)).reverse()) {
-    while (pauses > 0) await new Promise<void>((r) => resumed.push(r));
+    await unpaused();
     try {
       await indexOne(f.abs, f.mtimeMs, f.size);
     } catch {
@@ -97,7 +105,11 @@ async function drain(): Promise<void> {
 
 parentPort!.on('message', (req: IndexRequest) => {
   if (req.kind === 'covered') {
-    for (const f of req.files) if (mine(f.abs)) done.set(f.abs, `${f.mtimeMs}:${f.size}`);
+    for (const f of req.files) if (mine(f.abs)) done.set(f.abs, versionOf(f));
+    return;
+  }
+  if (req.kind === 'retire') {
+    parentPort!.postMessage({ kind: 'retiring', done: [...done] } satisfies IndexReply);
     return;
   }
   if (req.kind === 'pause') {

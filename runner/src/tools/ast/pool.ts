@@ -1,8 +1,9 @@
 import * as path from 'node:path';
-import { MessageChannel, Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { ToolError } from '../../tool';
 import { Shard, type FileOutcome, type ShardJob } from './shard';
-import type { FileVersion, IndexedFile } from './indexer';
+import { indexedTransferables, type FileVersion, type IndexedFile } from './indexer';
+import { ownerOf } from './owner';
 import { serveModules } from './wasmModules';
 import type { WorkerReply, WorkerRequest } from './worker';
 
@@ -13,6 +14,14 @@ export interface SearchEngine {
   invalidate(abs: string): void;
   /** Offers a tree parsed in the background to the shard that owns the file. */
   adopt(file: IndexedFile): void;
+  /**
+   * When the shards are threads: a port to each, for one index thread to hand its trees to
+   * the owning shard directly, not through this thread (see `ownerOf`). A shard not started
+   * yet takes what was sent once it starts.
+   */
+  adoptionPorts?(): MessagePort[];
+  /** Trees are on their way through those ports: start the shards that take them. */
+  treesComing?(): void;
   /** Told when a job starts and when it ends (with the versions it parsed), for the indexer. */
   jobs?: JobListener;
   close(): Promise<void>;
@@ -46,12 +55,6 @@ function parsedIn(job: ShardJob, outcomes: FileOutcome[]): FileVersion[] {
   return job.files.filter((f) => parsed.has(f.abs)).map(({ abs, mtimeMs, size }) => ({ abs, mtimeMs, size }));
 }
 
-function shardOf(abs: string, n: number): number {
-  let h = 2166136261;
-  for (let i = 0; i < abs.length; i++) h = Math.imul(h ^ abs.charCodeAt(i), 16777619);
-  return (h >>> 0) % n;
-}
-
 /** Puts the shards' outcomes back in the job's file order. */
 function merge(files: ShardJob['files'], parts: FileOutcome[][]): FileOutcome[] {
   const byPath = new Map<string, FileOutcome>();
@@ -82,6 +85,8 @@ export class InProcessEngine implements SearchEngine {
 class ShardWorker {
   private worker?: Worker;
   private next = 1;
+  /** Adoption ports made before the worker started: handed to it when it starts. */
+  private readonly pendingPorts: MessagePort[] = [];
   private readonly waiting = new Map<number, { resolve: (r: FileOutcome[]) => void; reject: (e: Error) => void }>();
 
   constructor(private readonly cacheBytes: number) {}
@@ -111,6 +116,8 @@ class ShardWorker {
     // After the listeners: adding a 'message' listener refs the worker's port again.
     w.unref(); // an idle pool must not keep the runner alive
     this.worker = w;
+    for (const port of this.pendingPorts.splice(0))
+      w.postMessage({ kind: 'adoptFrom', port } satisfies WorkerRequest, [port]);
     return w;
   }
 
@@ -135,22 +142,23 @@ class ShardWorker {
 
   /** Starts the worker if need be: a background tree is worth keeping before any query. */
   adopt(file: IndexedFile): void {
-    const { tree, summary } = file;
-    const arrays = [
-      tree.typeIds,
-      tree.flags,
-      tree.starts,
-      tree.ends,
-      tree.lines,
-      tree.parents,
-      tree.sizes,
-      summary.kinds,
-      summary.words,
-    ];
-    this.start().postMessage(
-      { kind: 'adopt', file } satisfies WorkerRequest,
-      arrays.map((a) => a.buffer as ArrayBuffer),
-    );
+    this.start().postMessage({ kind: 'adopt', file } satisfies WorkerRequest, indexedTransferables(file));
+  }
+
+  /**
+   * A port whose messages (IndexedFile) the worker adopts. A worker not started yet is not
+   * started for it (booting a thread costs CPU at normal priority): what is sent waits in
+   * the port until the worker starts (`startForTrees`, or the first job).
+   */
+  adoptionPort(): MessagePort {
+    const { port1, port2 } = new MessageChannel();
+    if (this.worker) this.worker.postMessage({ kind: 'adoptFrom', port: port1 } satisfies WorkerRequest, [port1]);
+    else this.pendingPorts.push(port1);
+    return port2;
+  }
+
+  startForTrees(): void {
+    if (this.pendingPorts.length > 0) this.start();
   }
 
   async close(): Promise<void> {
@@ -177,7 +185,7 @@ export class WorkerPoolEngine implements SearchEngine {
 
   private async runSharded(job: ShardJob, signal?: AbortSignal): Promise<FileOutcome[]> {
     const split: ShardJob['files'][] = this.workers.map(() => []);
-    for (const f of job.files) split[shardOf(f.abs, this.workers.length)].push(f);
+    for (const f of job.files) split[ownerOf(f.abs, this.workers.length)].push(f);
     const parts = await Promise.all(
       split.map((files, i) => (files.length ? this.workers[i].run({ ...job, files }, signal) : Promise.resolve([]))),
     );
@@ -185,11 +193,25 @@ export class WorkerPoolEngine implements SearchEngine {
   }
 
   invalidate(abs: string): void {
-    this.workers[shardOf(abs, this.workers.length)].send({ kind: 'invalidate', abs });
+    this.workers[ownerOf(abs, this.workers.length)].send({ kind: 'invalidate', abs });
   }
 
   adopt(file: IndexedFile): void {
-    this.workers[shardOf(file.abs, this.workers.length)].adopt(file);
+    this.workers[ownerOf(file.abs, this.workers.length)].adopt(file);
+  }
+
+  /**
+   * Index threads send straight to the shards: relaying each tree through the runner's
+   * main thread (at normal priority) was part of what indexing cost a starting language
+   * server. A shard worker that died and was restarted no longer hears from them (its trees
+   * are parsed by the queries that need them).
+   */
+  adoptionPorts(): MessagePort[] {
+    return this.workers.map((w) => w.adoptionPort());
+  }
+
+  treesComing(): void {
+    this.workers.forEach((w) => w.startForTrees());
   }
 
   async close(): Promise<void> {

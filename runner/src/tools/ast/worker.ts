@@ -10,6 +10,8 @@ export type WorkerRequest =
   | { id: number; kind: 'cancel' }
   | { kind: 'invalidate'; abs: string }
   | { kind: 'adopt'; file: IndexedFile }
+  /** A port an index thread sends its trees for this shard through (each message an IndexedFile). */
+  | { kind: 'adoptFrom'; port: MessagePort }
   | { kind: 'clear' };
 export type WorkerReply =
   | { id: number; ok: true; result: unknown }
@@ -28,13 +30,16 @@ function warm(language: string): void {
   void loadLanguage(languageById(language)).catch(() => undefined); // the query reports a failure
 }
 
+function adopt(file: IndexedFile): void {
+  warm(file.summary.language);
+  shard.adopt(file);
+}
+
 parentPort!.on('message', (msg: WorkerRequest) => {
   if (msg.kind === 'invalidate') return shard.invalidate(msg.abs);
   if (msg.kind === 'clear') return shard.clear();
-  if (msg.kind === 'adopt') {
-    warm(msg.file.summary.language);
-    return void shard.adopt(msg.file);
-  }
+  if (msg.kind === 'adopt') return adopt(msg.file);
+  if (msg.kind === 'adoptFrom') return void msg.port.on('message', adopt);
   if (msg.kind === 'cancel') return void cancelled.add(msg.id);
   const id = msg.id;
   shard

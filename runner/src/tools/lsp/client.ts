@@ -250,11 +250,18 @@ export class LspClient extends EventEmitter {
     await this.connection.sendNotification(InitializedNotification.type, {});
   }
 
-  /** A request that fails at once (instead of hanging) if the server dies. */
+  /** Requests sent and not answered yet. */
+  inFlight = 0;
+
+  /** A request that fails at once (instead of hanging) if the server dies; 'answered' follows its answer. */
   request<P, R>(type: RequestType<P, R, unknown>, params: P, signal?: AbortSignal): Promise<R> {
+    this.inFlight++;
     return phase('lsp.request', { 'lsp.method': type.method }, () =>
       this.untilExit(() => this.connection.sendRequest(type, params), signal),
-    );
+    ).finally(() => {
+      this.inFlight--;
+      this.emit('answered');
+    });
   }
 
   private untilExit<R>(send: () => Promise<R>, signal?: AbortSignal): Promise<R> {

@@ -30,6 +30,7 @@ export function registerLsp(registry: ToolRegistry, run: RunContext): void {
   if (!run.features.lsp) return;
   const session = new LspSession(run.workspace, run.settingsFor('lsp', DEFAULT_LSP_SETTINGS));
   session.supervisor.lifecycle = run.resources.lifecycle('language_server');
+  session.supervisor.startups = run.startups;
   const ledger = new DiagnosticsLedger();
   run.observeWrites(new DiagnosticsOnWrite(session, ledger));
   run.onStop(() => session.supervisor.stopAll());

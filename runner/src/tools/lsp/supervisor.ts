@@ -7,6 +7,11 @@ import { SERVERS, serverForExtension, type ServerSpec } from './servers';
 import { withTimeout } from '../../util/timeout';
 import { phase } from '../../util/phases';
 import { noLifecycle, type ProcessLifecycle, type RestartCause } from '../../resources';
+import type { StartingProcesses } from '../../startups';
+import { holdWhileStarting } from './startupHold';
+
+/** A server asked nothing counts as started this long after it is ready (see holdWhileStarting). */
+const STARTED_AFTER_READY_MS = 3000;
 
 export interface SupervisorSettings {
   /** Bound on initialize plus indexing progress before the first answer. */
@@ -67,6 +72,9 @@ export class ServerSupervisor {
   private readonly stoppedOnPurpose = new WeakSet<LspClient>();
   /** Told when a server is up and when it is gone, for the run's resource metrics. */
   lifecycle: ProcessLifecycle = noLifecycle;
+  /** Told from a server's spawn until it is up, so the run's background work gives it the CPU. */
+  startups?: StartingProcesses;
+  startedAfterReadyMs = STARTED_AFTER_READY_MS;
 
   constructor(
     readonly workspaceRoot: string,
@@ -157,6 +165,7 @@ export class ServerSupervisor {
       settings: p.spec.settings,
       didChangeExtras: p.spec.didChangeExtras,
     });
+    const startup = holdWhileStarting(client, this.startups, p.spec.id, this.startedAfterReadyMs);
     let up = false;
     client.on('exit', (exit: ServerExit) => {
       if (up) this.lifecycle.stopped(p.spec.id);
@@ -179,12 +188,14 @@ export class ServerSupervisor {
       const why = client.exit ? client.describeExit() : (err as Error).message;
       throw new ToolError(`${p.spec.id} for ${this.describeRoot(p.root)} failed to start: ${why}`);
     }
+    startup.initialized();
     if (client.alive) {
       up = true;
       this.lifecycle.started(p.spec.id, slot.nextStart);
       slot.nextStart = undefined;
     }
     const idle = await client.waitIdle(deadline, this.settings.progressGraceMs);
+    startup.ready();
     const handle: ServerHandle = { spec: p.spec, root: p.root, binary: p.binary, client };
     if (!idle && client.alive) {
       handle.readyNote = `${p.spec.id} was still busy (${client.progressTitles.join(', ') || 'indexing'}) after ${this.settings.readyTimeoutMs} ms; answers may be incomplete`;

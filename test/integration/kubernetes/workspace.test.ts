@@ -34,13 +34,14 @@ const NS = `tether-pvc-t${process.pid}`;
 const CLASS = `tether-hostpath-t${process.pid}`;
 /** A class no volume has and no provisioner serves: its claims never bind. */
 const NO_VOLUMES = `tether-novolume-t${process.pid}`;
-const PV = `tether-ws-t${process.pid}`;
+/** Two volumes: a claim released from a `Retain` volume leaves it unbindable, and two runs bind one each. */
+const PVS = [`tether-ws-t${process.pid}-a`, `tether-ws-t${process.pid}-b`];
 const kc = adminConfig();
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const storageApi = kc.makeApiClient(k8s.StorageV1Api);
 const rbacApi = kc.makeApiClient(k8s.RbacAuthorizationV1Api);
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tether-pvc-'));
-const hostDir = path.join(tmp, 'volume');
+const hostDirs = PVS.map((_, i) => path.join(tmp, `volume-${i}`));
 let gatewayKubeconfig = '';
 
 const gone = (what: string, read: () => Promise<unknown>) =>
@@ -91,30 +92,35 @@ before(async () => {
   await runsNamespace(core, NS);
   gatewayKubeconfig = await serviceAccountKubeconfig('gateway', () => true);
   // hostPath volumes get no fsGroup ownership: the directory itself must be the run user's.
-  mkdirSync(hostDir, { mode: 0o750 });
-  chownSync(hostDir, 1000, 1000);
+  for (const dir of hostDirs) {
+    mkdirSync(dir, { mode: 0o750 });
+    chownSync(dir, 1000, 1000);
+  }
   await storageApi.createStorageClass({
     metadata: { name: CLASS },
     provisioner: 'kubernetes.io/no-provisioner',
     volumeBindingMode: 'WaitForFirstConsumer',
     reclaimPolicy: 'Retain',
   });
-  await core.createPersistentVolume({
-    metadata: { name: PV },
-    spec: {
-      storageClassName: CLASS,
-      capacity: { storage: '1Gi' },
-      accessModes: ['ReadWriteOnce'],
-      persistentVolumeReclaimPolicy: 'Retain',
-      hostPath: { path: hostDir, type: 'Directory' },
-    },
-  });
+  for (const [i, name] of PVS.entries())
+    await core.createPersistentVolume({
+      metadata: { name },
+      spec: {
+        storageClassName: CLASS,
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        persistentVolumeReclaimPolicy: 'Retain',
+        hostPath: { path: hostDirs[i], type: 'Directory' },
+      },
+    });
 });
 
 after(async () => {
   await deleteNamespace(core, NS);
-  await core.deletePersistentVolume(PV).catch(() => undefined);
-  await gone(`PersistentVolume ${PV}`, () => core.readPersistentVolume(PV)).catch(() => undefined);
+  for (const pv of PVS) {
+    await core.deletePersistentVolume(pv).catch(() => undefined);
+    await gone(`PersistentVolume ${pv}`, () => core.readPersistentVolume(pv)).catch(() => undefined);
+  }
   await storageApi.deleteStorageClass(CLASS).catch(() => undefined);
   rmSync(tmp, { recursive: true, force: true });
 });
@@ -122,6 +128,7 @@ after(async () => {
 describe('a workspace on a static PersistentVolume', () => {
   let t: TestGateway;
   let runId = '';
+  let hostDir = '';
 
   before(async () => {
     t = await startTestGateway({
@@ -145,7 +152,8 @@ describe('a workspace on a static PersistentVolume', () => {
     const pod = (await core.readNamespacedPod(podName(runId), NS)).body;
     const claim = (await core.readNamespacedPersistentVolumeClaim(claimName(podName(runId)), NS)).body;
     assert.equal(claim.status?.phase, 'Bound');
-    assert.equal(claim.spec?.volumeName, PV);
+    assert.ok(PVS.includes(claim.spec!.volumeName!), `bound to ${claim.spec?.volumeName}`);
+    hostDir = hostDirs[PVS.indexOf(claim.spec!.volumeName!)];
     assert.equal(claim.spec?.storageClassName, CLASS);
     assert.deepEqual(claim.spec?.accessModes, ['ReadWriteOnce']);
     assert.equal(claim.spec?.resources?.requests?.storage, '256Mi', "the run's diskMb");
@@ -205,12 +213,30 @@ describe('a workspace on a static PersistentVolume', () => {
     await gone(`pod ${pod}`, () => core.readNamespacedPod(pod, NS));
     await gone(`claim ${claimName(pod)}`, () => core.readNamespacedPersistentVolumeClaim(claimName(pod), NS));
     runId = '';
+    const volume = PVS[hostDirs.indexOf(hostDir)];
     const pv = await until('the volume to be released', 30_000, async () => {
-      const { body } = await core.readPersistentVolume(PV);
+      const { body } = await core.readPersistentVolume(volume);
       return body.status?.phase === 'Released' ? body : undefined;
     });
     assert.equal(pv.status?.phase, 'Released');
     assert.equal(readFileSync(path.join(hostDir, 'notes', 'hello.txt'), 'utf8'), 'through the claim\n');
+  });
+
+  it('a pod deleted behind the gateway: the garbage collector removes its claim (owner reference)', async () => {
+    const run = await t.alice.createRun({ conversationId: 'pvc-gc' });
+    assert.equal(run.state, RunState.READY, run.error);
+    const pod = podName(run.runId);
+    const claim = claimName(pod);
+    assert.equal((await core.readNamespacedPersistentVolumeClaim(claim, NS)).body.status?.phase, 'Bound');
+    await core.deleteNamespacedPod(pod, NS);
+    const failed = await until('the run to be FAILED', 30_000, async () => {
+      const r = await t.alice.getRun(run.runId);
+      return r.state === RunState.FAILED ? r : undefined;
+    });
+    assert.match(failed.error, /pod was deleted/);
+    // The gateway has not removed anything: the run is FAILED and kept until DeleteRun.
+    await gone(`claim ${claim}`, () => core.readNamespacedPersistentVolumeClaim(claim, NS));
+    await t.alice.deleteRun(run.runId);
   });
 });
 

@@ -67,6 +67,7 @@ test("the schema's defaults are the built-in config", () => {
       runtimeClassName: '',
       user: '1000:1000',
       ephemeralOverheadMb: 256,
+      workspace: { storageClassName: '', sizeMb: 1024, bindTimeoutSeconds: 60 },
       templates: {},
     },
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },

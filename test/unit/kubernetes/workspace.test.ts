@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CoreV1Api, CoreV1Event, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
-import { defaultConfig } from '../../../gateway/src/config';
+import { defaultConfig, loadConfig } from '../../../gateway/src/config';
 import { runPod } from '../../../gateway/src/sandbox/kubernetes/podSpec';
 import {
   claimName,
@@ -30,6 +30,15 @@ test('the workspace option is off by default: runs keep their emptyDir', () => {
   assert.equal(ws.storageClassName, '');
   assert.equal(ws.sizeMb, 1024);
   assert.equal(ws.bindTimeoutSeconds, 60);
+});
+
+test('TETHER_K8S_WORKSPACE_CLASS sets the class; a name that cannot be a StorageClass is refused', () => {
+  const env = { TETHER_TOKENS: 't=acme', TETHER_K8S_WORKSPACE_CLASS: 'fast-local' };
+  assert.equal(loadConfig({ env }).kubernetes.workspace.storageClassName, 'fast-local');
+  assert.throws(
+    () => loadConfig({ env: { ...env, TETHER_K8S_WORKSPACE_CLASS: 'Not A Class' } }),
+    /\/kubernetes\/workspace\/storageClassName must match pattern/,
+  );
 });
 
 test('with a claim, the pod mounts it at /workspace and no workspace counts against node disk', () => {

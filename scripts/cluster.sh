@@ -351,7 +351,7 @@ up() {
     --authentication-kubeconfig "$C/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$C/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --cert-dir "$C/controller-manager-certs" \
-    --controllers namespace-controller,serviceaccount-controller,garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller \
+    --controllers namespace-controller,serviceaccount-controller,garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller \
     --use-service-account-credentials --root-ca-file "$PKI/ca.crt" \
     --leader-elect=false --profiling=false
   start kube-scheduler "$BIN/kube-scheduler" \

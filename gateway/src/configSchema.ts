@@ -229,6 +229,30 @@ export const configSchema = Type.Object(
           description:
             "node disk a run pod may use beyond its workspace (`diskMb`): its writable layer and logs; the pod's `ephemeral-storage` limit is the sum",
         }),
+        workspace: Type.Object(
+          {
+            storageClassName: Type.String({
+              default: '',
+              pattern: '^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)?$',
+              env: 'TETHER_K8S_WORKSPACE_CLASS',
+              docDefault: '— (an `emptyDir`)',
+              description:
+                "StorageClass of a PersistentVolumeClaim made for each run's workspace (ReadWriteOnce, deleted with the run; the gateway then needs persistentvolumeclaims in the runs namespace); empty: a size-limited `emptyDir`",
+            }),
+            sizeMb: Type.Integer({
+              minimum: 16,
+              default: 1024,
+              description: "a run's claim size, in MiB, when the run has no `diskMb`",
+            }),
+            bindTimeoutSeconds: Type.Integer({
+              minimum: 1,
+              default: 60,
+              description:
+                "how long CreateRun waits for a run's claim to be bound before it fails (and removes the run's pod and claim)",
+            }),
+          },
+          { additionalProperties: false },
+        ),
         templates: Type.Unsafe<Record<string, string>>({
           type: 'object',
           propertyNames: { pattern: '^[a-z0-9][a-z0-9_.-]{0,62}$' },

@@ -69,6 +69,7 @@ test("the schema's defaults are the built-in config", () => {
       transport: 'exec',
       runnerPort: 7070,
       ephemeralOverheadMb: 256,
+      workspace: { storageClassName: '', sizeMb: 1024, bindTimeoutSeconds: 60 },
       templates: {},
     },
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },

@@ -19,8 +19,9 @@ import {
 import { stripTarPrefix, withConfinedArchive } from '../tarFilter';
 import { listenHost, noAddressReason, podAddress } from './podAddress';
 import { podExit, startFailure } from './podExit';
-import { CONTAINER, runLabels, runPod, SOCKET_PATH, TERMINATION_MESSAGE_PATH, WORKSPACE } from './podSpec';
+import { CONTAINER, podName, runLabels, runPod, SOCKET_PATH, TERMINATION_MESSAGE_PATH, WORKSPACE } from './podSpec';
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
+import { claimName, WorkspaceClaims } from './workspaceVolume';
 
 /**
  * The connector each gateway replica execs into a run's pod: it relays its own stdio to the
@@ -69,6 +70,8 @@ export class KubernetesProvider implements SandboxProvider {
   private readonly core: k8s.CoreV1Api;
   private readonly ns: string;
   private readonly live = new Map<string, Live>();
+  /** Set when runs get a claim of their own as workspace (`kubernetes.workspace.storageClassName`). */
+  private readonly claims?: WorkspaceClaims;
   private watchAbort?: { abort(): void };
   private watching?: Promise<void>;
   private closed = false;
@@ -77,6 +80,8 @@ export class KubernetesProvider implements SandboxProvider {
     this.kc = loadKubeConfig(config.kubernetes.kubeconfig);
     this.core = this.kc.makeApiClient(k8s.CoreV1Api);
     this.ns = config.kubernetes.namespace;
+    const storage = config.kubernetes.workspace;
+    if (storage.storageClassName) this.claims = new WorkspaceClaims(this.core, this.ns, storage);
   }
 
   private get user(): { uid: number; gid: number } {
@@ -99,14 +104,17 @@ export class KubernetesProvider implements SandboxProvider {
       runtimeClassName: this.config.kubernetes.runtimeClassName,
       ephemeralOverheadMb: this.config.kubernetes.ephemeralOverheadMb,
       runnerPort: this.tcpPort,
+      workspaceClaim: this.claims ? claimName(podName(spec.runId)) : undefined,
     });
     const name = pod.metadata!.name!;
+    let created: k8s.V1Pod;
     try {
-      await this.core.createNamespacedPod(this.ns, pod);
+      created = (await this.core.createNamespacedPod(this.ns, pod)).body;
     } catch (err) {
       throw new Error(`could not create pod ${name}: ${bodyMessage(err)}`);
     }
     try {
+      if (this.claims) await this.claims.waitBound(await this.claims.create(created, spec.limits.diskMb ?? 0), name);
       const sandbox = this.sandbox(name, spec.runId, await runSecret(this.config.stateDir, spec.runId));
       const running = await this.waitRunning(name, this.config.runs.startTimeoutSeconds * 1000);
       const port = this.tcpPort;
@@ -330,6 +338,18 @@ export class KubernetesProvider implements SandboxProvider {
     } catch (err) {
       if (status(err) !== 404) throw err;
     }
+    // Its owner reference would have the garbage collector do it too; the run's end should not wait for that.
+    await this.claims?.delete(claimName(id));
+  }
+
+  /** Workspace claims whose pod is gone. */
+  async sweep(labels: Record<string, string>): Promise<number> {
+    if (!this.claims) return 0;
+    return this.claims.sweep(
+      Object.entries(labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(','),
+    );
   }
 
   async list(labels: Record<string, string>): Promise<SandboxInfo[]> {

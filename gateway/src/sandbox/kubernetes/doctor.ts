@@ -16,6 +16,14 @@ const NEEDED: [string, string, string][] = [
   ['events', '', 'list'],
 ];
 
+/** What a claimed workspace adds (`kubernetes.workspace.storageClassName`). */
+const NEEDED_FOR_CLAIMS: [string, string, string][] = [
+  ['persistentvolumeclaims', '', 'create'],
+  ['persistentvolumeclaims', '', 'get'],
+  ['persistentvolumeclaims', '', 'list'],
+  ['persistentvolumeclaims', '', 'delete'],
+];
+
 const message = (err: unknown) =>
   (err as { body?: { message?: string } }).body?.message ?? (err as Error).message ?? String(err);
 
@@ -56,7 +64,8 @@ export async function diagnoseKubernetes(config: GatewayConfig): Promise<Check[]
 
   const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
   const missing: string[] = [];
-  for (const [resource, subresource, verb] of NEEDED) {
+  const claims = !!config.kubernetes.workspace.storageClassName;
+  for (const [resource, subresource, verb] of claims ? [...NEEDED, ...NEEDED_FOR_CLAIMS] : NEEDED) {
     try {
       const { body } = await authz.createSelfSubjectAccessReview({
         spec: { resourceAttributes: { namespace: ns, resource, subresource: subresource || undefined, verb } },
@@ -74,7 +83,11 @@ export async function diagnoseKubernetes(config: GatewayConfig): Promise<Check[]
           detail: `not allowed in namespace ${ns}: ${missing.join(', ')}`,
           fix: 'apply deploy/kubernetes/10-rbac.yaml (with the namespace the config names)',
         }
-      : { name: 'rbac', status: 'ok', detail: `pods, pods/exec, pods/attach and events in namespace ${ns}` },
+      : {
+          name: 'rbac',
+          status: 'ok',
+          detail: `pods, pods/exec, pods/attach${claims ? ', persistentvolumeclaims' : ''} and events in namespace ${ns}`,
+        },
   );
 
   const image = config.kubernetes.image || resolveImage(config);

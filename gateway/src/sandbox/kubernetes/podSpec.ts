@@ -1,5 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { LABELS, type SandboxSpec } from '../provider';
+import { workspaceVolume } from './workspaceVolume';
 
 export const CONTAINER = 'runner';
 export const WORKSPACE = '/workspace';
@@ -27,6 +28,8 @@ export interface PodOptions {
   ephemeralOverheadMb: number;
   /** The TCP port the runner listens on (the tcp transport); absent: the pod declares none. */
   runnerPort?: number;
+  /** The run's own PersistentVolumeClaim as its workspace, instead of an `emptyDir` on the node. */
+  workspaceClaim?: string;
 }
 
 /** A pod name for a run: a DNS label, as Kubernetes requires. */
@@ -55,6 +58,8 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
   // each keeps a full /tmp an ENOSPC for the writer rather than an OOM kill of the run.
   const scratchMb = Math.max(16, Math.floor(limits.memoryMb / 4));
   const diskMb = limits.diskMb ?? 0;
+  // A claimed workspace is not on the node's disk: the ephemeral limit is the overhead alone.
+  const nodeDiskMb = opts.workspaceClaim ? 0 : diskMb;
   const labels: Record<string, string> = {};
   for (const key of SELECTOR_LABELS) {
     const v = spec.labels[key];
@@ -117,12 +122,12 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
             requests: {
               cpu: `${limits.cpuMillis}m`,
               memory: `${limits.memoryMb}Mi`,
-              'ephemeral-storage': `${Math.min(diskMb, 64) + 16}Mi`,
+              'ephemeral-storage': `${Math.min(nodeDiskMb, 64) + 16}Mi`,
             },
             limits: {
               cpu: `${limits.cpuMillis}m`,
               memory: `${limits.memoryMb}Mi`,
-              'ephemeral-storage': `${diskMb + opts.ephemeralOverheadMb}Mi`,
+              'ephemeral-storage': `${nodeDiskMb + opts.ephemeralOverheadMb}Mi`,
             },
           },
           volumeMounts: [
@@ -134,7 +139,7 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
         },
       ],
       volumes: [
-        { name: 'workspace', emptyDir: diskMb > 0 ? { sizeLimit: `${diskMb}Mi` } : {} },
+        workspaceVolume(diskMb, opts.workspaceClaim),
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: `${scratchMb}Mi` } },
         { name: 'home', emptyDir: { medium: 'Memory', sizeLimit: `${scratchMb}Mi` } },
         { name: 'sockets', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },

@@ -1,0 +1,179 @@
+import type * as k8s from '@kubernetes/client-node';
+
+/** Where a run's workspace lives when `kubernetes.workspace.storageClassName` is set. */
+export interface WorkspaceStorage {
+  storageClassName: string;
+  /** The claim's size when the run has no disk limit. */
+  sizeMb: number;
+  bindTimeoutSeconds: number;
+}
+
+export const WORKSPACE_VOLUME = 'workspace';
+
+const POLL_MS = 250;
+
+const status = (err: unknown) =>
+  (err as { statusCode?: number }).statusCode ?? (err as { response?: { statusCode?: number } }).response?.statusCode;
+const bodyMessage = (err: unknown) =>
+  (err as { body?: { message?: string } }).body?.message ?? (err as Error).message ?? String(err);
+
+/** The run's claim: named after its pod, so each run has its own and finds it again by name. */
+export function claimName(podName: string): string {
+  return `${podName}-workspace`;
+}
+
+/** The pod's workspace volume: the run's claim, else an `emptyDir` limited to the run's disk. */
+export function workspaceVolume(diskMb: number, claim?: string): k8s.V1Volume {
+  if (claim) return { name: WORKSPACE_VOLUME, persistentVolumeClaim: { claimName: claim } };
+  return { name: WORKSPACE_VOLUME, emptyDir: diskMb > 0 ? { sizeLimit: `${diskMb}Mi` } : {} };
+}
+
+/**
+ * The claim for a pod that exists already: same labels, owned by the pod (by uid), so that
+ * Kubernetes' garbage collector removes it with the pod whatever happens to the gateway. The
+ * pod is created first for exactly that reason: an owner needs a uid, and a claim made before
+ * its pod could only be given one by a later patch.
+ */
+export function workspaceClaim(pod: k8s.V1Pod, diskMb: number, storage: WorkspaceStorage): k8s.V1PersistentVolumeClaim {
+  const name = pod.metadata?.name;
+  const uid = pod.metadata?.uid;
+  if (!name || !uid) throw new Error('a workspace claim needs its pod as created (name and uid)');
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: {
+      name: claimName(name),
+      namespace: pod.metadata?.namespace,
+      labels: { ...(pod.metadata?.labels ?? {}) },
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name, uid }],
+    },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      storageClassName: storage.storageClassName,
+      resources: { requests: { storage: `${diskMb > 0 ? diskMb : storage.sizeMb}Mi` } },
+    },
+  };
+}
+
+/** What the API server says about a claim that did not bind: its phase, its events, its pod's scheduling. */
+export function unboundReason(
+  claim: k8s.V1PersistentVolumeClaim | undefined,
+  events: k8s.CoreV1Event[],
+  pod: k8s.V1Pod | undefined,
+): string {
+  const parts = [`phase ${claim?.status?.phase ?? 'unknown'}`];
+  const seen = new Set<string>();
+  const said = events
+    .slice()
+    .sort((a, b) => eventTime(b) - eventTime(a))
+    .map((e) => `${e.reason ?? 'Event'}: ${(e.message ?? '').trim()}`)
+    .filter((m) => !seen.has(m) && seen.add(m))
+    .slice(0, 3);
+  parts.push(said.length ? `events: ${said.join(' | ')}` : 'no events');
+  const scheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status !== 'True');
+  if (scheduled?.message) parts.push(`pod: ${scheduled.message.trim()}`);
+  return parts.join('; ');
+}
+
+const eventTime = (e: k8s.CoreV1Event) =>
+  new Date(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? 0).getTime();
+
+/**
+ * A run's workspace claim through the API server: made after its pod, waited for until bound,
+ * deleted with the run, and swept when a gateway starts (claims whose pod is gone). Needs
+ * persistentvolumeclaims create/get/list/delete in the runs namespace.
+ */
+export class WorkspaceClaims {
+  constructor(
+    private readonly core: k8s.CoreV1Api,
+    private readonly ns: string,
+    readonly storage: WorkspaceStorage,
+  ) {}
+
+  async create(pod: k8s.V1Pod, diskMb: number): Promise<string> {
+    const claim = workspaceClaim(pod, diskMb, this.storage);
+    const name = claim.metadata!.name!;
+    try {
+      await this.core.createNamespacedPersistentVolumeClaim(this.ns, claim);
+    } catch (err) {
+      throw new Error(`could not create the workspace claim ${name}: ${bodyMessage(err)}`);
+    }
+    return name;
+  }
+
+  /**
+   * Until the claim is bound. The pod exists already: a class that binds on first use
+   * (`WaitForFirstConsumer`) binds only once a pod using the claim is scheduled.
+   */
+  async waitBound(name: string, podName: string): Promise<void> {
+    const timeoutMs = this.storage.bindTimeoutSeconds * 1000;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const claim = (await this.core.readNamespacedPersistentVolumeClaim(name, this.ns)).body;
+      const phase = claim.status?.phase;
+      if (phase === 'Bound') return;
+      if (phase === 'Lost' || Date.now() > deadline) {
+        const why = unboundReason(claim, await this.events(name), await this.pod(podName));
+        throw new Error(
+          `the workspace claim ${name} (storageClassName "${this.storage.storageClassName}", ${claim.spec?.resources?.requests?.storage ?? '?'}) was not bound within ${this.storage.bindTimeoutSeconds} s: ${why}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+  }
+
+  async delete(name: string): Promise<void> {
+    try {
+      await this.core.deleteNamespacedPersistentVolumeClaim(name, this.ns);
+    } catch (err) {
+      if (status(err) !== 404) throw err;
+    }
+  }
+
+  /**
+   * Deletes the claims with these labels whose owning pod is gone (a gateway that died between
+   * the two, a pod deleted past the gateway, a cluster without a garbage collector). Claims are
+   * listed before pods: a claim is made only after its pod, so a claim in the first list whose
+   * pod is missing from the second really has none, whatever other replicas create meanwhile.
+   */
+  async sweep(selector: string): Promise<number> {
+    const claims = (
+      await this.core.listNamespacedPersistentVolumeClaim(this.ns, undefined, undefined, undefined, undefined, selector)
+    ).body.items;
+    if (claims.length === 0) return 0;
+    const pods = (await this.core.listNamespacedPod(this.ns, undefined, undefined, undefined, undefined, selector)).body
+      .items;
+    const live = new Set(pods.map((p) => p.metadata?.uid).filter(Boolean));
+    let removed = 0;
+    for (const claim of claims) {
+      if (claim.metadata?.deletionTimestamp) continue;
+      const owner = claim.metadata?.ownerReferences?.find((o) => o.kind === 'Pod');
+      if (owner && live.has(owner.uid)) continue;
+      await this.delete(claim.metadata!.name!).then(() => removed++);
+    }
+    return removed;
+  }
+
+  private async events(claim: string): Promise<k8s.CoreV1Event[]> {
+    try {
+      const { body } = await this.core.listNamespacedEvent(
+        this.ns,
+        undefined,
+        undefined,
+        undefined,
+        `involvedObject.kind=PersistentVolumeClaim,involvedObject.name=${claim}`,
+      );
+      return body.items;
+    } catch {
+      return [];
+    }
+  }
+
+  private async pod(name: string): Promise<k8s.V1Pod | undefined> {
+    try {
+      return (await this.core.readNamespacedPod(name, this.ns)).body;
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,302 @@
+/**
+ * A run's workspace on its own PersistentVolumeClaim (`kubernetes.workspace.storageClassName`),
+ * on the real test cluster, with the gateway acting as the ServiceAccount the manifests define.
+ * The cluster has no dynamic provisioner: the test makes a static hostPath PersistentVolume of
+ * its own class (binding on first use, as local volumes do) in a host directory the run's user
+ * may write, and a second class with no volume at all.
+ */
+import * as k8s from '@kubernetes/client-node';
+import assert from 'node:assert/strict';
+import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
+import { resultText } from '../../../clients/typescript/src';
+import { defaultConfig } from '../../../gateway/src/config';
+import { diagnose } from '../../../gateway/src/doctor';
+import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
+import { claimName } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
+import { LABELS } from '../../../gateway/src/sandbox/provider';
+import { startTestGateway, type TestGateway } from '../../helpers/gateway';
+import { runnerImage } from '../docker/support';
+import {
+  adminConfig,
+  deleteNamespace,
+  manifestObjects,
+  runsNamespace,
+  statusCode,
+  tokenConfig,
+  until,
+} from './support';
+
+const NS = `tether-pvc-t${process.pid}`;
+const CLASS = `tether-hostpath-t${process.pid}`;
+/** A class no volume has and no provisioner serves: its claims never bind. */
+const NO_VOLUMES = `tether-novolume-t${process.pid}`;
+/** Two volumes: a claim released from a `Retain` volume leaves it unbindable, and two runs bind one each. */
+const PVS = [`tether-ws-t${process.pid}-a`, `tether-ws-t${process.pid}-b`];
+const kc = adminConfig();
+const core = kc.makeApiClient(k8s.CoreV1Api);
+const storageApi = kc.makeApiClient(k8s.StorageV1Api);
+const rbacApi = kc.makeApiClient(k8s.RbacAuthorizationV1Api);
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'tether-pvc-'));
+const hostDirs = PVS.map((_, i) => path.join(tmp, `volume-${i}`));
+let gatewayKubeconfig = '';
+
+const gone = (what: string, read: () => Promise<unknown>) =>
+  until(`${what} to be gone`, 60_000, async () => {
+    try {
+      await read();
+      return undefined;
+    } catch (err) {
+      if (statusCode(err) === 404) return true;
+      throw err;
+    }
+  });
+
+/** A kubeconfig file for a ServiceAccount in NS bound to the manifest's Role, with only these rules kept. */
+async function serviceAccountKubeconfig(name: string, keep: (r: k8s.V1PolicyRule) => boolean): Promise<string> {
+  const role = manifestObjects().find((o) => o.kind === 'Role' && o.metadata?.name === 'tether-gateway-runs') as
+    | k8s.V1Role
+    | undefined;
+  assert.ok(role?.rules, 'deploy/kubernetes/10-rbac.yaml has the Role');
+  await core.createNamespacedServiceAccount(NS, { metadata: { name } });
+  await rbacApi.createNamespacedRole(NS, { metadata: { name }, rules: role.rules.filter(keep) });
+  await rbacApi.createNamespacedRoleBinding(NS, {
+    metadata: { name },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+    subjects: [{ kind: 'ServiceAccount', name, namespace: NS }],
+  });
+  const token = await core.createNamespacedServiceAccountToken(name, NS, {
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenRequest',
+    spec: { audiences: [], expirationSeconds: 3600 },
+  });
+  const file = path.join(tmp, `${name}.kubeconfig`);
+  writeFileSync(file, tokenConfig(kc, token.body.status!.token).exportConfig(), { mode: 0o600 });
+  return file;
+}
+
+function section(storageClassName: string, bindTimeoutSeconds: number) {
+  return {
+    ...defaultConfig().kubernetes,
+    namespace: NS,
+    kubeconfig: gatewayKubeconfig,
+    image: runnerImage(),
+    workspace: { storageClassName, sizeMb: 64, bindTimeoutSeconds },
+  };
+}
+
+before(async () => {
+  await runsNamespace(core, NS);
+  gatewayKubeconfig = await serviceAccountKubeconfig('gateway', () => true);
+  // hostPath volumes get no fsGroup ownership: the directory itself must be the run user's.
+  for (const dir of hostDirs) {
+    mkdirSync(dir, { mode: 0o750 });
+    chownSync(dir, 1000, 1000);
+  }
+  await storageApi.createStorageClass({
+    metadata: { name: CLASS },
+    provisioner: 'kubernetes.io/no-provisioner',
+    volumeBindingMode: 'WaitForFirstConsumer',
+    reclaimPolicy: 'Retain',
+  });
+  for (const [i, name] of PVS.entries())
+    await core.createPersistentVolume({
+      metadata: { name },
+      spec: {
+        storageClassName: CLASS,
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        persistentVolumeReclaimPolicy: 'Retain',
+        hostPath: { path: hostDirs[i], type: 'Directory' },
+      },
+    });
+});
+
+after(async () => {
+  await deleteNamespace(core, NS);
+  for (const pv of PVS) {
+    await core.deletePersistentVolume(pv).catch(() => undefined);
+    await gone(`PersistentVolume ${pv}`, () => core.readPersistentVolume(pv)).catch(() => undefined);
+  }
+  await storageApi.deleteStorageClass(CLASS).catch(() => undefined);
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('a workspace on a static PersistentVolume', () => {
+  let t: TestGateway;
+  let runId = '';
+  let hostDir = '';
+
+  before(async () => {
+    t = await startTestGateway({
+      provider: 'kubernetes',
+      kubernetes: section(CLASS, 120),
+      limits: { default: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 256 } },
+      runs: { startTimeoutSeconds: 120 },
+    });
+  });
+
+  after(async () => {
+    if (runId) await t.alice.deleteRun(runId).catch(() => undefined);
+    await t?.close();
+  });
+
+  it("CreateRun binds the run's own claim and the pod mounts it at /workspace", async () => {
+    const run = await t.alice.createRun({ conversationId: 'pvc', approvals: { write: Approval.AUTO } });
+    assert.equal(run.error, '');
+    assert.equal(run.state, RunState.READY);
+    runId = run.runId;
+    const pod = (await core.readNamespacedPod(podName(runId), NS)).body;
+    const claim = (await core.readNamespacedPersistentVolumeClaim(claimName(podName(runId)), NS)).body;
+    assert.equal(claim.status?.phase, 'Bound');
+    assert.ok(PVS.includes(claim.spec!.volumeName!), `bound to ${claim.spec?.volumeName}`);
+    hostDir = hostDirs[PVS.indexOf(claim.spec!.volumeName!)];
+    assert.equal(claim.spec?.storageClassName, CLASS);
+    assert.deepEqual(claim.spec?.accessModes, ['ReadWriteOnce']);
+    assert.equal(claim.spec?.resources?.requests?.storage, '256Mi', "the run's diskMb");
+    assert.equal(claim.metadata?.labels?.[LABELS.runId], runId);
+    assert.equal(claim.metadata?.labels?.[LABELS.tenant], 'alice');
+    assert.equal(claim.metadata?.labels?.[LABELS.instance], t.config.instance);
+    assert.deepEqual(
+      claim.metadata?.ownerReferences?.map((o) => [o.kind, o.name, o.uid]),
+      [['Pod', pod.metadata!.name, pod.metadata!.uid]],
+    );
+    const volume = pod.spec?.volumes?.find((v) => v.name === 'workspace');
+    assert.equal(volume?.persistentVolumeClaim?.claimName, claim.metadata!.name);
+    assert.ok(!volume?.persistentVolumeClaim?.readOnly);
+    assert.equal(volume?.emptyDir, undefined);
+    const mount = pod.spec?.containers[0].volumeMounts?.find((m) => m.name === 'workspace');
+    assert.equal(mount?.mountPath, '/workspace');
+    // The workspace is not on the node's disk: the ephemeral limit is the overhead alone.
+    assert.equal(pod.spec?.containers[0].resources?.limits?.['ephemeral-storage'], '256Mi');
+  });
+
+  it('a write through the run lands in the volume on the host', async () => {
+    const w = await t.alice.callTool(runId, 'write', { path: 'notes/hello.txt', content: 'through the claim\n' });
+    assert.equal(w.result.isError, false, resultText(w.result));
+    const file = path.join(hostDir, 'notes', 'hello.txt');
+    assert.equal(readFileSync(file, 'utf8'), 'through the claim\n');
+    assert.equal(statSync(file).uid, 1000);
+    const r = await t.alice.callTool(runId, 'read', { path: 'notes/hello.txt' });
+    assert.match(resultText(r.result), /through the claim/);
+  });
+
+  it('tether doctor: the Role of deploy/kubernetes suffices; without its claim rule it names what is missing', async () => {
+    const ok = (await diagnose(t.config)).find((c) => c.name === 'rbac');
+    assert.equal(ok?.status, 'ok', ok?.detail);
+    assert.match(ok!.detail, /persistentvolumeclaims/);
+    const file = await serviceAccountKubeconfig(
+      'no-claims',
+      (r) => !(r.resources ?? []).includes('persistentvolumeclaims'),
+    );
+    const config = { ...t.config, kubernetes: { ...t.config.kubernetes, kubeconfig: file } };
+    const bad = (await diagnose(config)).find((c) => c.name === 'rbac');
+    assert.equal(bad?.status, 'fail');
+    assert.match(
+      bad!.detail,
+      /create persistentvolumeclaims, get persistentvolumeclaims, list persistentvolumeclaims, delete persistentvolumeclaims/,
+    );
+    // Without the option the same identity is enough.
+    const plain = {
+      ...config,
+      kubernetes: { ...config.kubernetes, workspace: { ...config.kubernetes.workspace, storageClassName: '' } },
+    };
+    assert.equal((await diagnose(plain)).find((c) => c.name === 'rbac')?.status, 'ok');
+  });
+
+  it('DeleteRun removes the pod and its claim; the volume keeps the data (Retain)', async () => {
+    const pod = podName(runId);
+    await t.alice.deleteRun(runId);
+    await gone(`pod ${pod}`, () => core.readNamespacedPod(pod, NS));
+    await gone(`claim ${claimName(pod)}`, () => core.readNamespacedPersistentVolumeClaim(claimName(pod), NS));
+    runId = '';
+    const volume = PVS[hostDirs.indexOf(hostDir)];
+    const pv = await until('the volume to be released', 30_000, async () => {
+      const { body } = await core.readPersistentVolume(volume);
+      return body.status?.phase === 'Released' ? body : undefined;
+    });
+    assert.equal(pv.status?.phase, 'Released');
+    assert.equal(readFileSync(path.join(hostDir, 'notes', 'hello.txt'), 'utf8'), 'through the claim\n');
+  });
+
+  it('a pod deleted behind the gateway: the garbage collector removes its claim (owner reference)', async () => {
+    const run = await t.alice.createRun({ conversationId: 'pvc-gc' });
+    assert.equal(run.state, RunState.READY, run.error);
+    const pod = podName(run.runId);
+    const claim = claimName(pod);
+    assert.equal((await core.readNamespacedPersistentVolumeClaim(claim, NS)).body.status?.phase, 'Bound');
+    await core.deleteNamespacedPod(pod, NS);
+    const failed = await until('the run to be FAILED', 30_000, async () => {
+      const r = await t.alice.getRun(run.runId);
+      return r.state === RunState.FAILED ? r : undefined;
+    });
+    assert.match(failed.error, /pod was deleted/);
+    // The gateway has not removed anything: the run is FAILED and kept until DeleteRun.
+    await gone(`claim ${claim}`, () => core.readNamespacedPersistentVolumeClaim(claim, NS));
+    await t.alice.deleteRun(run.runId);
+  });
+});
+
+describe('a class with no volume', () => {
+  const instance = `pvc-t${process.pid}`;
+  const selector = `${LABELS.managed}=true,${LABELS.instance}=${instance}`;
+  let t: TestGateway;
+
+  before(async () => {
+    // What a gateway on a cluster without a garbage collector could leave: a labelled claim
+    // without its pod. The next gateway of the instance sweeps it; another instance's stays.
+    const leftover = (name: string, inst: string): k8s.V1PersistentVolumeClaim => ({
+      metadata: { name, labels: { [LABELS.managed]: 'true', [LABELS.instance]: inst } },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        storageClassName: NO_VOLUMES,
+        resources: { requests: { storage: '16Mi' } },
+      },
+    });
+    await core.createNamespacedPersistentVolumeClaim(NS, leftover('tether-leftover-workspace', instance));
+    await core.createNamespacedPersistentVolumeClaim(NS, leftover('tether-other-workspace', `${instance}-other`));
+    t = await startTestGateway({
+      provider: 'kubernetes',
+      instance,
+      kubernetes: section(NO_VOLUMES, 5),
+      limits: { default: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 64 } },
+      runs: { startTimeoutSeconds: 60 },
+    });
+  });
+
+  after(async () => {
+    await t?.close();
+  });
+
+  it("a gateway's start sweeps its instance's claims that have no pod", async () => {
+    await gone('the leftover claim', () => core.readNamespacedPersistentVolumeClaim('tether-leftover-workspace', NS));
+    const other = await core.readNamespacedPersistentVolumeClaim('tether-other-workspace', NS);
+    assert.equal(other.body.metadata?.deletionTimestamp, undefined, "another instance's claim is left alone");
+  });
+
+  it('CreateRun fails naming the unbound claim and its events, and leaves neither pod nor claim', async () => {
+    const t0 = Date.now();
+    const run = await t.alice.createRun({ conversationId: 'pvc-unbound' });
+    assert.equal(run.state, RunState.FAILED, run.error);
+    assert.ok(Date.now() - t0 < 30_000, `failed after ${Date.now() - t0} ms`);
+    const claim = claimName(podName(run.runId));
+    assert.match(
+      run.error,
+      new RegExp(
+        `the workspace claim ${claim} \\(storageClassName "${NO_VOLUMES}", 64Mi\\) was not bound within 5 s: phase Pending; events: `,
+      ),
+    );
+    assert.match(run.error, new RegExp(`storageclass.storage.k8s.io "${NO_VOLUMES}" not found`));
+    await until('no pod and no claim of the instance', 60_000, async () => {
+      const pods = (await core.listNamespacedPod(NS, undefined, undefined, undefined, undefined, selector)).body.items;
+      const claims = (
+        await core.listNamespacedPersistentVolumeClaim(NS, undefined, undefined, undefined, undefined, selector)
+      ).body.items;
+      return pods.length === 0 && claims.length === 0 ? true : undefined;
+    });
+    await t.alice.deleteRun(run.runId).catch(() => undefined);
+  });
+});

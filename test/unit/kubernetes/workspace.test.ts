@@ -1,0 +1,168 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { CoreV1Api, CoreV1Event, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { defaultConfig, loadConfig } from '../../../gateway/src/config';
+import { runPod } from '../../../gateway/src/sandbox/kubernetes/podSpec';
+import {
+  claimName,
+  unboundReason,
+  WORKSPACE_VOLUME,
+  WorkspaceClaims,
+  workspaceClaim,
+} from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
+import { LABELS, type SandboxSpec } from '../../../gateway/src/sandbox/provider';
+
+const spec: SandboxSpec = {
+  runId: 'run-1',
+  tenant: 'acme',
+  labels: { [LABELS.managed]: 'true', [LABELS.instance]: 'default', [LABELS.runId]: 'run-1', [LABELS.tenant]: 'acme' },
+  limits: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 128 },
+};
+const opts = { namespace: 'runs', image: 'tether-runner:abc', uid: 1000, gid: 1000, ephemeralOverheadMb: 256 };
+const storage = { storageClassName: 'fast-local', sizeMb: 2048, bindTimeoutSeconds: 30 };
+
+function created(pod: V1Pod): V1Pod {
+  return { ...pod, metadata: { ...pod.metadata, uid: '6f1e0c2a-0000-4000-8000-000000000001' } };
+}
+
+test('the workspace option is off by default: runs keep their emptyDir', () => {
+  const ws = defaultConfig().kubernetes.workspace;
+  assert.equal(ws.storageClassName, '');
+  assert.equal(ws.sizeMb, 1024);
+  assert.equal(ws.bindTimeoutSeconds, 60);
+});
+
+test('TETHER_K8S_WORKSPACE_CLASS sets the class; a name that cannot be a StorageClass is refused', () => {
+  const env = { TETHER_TOKENS: 't=acme', TETHER_K8S_WORKSPACE_CLASS: 'fast-local' };
+  assert.equal(loadConfig({ env }).kubernetes.workspace.storageClassName, 'fast-local');
+  assert.throws(
+    () => loadConfig({ env: { ...env, TETHER_K8S_WORKSPACE_CLASS: 'Not A Class' } }),
+    /\/kubernetes\/workspace\/storageClassName must match pattern/,
+  );
+});
+
+test('with a claim, the pod mounts it at /workspace and no workspace counts against node disk', () => {
+  const pod = runPod(spec, { ...opts, workspaceClaim: claimName('tether-run-1') });
+  const vol = pod.spec!.volumes!.find((v) => v.name === WORKSPACE_VOLUME)!;
+  assert.deepEqual(vol, { name: 'workspace', persistentVolumeClaim: { claimName: 'tether-run-1-workspace' } });
+  const c = pod.spec!.containers[0];
+  assert.deepEqual(
+    c.volumeMounts!.find((m) => m.name === WORKSPACE_VOLUME),
+    { name: 'workspace', mountPath: '/workspace' },
+  );
+  // Only the writable layer and logs are on the node: the overhead, not diskMb + overhead.
+  assert.equal(c.resources!.limits!['ephemeral-storage'], '256Mi');
+  assert.equal(c.resources!.requests!['ephemeral-storage'], '16Mi');
+});
+
+test('without a claim, the workspace stays a size-limited emptyDir', () => {
+  const pod = runPod(spec, opts);
+  const vol = pod.spec!.volumes!.find((v) => v.name === WORKSPACE_VOLUME)!;
+  assert.deepEqual(vol.emptyDir, { sizeLimit: '128Mi' });
+  assert.equal(vol.persistentVolumeClaim, undefined);
+  assert.equal(pod.spec!.containers[0].resources!.limits!['ephemeral-storage'], '384Mi');
+});
+
+test("a run's claim: its pod's labels, owned by the pod, ReadWriteOnce, the run's disk or the default size", () => {
+  const pod = created(runPod(spec, { ...opts, workspaceClaim: claimName('tether-run-1') }));
+  const claim = workspaceClaim(pod, 128, storage);
+  assert.equal(claim.metadata!.name, 'tether-run-1-workspace');
+  assert.equal(claim.metadata!.namespace, 'runs');
+  assert.deepEqual(claim.metadata!.labels, pod.metadata!.labels);
+  assert.equal(claim.metadata!.labels![LABELS.tenant], 'acme');
+  assert.deepEqual(claim.metadata!.ownerReferences, [
+    { apiVersion: 'v1', kind: 'Pod', name: 'tether-run-1', uid: '6f1e0c2a-0000-4000-8000-000000000001' },
+  ]);
+  assert.deepEqual(claim.spec!.accessModes, ['ReadWriteOnce']);
+  assert.equal(claim.spec!.storageClassName, 'fast-local');
+  assert.deepEqual(claim.spec!.resources!.requests, { storage: '128Mi' });
+  assert.deepEqual(workspaceClaim(pod, 0, storage).spec!.resources!.requests, { storage: '2048Mi' });
+  // The claim's labels are a copy: changing them leaves the pod's alone.
+  claim.metadata!.labels!.x = 'y';
+  assert.equal(pod.metadata!.labels!.x, undefined);
+});
+
+test('a claim is only made for a pod the API server has created (its owner needs a uid)', () => {
+  const pod = runPod(spec, opts);
+  assert.throws(() => workspaceClaim(pod, 128, storage), /needs its pod as created/);
+});
+
+test("an unbound claim's reason names its phase, its newest distinct events and the pod's scheduling", () => {
+  const claim: V1PersistentVolumeClaim = { status: { phase: 'Pending' } };
+  const ev = (reason: string, message: string, at: string): CoreV1Event => ({
+    involvedObject: {},
+    metadata: {},
+    reason,
+    message,
+    lastTimestamp: new Date(at),
+  });
+  const pod: V1Pod = {
+    status: {
+      conditions: [
+        {
+          type: 'PodScheduled',
+          status: 'False',
+          message: '0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.',
+        },
+      ],
+    },
+  };
+  const why = unboundReason(
+    claim,
+    [
+      ev('ProvisioningFailed', 'storageclass.storage.k8s.io "none" not found', '2026-01-01T00:00:01Z'),
+      ev('ProvisioningFailed', 'storageclass.storage.k8s.io "none" not found', '2026-01-01T00:00:05Z'),
+      ev('FailedBinding', 'no persistent volumes available for this claim', '2026-01-01T00:00:09Z'),
+    ],
+    pod,
+  );
+  assert.equal(
+    why,
+    'phase Pending; events: FailedBinding: no persistent volumes available for this claim | ProvisioningFailed: storageclass.storage.k8s.io "none" not found; pod: 0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.',
+  );
+  assert.equal(unboundReason(undefined, [], undefined), 'phase unknown; no events');
+});
+
+test('the sweep deletes labelled claims whose owning pod is gone, listing claims before pods', async () => {
+  const calls: string[] = [];
+  const claim = (name: string, ownerUid?: string, deleting = false): V1PersistentVolumeClaim => ({
+    metadata: {
+      name,
+      ownerReferences: ownerUid ? [{ apiVersion: 'v1', kind: 'Pod', name: 'p', uid: ownerUid }] : undefined,
+      deletionTimestamp: deleting ? new Date() : undefined,
+    },
+  });
+  const core = {
+    listNamespacedPersistentVolumeClaim: async (ns: string, ...rest: unknown[]) => {
+      calls.push(`list claims ${ns} ${rest[4]}`);
+      return {
+        body: {
+          items: [
+            claim('live', 'uid-live'),
+            claim('orphan', 'uid-gone'),
+            claim('ownerless'),
+            claim('going', 'x', true),
+          ],
+        },
+      };
+    },
+    listNamespacedPod: async (ns: string, ...rest: unknown[]) => {
+      calls.push(`list pods ${ns} ${rest[4]}`);
+      return { body: { items: [{ metadata: { uid: 'uid-live' } }] } };
+    },
+    deleteNamespacedPersistentVolumeClaim: async (name: string) => {
+      calls.push(`delete ${name}`);
+      if (name === 'ownerless') throw Object.assign(new Error('gone'), { statusCode: 404 });
+      return { body: {} };
+    },
+  };
+  const claims = new WorkspaceClaims(core as unknown as CoreV1Api, 'runs', storage);
+  const removed = await claims.sweep('dev.tether.instance=a');
+  assert.deepEqual(calls, [
+    'list claims runs dev.tether.instance=a',
+    'list pods runs dev.tether.instance=a',
+    'delete orphan',
+    'delete ownerless',
+  ]);
+  assert.equal(removed, 2);
+});

@@ -1,9 +1,11 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, hash, timingSafeEqual } from 'node:crypto';
 import type { Metadata } from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
 import { GatewayError } from './errors';
 
-const digest = (s: string) => createHash('sha256').update(s).digest();
+// Every call hashes its token: the one-shot hash (Node 20.12 and later) costs a third of a Hash object.
+const digest: (s: string) => Buffer =
+  typeof hash === 'function' ? (s) => hash('sha256', s, 'buffer') : (s) => createHash('sha256').update(s).digest();
 
 /**
  * Maps a bearer token to its tenant. Every configured token is compared, in constant time

@@ -1,5 +1,13 @@
-import type { Writable } from 'node:stream';
-import { AbstractMessageWriter, type Message, type MessageWriter } from 'vscode-jsonrpc/node';
+import type { Readable, Writable } from 'node:stream';
+import {
+  AbstractMessageReader,
+  AbstractMessageWriter,
+  type DataCallback,
+  type Disposable,
+  type Message,
+  type MessageReader,
+  type MessageWriter,
+} from 'vscode-jsonrpc/node';
 
 const HEADER = 'Content-Length: ';
 
@@ -48,5 +56,105 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
 
   end(): void {
     this.out.end();
+  }
+}
+
+const HEADER_END = Buffer.from('\r\n\r\n', 'latin1');
+
+/**
+ * Reads Content-Length framed JSON-RPC messages and hands each to the connection as soon as
+ * its last byte arrived. vscode-jsonrpc's own reader passes every message through a semaphore
+ * that waits a `setImmediate`, then two awaited decode steps: an extra event-loop turn and a
+ * chain of promises per message on every hop. Framing is read the same way (headers up to a
+ * blank line, `Content-Length` required, other headers ignored, the body decoded as UTF-8 JSON),
+ * and a malformed header or body is reported on `onError`, as it was.
+ */
+export class FramedMessageReader extends AbstractMessageReader implements MessageReader {
+  private callback: DataCallback | undefined;
+  /** Bytes received and not yet consumed, in arrival order. */
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  /** The body length of the message being read, once its headers were; -1 before. */
+  private bodyLength = -1;
+
+  constructor(private readonly input: Readable) {
+    super();
+  }
+
+  listen(callback: DataCallback): Disposable {
+    this.callback = callback;
+    const onData = (data: Buffer | string) => this.onData(typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+    this.input.on('data', onData);
+    this.input.on('error', (err: Error) => this.fireError(err));
+    this.input.on('close', () => this.fireClose());
+    return { dispose: () => void this.input.off('data', onData) };
+  }
+
+  private onData(data: Buffer): void {
+    this.chunks.push(data);
+    this.buffered += data.length;
+    try {
+      for (;;) {
+        if (this.bodyLength < 0) {
+          const length = this.readHeaders();
+          if (length === undefined) return;
+          this.bodyLength = length;
+        }
+        if (this.buffered < this.bodyLength) return;
+        const body = this.take(this.bodyLength);
+        this.bodyLength = -1;
+        this.deliver(body);
+      }
+    } catch (err) {
+      this.fireError(err);
+    }
+  }
+
+  /** One message to the connection; a body that is not JSON is reported and skipped. */
+  private deliver(body: Buffer): void {
+    try {
+      this.callback?.(JSON.parse(body.toString('utf8')) as Message);
+    } catch (err) {
+      this.fireError(err);
+    }
+  }
+
+  /** The Content-Length of the next message once its headers are all here (and consumed). */
+  private readHeaders(): number | undefined {
+    if (this.buffered === 0) return undefined;
+    const head = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.buffered);
+    const end = head.indexOf(HEADER_END);
+    if (end < 0) {
+      // Keep one chunk, so a header arriving a byte at a time is not joined again and again.
+      this.chunks = [head];
+      return undefined;
+    }
+    this.chunks = end + 4 === head.length ? [] : [head.subarray(end + 4)];
+    this.buffered = head.length - end - 4;
+    let length: string | undefined;
+    for (const line of head.toString('ascii', 0, end).split('\r\n')) {
+      const colon = line.indexOf(':');
+      if (colon < 0) throw new Error(`Message header must separate key and value using ':'\n${line}`);
+      if (line.slice(0, colon).toLowerCase() === 'content-length') length = line.slice(colon + 1).trim();
+    }
+    if (!length) throw new Error('Header must provide a Content-Length property.');
+    const n = Number.parseInt(length, 10);
+    if (Number.isNaN(n)) throw new Error(`Content-Length value must be a number. Got ${length}`);
+    return n;
+  }
+
+  /** The next `n` buffered bytes, consumed; `n` are there. */
+  private take(n: number): Buffer {
+    const first = this.chunks[0];
+    if (first && first.length >= n) {
+      if (first.length === n) this.chunks.shift();
+      else this.chunks[0] = first.subarray(n);
+      this.buffered -= n;
+      return first.subarray(0, n);
+    }
+    const all = Buffer.concat(this.chunks, this.buffered);
+    this.chunks = all.length === n ? [] : [all.subarray(n)];
+    this.buffered -= n;
+    return all.subarray(0, n);
   }
 }

@@ -1,5 +1,4 @@
-import { StreamMessageReader } from 'vscode-jsonrpc/node';
-import { FramedMessageWriter } from '../../protocol/src/framing';
+import { FramedMessageReader, FramedMessageWriter } from '../../protocol/src/framing';
 import { readBoot } from './connections/boot';
 import { listen } from './connections/listeners';
 import { Sessions } from './connections/sessions';
@@ -38,7 +37,7 @@ async function main(): Promise<void> {
   // The runner's own stdio is the first connection and the fallback: only whoever started
   // the runner can write to it. When it closes, the gateway that owns the run is gone.
   sessions.serve(
-    new StreamMessageReader(process.stdin),
+    new FramedMessageReader(process.stdin),
     new FramedMessageWriter(process.stdout),
     'stdio',
     process.stdin,

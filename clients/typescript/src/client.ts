@@ -75,6 +75,8 @@ export class TetherClient {
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
       'grpc.max_send_message_length': 64 * 1024 * 1024,
       'grpc.primary_user_agent': `tether-client-ts/${VERSION}`,
+      // Per-call counters for channelz, which nothing reads unless asked for (pass 1 to turn it on).
+      'grpc.enable_channelz': 0,
       ...opts.channelOptions,
     });
     this.meta = new grpc.Metadata();

@@ -36,6 +36,8 @@ export class CallStream {
   private readonly cards = new Map<string, OpenCard>();
   private readonly bridges = new Map<string, (r: ToolResult) => void>();
   private ended = false;
+  /** Bridged calls of this call still under way (see `during`). */
+  private bridging = 0;
   private deadlineTimer?: NodeJS.Timeout;
 
   constructor(
@@ -54,7 +56,12 @@ export class CallStream {
           ? deadline - Date.now()
           : Infinity;
     if (Number.isFinite(ms)) this.deadlineTimer = setTimeout(() => this.cancel('the deadline passed'), Math.max(0, ms));
-    call.on('cancelled', () => this.cancel('the client went away'));
+    // grpc-js reports every stream's close as 'cancelled', after a result as well. Once the
+    // result went out, only work still under way (a bridged call the tool left running) has
+    // anything to stop; skipping the abort otherwise spares every call an abort event.
+    call.on('cancelled', () => {
+      if (!this.ended || this.bridging > 0 || this.cards.size > 0) this.cancel('the client went away');
+    });
   }
 
   get signal(): AbortSignal {
@@ -212,6 +219,16 @@ export class CallStream {
           ? 'the human skipped the approval'
           : 'the human denied it',
     };
+  }
+
+  /** Runs a bridged call of this call, counted as work the call's signal may still have to stop. */
+  async during<T>(work: () => Promise<T>): Promise<T> {
+    this.bridging++;
+    try {
+      return await work();
+    } finally {
+      this.bridging--;
+    }
   }
 
   /** Forwards a tool the gateway does not own to the client, and waits for its result. */

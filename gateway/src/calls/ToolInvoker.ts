@@ -92,7 +92,7 @@ export class ToolInvoker {
           : caller.stream.acceptsBridgeCalls
             ? 'client'
             : 'refused';
-    const result = await this.route(run, tool, args, caller, depth);
+    const result = await caller.stream.during(() => this.route(run, tool, args, caller, depth));
     caller.stream.observed.bridgedCall(String(tool).slice(0, 128), target, result);
     return result;
   }

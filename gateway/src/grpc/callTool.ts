@@ -121,9 +121,15 @@ export function serveCallTool(
   call.on('cancelled', free);
 }
 
-/** The result ends the stream and frees the call's slot; a call whose stream was cancelled meanwhile counts as cancelled. */
+/**
+ * The result ends the stream and frees the call's slot; a call whose stream was cancelled
+ * meanwhile counts as cancelled. The result is written before the call is reported: its metrics,
+ * span and audit record (which measures the result by serializing it) follow in the same turn,
+ * before anything else runs, instead of holding the reply back.
+ */
 function finish(stream: CallStream, obs: ObservedCall, result: ToolResult, free: () => void): void {
   free();
-  obs.finish(stream.signal.aborted ? 'cancelled' : result.isError ? 'is_error' : 'ok', result);
+  const outcome = stream.signal.aborted ? 'cancelled' : result.isError ? 'is_error' : 'ok';
   stream.finish(result);
+  obs.finish(outcome, result);
 }

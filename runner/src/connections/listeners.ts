@@ -1,8 +1,7 @@
 import { promises as fs } from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { SocketMessageReader } from 'vscode-jsonrpc/node';
-import { FramedMessageWriter } from '../../../protocol/src/framing';
+import { FramedMessageReader, FramedMessageWriter } from '../../../protocol/src/framing';
 import type { BootLine, HelloLine } from '../../../protocol/src/transport';
 import { logger } from '../log';
 import { acceptHandshake } from './handshake';
@@ -51,7 +50,7 @@ function open(secret: Buffer, sessions: Sessions, kind: string, start: (s: net.S
     acceptHandshake(socket, secret).then(
       () => {
         socket.setNoDelay(true);
-        sessions.serve(new SocketMessageReader(socket), new FramedMessageWriter(socket), label, socket, () =>
+        sessions.serve(new FramedMessageReader(socket), new FramedMessageWriter(socket), label, socket, () =>
           socket.destroy(),
         );
       },

@@ -10,7 +10,9 @@ import {
   ToolResultSchema,
   type CallToolInput,
   type CallToolOutput,
+  type CallToolStart,
 } from '../../../gen/tether/v1/gateway_pb';
+import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import { serveCallTool } from '../../../gateway/src/grpc/callTool';
 import { RunManager } from '../../../gateway/src/runs/RunManager';
@@ -275,4 +277,36 @@ test('the first message must be start; an unknown tool is NOT_FOUND', async () =
   assert.match(String((absent.failure as Error).message), /unknown tool: nope/);
   await runs.close(false);
   await close();
+});
+
+test("the stream's close after the result stops nothing, unless a bridged call of the call is still under way", async () => {
+  const start = create(CallToolInputSchema, { msg: { case: 'start', value: { runId: 'r', tool: 'echo' } } }).msg
+    .value as CallToolStart;
+  const done = new FakeCall();
+  const quiet = new CallStream(done as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, start, '', 60);
+  quiet.finish({ content: [{ type: 'text', text: 'ok' }] });
+  // grpc-js reports the close of every stream as 'cancelled', a finished one too.
+  done.emit('cancelled');
+  assert.equal(quiet.signal.aborted, false);
+
+  const busy = new FakeCall();
+  const stream = new CallStream(busy as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, start, '', 60);
+  let release: () => void = () => undefined;
+  const bridged = stream.during(
+    () =>
+      new Promise<string>((resolve) => {
+        release = () => resolve(String(stream.signal.reason));
+      }),
+  );
+  stream.finish({ content: [{ type: 'text', text: 'left a bridged call running' }] });
+  busy.emit('cancelled');
+  assert.equal(stream.signal.aborted, true);
+  release();
+  assert.equal(await bridged, 'the client went away');
+
+  // Before the result, the close cancels the call as ever.
+  const early = new FakeCall();
+  const open = new CallStream(early as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, start, '', 60);
+  early.emit('cancelled');
+  assert.equal(open.signal.aborted, true);
 });

@@ -1,7 +1,7 @@
 import * as net from 'node:net';
 import type { Readable, Writable } from 'node:stream';
-import { SocketMessageReader, StreamMessageReader, type MessageReader } from 'vscode-jsonrpc/node';
-import { FramedMessageWriter } from '../../../../protocol/src/framing';
+import type { MessageReader } from 'vscode-jsonrpc/node';
+import { FramedMessageReader, FramedMessageWriter } from '../../../../protocol/src/framing';
 import { readLine } from '../../../../protocol/src/lines';
 import {
   GREETING,
@@ -49,7 +49,7 @@ export async function connectSocket(
   socket.on('error', () => undefined);
   return {
     kind: 'path' in target ? 'unix' : 'tcp',
-    reader: new SocketMessageReader(socket),
+    reader: new FramedMessageReader(socket),
     writer: new FramedMessageWriter(socket),
     resume: () => socket.resume(),
     close: () => socket.destroy(),
@@ -84,7 +84,7 @@ export async function connectStream(stream: RunnerStream, secret: Buffer): Promi
   }
   return {
     kind: 'stream',
-    reader: new StreamMessageReader(stream.readable),
+    reader: new FramedMessageReader(stream.readable),
     writer: new FramedMessageWriter(stream.writable),
     resume: () => stream.readable.resume(),
     close: () => stream.close(),
@@ -96,7 +96,7 @@ export async function connectStdio(sandbox: Sandbox): Promise<Channel> {
   const { stdin, stdout } = await sandbox.stdio();
   return {
     kind: 'stdio',
-    reader: new StreamMessageReader(stdout),
+    reader: new FramedMessageReader(stdout),
     writer: new FramedMessageWriter(stdin),
     resume: () => stdout.resume(),
     close: () => undefined,

@@ -2,13 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import {
-  createMessageConnection,
-  StreamMessageReader,
-  type MessageConnection,
-  type RequestType,
-} from 'vscode-jsonrpc/node';
-import { FramedMessageWriter } from '../../../../protocol/src/framing';
+import { createMessageConnection, type MessageConnection, type RequestType } from 'vscode-jsonrpc/node';
+import { FramedMessageReader, FramedMessageWriter } from '../../../../protocol/src/framing';
 import {
   ApplyWorkspaceEditRequest,
   ConfigurationRequest,
@@ -149,7 +144,7 @@ export class LspClient extends EventEmitter {
     // Writing to a dead server raises EPIPE on stdin; the exit handler reports the crash.
     this.process.stdin!.on('error', () => undefined);
     this.connection = createMessageConnection(
-      new StreamMessageReader(this.process.stdout!),
+      new FramedMessageReader(this.process.stdout!),
       new FramedMessageWriter(this.process.stdin!),
     );
     this.connection.onError(() => undefined);

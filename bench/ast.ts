@@ -14,6 +14,7 @@
  *   AST_BENCH_WORKERS=0 node ...                  # ours without worker threads
  *   AST_BENCH_CACHE_MB=1024 node ...              # another budget (results go to ast-cache1024.json)
  *   AST_BENCH_PYRIGHT_HOLD=0 node ...             # pyright's start not told to the run: the index is not held
+ *   AST_BENCH_PYRIGHT_PAIRS=10 node ...           # pyright starts without/with indexing, alternately (default 6 pairs)
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
@@ -391,7 +392,8 @@ async function main(): Promise<void> {
     if (c.language === 'python') {
       // pyright starting as the files arrive, alternately without and with our indexing.
       const runs: { index: boolean; ms: number; indexedMeanwhile: number }[] = [];
-      for (const index of quick ? [false, true] : [false, true, false, true]) {
+      const pairs = quick ? 1 : Number(process.env.AST_BENCH_PYRIGHT_PAIRS ?? 6);
+      for (const index of Array.from({ length: pairs * 2 }, (_, i) => i % 2 === 1)) {
         const out = execFileSync(
           process.execPath,
           [__filename, '--pyright', c.dir, 'json/decoder.py', String(workers), String(cacheMB), index ? '1' : '0'],
@@ -402,7 +404,15 @@ async function main(): Promise<void> {
           `pyright first diagnostics ${index ? 'with' : 'without'} indexing: ${runs[runs.length - 1].ms} ms`,
         );
       }
-      results[`${c.name}-pyright`] = { server: PYRIGHT, file: 'json/decoder.py', runs };
+      const median = (index: boolean) => {
+        const ms = runs.filter((r) => r.index === index).map((r) => r.ms);
+        return ms.sort((a, b) => a - b)[Math.floor(ms.length / 2)];
+      };
+      const medians = { without: median(false), with: median(true) };
+      console.error(
+        `pyright first diagnostics, median of ${pairs}: ${medians.without} ms without, ${medians.with} ms with indexing`,
+      );
+      results[`${c.name}-pyright`] = { server: PYRIGHT, file: 'json/decoder.py', runs, medians };
     }
   }
   results.loadAverage = os.loadavg();

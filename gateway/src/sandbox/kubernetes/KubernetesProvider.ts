@@ -18,6 +18,7 @@ import {
 } from '../provider';
 import { stripTarPrefix, withConfinedArchive } from '../tarFilter';
 import { listenHost, noAddressReason, podAddress } from './podAddress';
+import { eventsAbout, eventTime } from './events';
 import { podExit, startFailure } from './podExit';
 import { CONTAINER, podName, runLabels, runPod, SOCKET_PATH, TERMINATION_MESSAGE_PATH, WORKSPACE } from './podSpec';
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
@@ -52,8 +53,6 @@ interface Live {
 const FINAL_STATUS_WAIT_MS = 3000;
 /** Event reasons that say why Kubernetes ended a pod. */
 const CAUSES = ['Evicted', 'OOMKilling', 'Preempting', 'TaintManagerEviction', 'NodeNotReady', 'Killing'];
-const eventTime = (e: k8s.CoreV1Event) =>
-  new Date(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? 0).getTime();
 
 /**
  * One pod per run: the gateway boots the runner over an attach to its stdin (the only time the
@@ -448,27 +447,10 @@ export class KubernetesProvider implements SandboxProvider {
   private async explained(name: string, exit: SandboxExit): Promise<SandboxExit> {
     if (exit.oomKilled || /Evicted|DisruptionTarget|TerminationByKubelet|DeletionByTaintManager/.test(exit.reason))
       return exit;
-    try {
-      const { body } = await this.core.listNamespacedEvent(
-        this.ns,
-        undefined,
-        undefined,
-        undefined,
-        `involvedObject.kind=Pod,involvedObject.name=${name}`,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        2,
-      );
-      const cause = body.items
-        .filter((e) => e.type === 'Warning' && CAUSES.includes(e.reason ?? ''))
-        .sort((x, y) => eventTime(y) - eventTime(x))[0];
-      return cause ? { ...exit, reason: `${cause.reason}: ${cause.message ?? ''}; ${exit.reason}` } : exit;
-    } catch {
-      return exit;
-    }
+    const cause = (await eventsAbout(this.core, this.ns, 'Pod', name))
+      .filter((e) => e.type === 'Warning' && CAUSES.includes(e.reason ?? ''))
+      .sort((x, y) => eventTime(y) - eventTime(x))[0];
+    return cause ? { ...exit, reason: `${cause.reason}: ${cause.message ?? ''}; ${exit.reason}` } : exit;
   }
 
   /** Lets go of a pod without touching it: its streams close, its exit is never reported. */

@@ -1,4 +1,5 @@
 import type * as k8s from '@kubernetes/client-node';
+import { eventsAbout, eventTime } from './events';
 
 /** Where a run's workspace lives when `kubernetes.workspace.storageClassName` is set. */
 export interface WorkspaceStorage {
@@ -75,9 +76,6 @@ export function unboundReason(
   return parts.join('; ');
 }
 
-const eventTime = (e: k8s.CoreV1Event) =>
-  new Date(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? 0).getTime();
-
 /**
  * A run's workspace claim through the API server: made after its pod, waited for until bound,
  * deleted with the run, and swept when a gateway starts (claims whose pod is gone). Needs
@@ -113,7 +111,11 @@ export class WorkspaceClaims {
       const phase = claim.status?.phase;
       if (phase === 'Bound') return;
       if (phase === 'Lost' || Date.now() > deadline) {
-        const why = unboundReason(claim, await this.events(name), await this.pod(podName));
+        const why = unboundReason(
+          claim,
+          await eventsAbout(this.core, this.ns, 'PersistentVolumeClaim', name),
+          await this.pod(podName),
+        );
         throw new Error(
           `the workspace claim ${name} (storageClassName "${this.storage.storageClassName}", ${claim.spec?.resources?.requests?.storage ?? '?'}) was not bound within ${this.storage.bindTimeoutSeconds} s: ${why}`,
         );
@@ -152,21 +154,6 @@ export class WorkspaceClaims {
       await this.delete(claim.metadata!.name!).then(() => removed++);
     }
     return removed;
-  }
-
-  private async events(claim: string): Promise<k8s.CoreV1Event[]> {
-    try {
-      const { body } = await this.core.listNamespacedEvent(
-        this.ns,
-        undefined,
-        undefined,
-        undefined,
-        `involvedObject.kind=PersistentVolumeClaim,involvedObject.name=${claim}`,
-      );
-      return body.items;
-    } catch {
-      return [];
-    }
   }
 
   private async pod(name: string): Promise<k8s.V1Pod | undefined> {

@@ -18,7 +18,7 @@ ROOT="$PWD"
 KUBE_VERSION=v1.34.4
 WRAPPER="$ROOT/deploy/cluster/wrapper"
 KUBE_HASH="$(cat "$WRAPPER/go.mod" "$WRAPPER/go.sum" | sha256sum | cut -c1-12)"
-# A cold build takes about 10 minutes on 2 cores, so the binaries are kept per machine, not per checkout.
+# A cold build takes 4–10 minutes on 2 cores, so the binaries are kept per machine, not per checkout.
 CACHE="${TETHER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tether}"
 BIN="$CACHE/kube-$KUBE_VERSION-$KUBE_HASH"
 # The cluster's own small commands (pause, cni-lo): seconds to build, cached apart.
@@ -55,7 +55,7 @@ build() {
   build_helpers
   if [ -x "$BIN/kubelet" ] && [ -x "$BIN/etcd" ]; then return; fi
   command -v go >/dev/null || { echo 'cluster: go is needed to build Kubernetes' >&2; exit 1; }
-  log "building Kubernetes $KUBE_VERSION and etcd from Go modules (about 10 minutes on 2 cores, once per machine)"
+  log "building Kubernetes $KUBE_VERSION and etcd from Go modules (4–10 minutes on 2 cores, once per machine)"
   local start tmp ver="-X k8s.io/component-base/version" cver="-X k8s.io/client-go/pkg/version"
   local minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
   local ldflags="-s -w $ver.gitVersion=$KUBE_VERSION $ver.gitMajor=1 $ver.gitMinor=$minor"

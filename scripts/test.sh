@@ -80,7 +80,7 @@ if [ "$status" = 0 ]; then
   fi
 
   # ---- Kubernetes: a loopback-only single-node cluster for the files under kubernetes/ ------
-  # `up` builds its binaries first on a machine that lacks them (about 10 minutes cold, cached
+  # `up` builds its binaries first on a machine that lacks them (4–10 minutes cold, cached
   # per machine; docs/kubernetes.md).
   if printf '%s\n' "${rest[@]}" | grep -q '/integration/kubernetes/'; then
     trap 'bash scripts/cluster.sh down || true; rm -f "$log"' EXIT

@@ -230,11 +230,12 @@ failSwapOn: false
 resolvConf: ""
 clusterDomain: cluster.local
 # The machine is shared: stay quiet about disk that others fill, but still evict a pod whose
-# own ephemeral storage exceeds its limit.
+# own ephemeral storage exceeds its limit. Absolute, not a percentage: 2% of a large shared disk
+# is gigabytes, and under that pressure the kubelet evicts every pod and deletes the pause image.
 evictionHard:
   memory.available: "100Mi"
-  nodefs.available: "2%"
-  imagefs.available: "2%"
+  nodefs.available: "512Mi"
+  imagefs.available: "512Mi"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 podPidsLimit: 4096
@@ -310,8 +311,17 @@ pause_image() {
   rm -rf "$dir"
 }
 
+# Room the cluster needs on the disk of its folder: the runner image unpacked, and pods' workspaces.
+NEEDS_FREE_MB=4096
+
 up() {
-  local t0; t0=$(date +%s)
+  local t0 free; t0=$(date +%s)
+  mkdir -p "$C"
+  free=$(df -Pm "$C" | awk 'NR == 2 { print $4 }')
+  if [ "$free" -lt "$NEEDS_FREE_MB" ]; then
+    echo "cluster: only $free MB free on the disk of $C; the cluster needs about $NEEDS_FREE_MB MB (the runner image and pods' workspaces)" >&2
+    exit 1
+  fi
   ensure_packages
   build
   certificates

@@ -40,6 +40,31 @@ function failStream<Req, Res>(call: ServerWritableStream<Req, Res> | ServerDuple
 }
 
 /**
+ * Ends a refused stream once the client's first message has arrived (or it half-closed, or a
+ * second went by), not at once: grpc's asyncio client loses the status that lands while its
+ * first write is still under way (the write fails, and the call then reports INTERNAL "Internal
+ * error from Core" instead of, say, UNAUTHENTICATED). Nothing of the message is read.
+ */
+function refuseAfterFirstMessage<Req, Res>(call: ServerDuplexStream<Req, Res>, refuse: () => void): void {
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(timer);
+    call.removeListener('data', end);
+    call.removeListener('end', end);
+    if (!call.destroyed) refuse();
+  };
+  const timer = setTimeout(end, 1000);
+  call.once('data', end);
+  call.once('end', end);
+  call.once('cancelled', () => {
+    ended = true;
+    clearTimeout(timer);
+  });
+}
+
+/**
  * Every handler enters here: the caller is authenticated before anything else runs, and
  * whatever the handler throws leaves as a gRPC status. Handlers see only the tenant.
  */
@@ -142,10 +167,10 @@ export class Edge {
       try {
         tenant = this.tenantOf(call);
       } catch (err) {
-        return failStream(call, err);
+        return refuseAfterFirstMessage(call, () => failStream(call, err));
       }
       const refused = refuse(tenant);
-      if (refused) return void call.emit('error', refused);
+      if (refused) return refuseAfterFirstMessage(call, () => call.emit('error', refused));
       const fail = (err: unknown) => failStream(call, err);
       void (async () => fn(call, tenant, fail))().catch(fail);
     };

@@ -2224,6 +2224,228 @@ func (*CallToolInput_BridgeResult) isCallToolInput_Msg() {}
 
 func (*CallToolInput_Cancel) isCallToolInput_Msg() {}
 
+type CallsInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the call this message belongs to. Unique among the stream's calls in flight; free
+	// again once that call's result or error has arrived. A message for a call that has ended
+	// (a late answer or cancel) is dropped.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// `start` opens the call (its own call_id is ignored: this one is used); answers, bridge
+	// results and cancel follow for the same call_id.
+	Input *CallToolInput `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
+	// The call's W3C trace context, with `start` (CallTool takes it from the metadata).
+	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsInput) Reset() {
+	*x = CallsInput{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsInput) ProtoMessage() {}
+
+func (x *CallsInput) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsInput.ProtoReflect.Descriptor instead.
+func (*CallsInput) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CallsInput) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallsInput) GetInput() *CallToolInput {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *CallsInput) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+// Why one call of a Calls stream failed: the status CallTool would have ended with.
+type CallError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A gRPC status code (google.rpc.Code).
+	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// With RESOURCE_EXHAUSTED from a rate limit or a full line of waiting calls: retry after
+	// this many milliseconds (CallTool sends it as the `retry-after-ms` trailer).
+	RetryAfterMs  uint32 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallError) Reset() {
+	*x = CallError{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallError) ProtoMessage() {}
+
+func (x *CallError) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallError.ProtoReflect.Descriptor instead.
+func (*CallError) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CallError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CallError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CallError) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+type CallsOutput struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*CallsOutput_Output
+	//	*CallsOutput_Error
+	Msg           isCallsOutput_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsOutput) Reset() {
+	*x = CallsOutput{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsOutput) ProtoMessage() {}
+
+func (x *CallsOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsOutput.ProtoReflect.Descriptor instead.
+func (*CallsOutput) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CallsOutput) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallsOutput) GetMsg() isCallsOutput_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *CallsOutput) GetOutput() *CallToolOutput {
+	if x != nil {
+		if x, ok := x.Msg.(*CallsOutput_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+func (x *CallsOutput) GetError() *CallError {
+	if x != nil {
+		if x, ok := x.Msg.(*CallsOutput_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isCallsOutput_Msg interface {
+	isCallsOutput_Msg()
+}
+
+type CallsOutput_Output struct {
+	// Progress, question cards and bridged calls of the call; its result ends it.
+	Output *CallToolOutput `protobuf:"bytes,2,opt,name=output,proto3,oneof"`
+}
+
+type CallsOutput_Error struct {
+	// The call failed and is over.
+	Error *CallError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*CallsOutput_Output) isCallsOutput_Msg() {}
+
+func (*CallsOutput_Error) isCallsOutput_Msg() {}
+
 type Progress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
@@ -2233,7 +2455,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2467,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2480,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Progress) GetText() string {
@@ -2280,7 +2502,7 @@ type QuestionOption struct {
 
 func (x *QuestionOption) Reset() {
 	*x = QuestionOption{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2514,7 @@ func (x *QuestionOption) String() string {
 func (*QuestionOption) ProtoMessage() {}
 
 func (x *QuestionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2527,7 @@ func (x *QuestionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionOption.ProtoReflect.Descriptor instead.
 func (*QuestionOption) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QuestionOption) GetNumber() uint32 {
@@ -2347,7 +2569,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2581,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2594,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Question) GetId() string {
@@ -2449,7 +2671,7 @@ type BridgeCall struct {
 
 func (x *BridgeCall) Reset() {
 	*x = BridgeCall{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2683,7 @@ func (x *BridgeCall) String() string {
 func (*BridgeCall) ProtoMessage() {}
 
 func (x *BridgeCall) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2696,7 @@ func (x *BridgeCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeCall.ProtoReflect.Descriptor instead.
 func (*BridgeCall) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BridgeCall) GetBridgeId() string {
@@ -2508,7 +2730,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2742,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2755,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ImageContent) GetMime() string {
@@ -2559,7 +2781,7 @@ type TableRow struct {
 
 func (x *TableRow) Reset() {
 	*x = TableRow{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2793,7 @@ func (x *TableRow) String() string {
 func (*TableRow) ProtoMessage() {}
 
 func (x *TableRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2806,7 @@ func (x *TableRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRow.ProtoReflect.Descriptor instead.
 func (*TableRow) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TableRow) GetCells() []string {
@@ -2606,7 +2828,7 @@ type TableContent struct {
 
 func (x *TableContent) Reset() {
 	*x = TableContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2840,7 @@ func (x *TableContent) String() string {
 func (*TableContent) ProtoMessage() {}
 
 func (x *TableContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2853,7 @@ func (x *TableContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableContent.ProtoReflect.Descriptor instead.
 func (*TableContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TableContent) GetColumns() []string {
@@ -2670,7 +2892,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2904,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2917,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Content) GetItem() isContent_Item {
@@ -2780,7 +3002,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3014,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3027,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2844,7 +3066,7 @@ type CallToolOutput struct {
 
 func (x *CallToolOutput) Reset() {
 	*x = CallToolOutput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3078,7 @@ func (x *CallToolOutput) String() string {
 func (*CallToolOutput) ProtoMessage() {}
 
 func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3091,7 @@ func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolOutput.ProtoReflect.Descriptor instead.
 func (*CallToolOutput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CallToolOutput) GetMsg() isCallToolOutput_Msg {
@@ -2952,7 +3174,7 @@ type WatchWorkersRequest struct {
 
 func (x *WatchWorkersRequest) Reset() {
 	*x = WatchWorkersRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3186,7 @@ func (x *WatchWorkersRequest) String() string {
 func (*WatchWorkersRequest) ProtoMessage() {}
 
 func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3199,7 @@ func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkersRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchWorkersRequest) GetRunId() string {
@@ -3004,7 +3226,7 @@ type WorkerEvent struct {
 
 func (x *WorkerEvent) Reset() {
 	*x = WorkerEvent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3238,7 @@ func (x *WorkerEvent) String() string {
 func (*WorkerEvent) ProtoMessage() {}
 
 func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3251,7 @@ func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerEvent.ProtoReflect.Descriptor instead.
 func (*WorkerEvent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WorkerEvent) GetKind() WorkerEventKind {
@@ -3087,7 +3309,7 @@ type ReportWorkerRequest struct {
 
 func (x *ReportWorkerRequest) Reset() {
 	*x = ReportWorkerRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[39]
+	mi := &file_tether_v1_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3321,7 @@ func (x *ReportWorkerRequest) String() string {
 func (*ReportWorkerRequest) ProtoMessage() {}
 
 func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[39]
+	mi := &file_tether_v1_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3334,7 @@ func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{39}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportWorkerRequest) GetRunId() string {
@@ -3151,7 +3373,7 @@ type ReportWorkerResponse struct {
 
 func (x *ReportWorkerResponse) Reset() {
 	*x = ReportWorkerResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[40]
+	mi := &file_tether_v1_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3385,7 @@ func (x *ReportWorkerResponse) String() string {
 func (*ReportWorkerResponse) ProtoMessage() {}
 
 func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[40]
+	mi := &file_tether_v1_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3398,7 @@ func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{40}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 type GetEgressLogRequest struct {
@@ -3193,7 +3415,7 @@ type GetEgressLogRequest struct {
 
 func (x *GetEgressLogRequest) Reset() {
 	*x = GetEgressLogRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[41]
+	mi := &file_tether_v1_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3427,7 @@ func (x *GetEgressLogRequest) String() string {
 func (*GetEgressLogRequest) ProtoMessage() {}
 
 func (x *GetEgressLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[41]
+	mi := &file_tether_v1_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3440,7 @@ func (x *GetEgressLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEgressLogRequest.ProtoReflect.Descriptor instead.
 func (*GetEgressLogRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{41}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetEgressLogRequest) GetRunId() string {
@@ -3265,7 +3487,7 @@ type EgressRecord struct {
 
 func (x *EgressRecord) Reset() {
 	*x = EgressRecord{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[42]
+	mi := &file_tether_v1_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3499,7 @@ func (x *EgressRecord) String() string {
 func (*EgressRecord) ProtoMessage() {}
 
 func (x *EgressRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[42]
+	mi := &file_tether_v1_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3512,7 @@ func (x *EgressRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressRecord.ProtoReflect.Descriptor instead.
 func (*EgressRecord) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{42}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EgressRecord) GetTime() *timestamppb.Timestamp {
@@ -3381,7 +3603,7 @@ type GetEgressLogResponse struct {
 
 func (x *GetEgressLogResponse) Reset() {
 	*x = GetEgressLogResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[43]
+	mi := &file_tether_v1_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3615,7 @@ func (x *GetEgressLogResponse) String() string {
 func (*GetEgressLogResponse) ProtoMessage() {}
 
 func (x *GetEgressLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[43]
+	mi := &file_tether_v1_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3628,7 @@ func (x *GetEgressLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEgressLogResponse.ProtoReflect.Descriptor instead.
 func (*GetEgressLogResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{43}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetEgressLogResponse) GetRecords() []*EgressRecord {
@@ -3548,6 +3770,20 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x06answer\x18\x02 \x01(\v2\x11.tether.v1.AnswerH\x00R\x06answer\x12>\n" +
 	"\rbridge_result\x18\x03 \x01(\v2\x17.tether.v1.BridgeResultH\x00R\fbridgeResult\x12+\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x11.tether.v1.CancelH\x00R\x06cancelB\x05\n" +
+	"\x03msg\"w\n" +
+	"\n" +
+	"CallsInput\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12.\n" +
+	"\x05input\x18\x02 \x01(\v2\x18.tether.v1.CallToolInputR\x05input\x12 \n" +
+	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\"_\n" +
+	"\tCallError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\"\x90\x01\n" +
+	"\vCallsOutput\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x123\n" +
+	"\x06output\x18\x02 \x01(\v2\x19.tether.v1.CallToolOutputH\x00R\x06output\x12,\n" +
+	"\x05error\x18\x03 \x01(\v2\x14.tether.v1.CallErrorH\x00R\x05errorB\x05\n" +
 	"\x03msg\"\x1e\n" +
 	"\bProgress\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"`\n" +
@@ -3677,7 +3913,7 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x15WORKER_STATUS_RUNNING\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DONE\x10\x02\x12\x18\n" +
 	"\x14WORKER_STATUS_FAILED\x10\x03\x12\x18\n" +
-	"\x14WORKER_STATUS_KILLED\x10\x042\x8b\x06\n" +
+	"\x14WORKER_STATUS_KILLED\x10\x042\xc7\x06\n" +
 	"\aGateway\x128\n" +
 	"\tCreateRun\x12\x1b.tether.v1.CreateRunRequest\x1a\x0e.tether.v1.Run\x122\n" +
 	"\x06GetRun\x12\x18.tether.v1.GetRunRequest\x1a\x0e.tether.v1.Run\x12C\n" +
@@ -3686,7 +3922,8 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\bPutFiles\x12\x1a.tether.v1.PutFilesRequest\x1a\x1b.tether.v1.PutFilesResponse(\x01\x12E\n" +
 	"\bGetFiles\x12\x1a.tether.v1.GetFilesRequest\x1a\x1b.tether.v1.GetFilesResponse0\x01\x12F\n" +
 	"\tListTools\x12\x1b.tether.v1.ListToolsRequest\x1a\x1c.tether.v1.ListToolsResponse\x12C\n" +
-	"\bCallTool\x12\x18.tether.v1.CallToolInput\x1a\x19.tether.v1.CallToolOutput(\x010\x01\x12H\n" +
+	"\bCallTool\x12\x18.tether.v1.CallToolInput\x1a\x19.tether.v1.CallToolOutput(\x010\x01\x12:\n" +
+	"\x05Calls\x12\x15.tether.v1.CallsInput\x1a\x16.tether.v1.CallsOutput(\x010\x01\x12H\n" +
 	"\fWatchWorkers\x12\x1e.tether.v1.WatchWorkersRequest\x1a\x16.tether.v1.WorkerEvent0\x01\x12O\n" +
 	"\fReportWorker\x12\x1e.tether.v1.ReportWorkerRequest\x1a\x1f.tether.v1.ReportWorkerResponse\x12O\n" +
 	"\fGetEgressLog\x12\x1e.tether.v1.GetEgressLogRequest\x1a\x1f.tether.v1.GetEgressLogResponseB\x94\x01\n" +
@@ -3706,7 +3943,7 @@ func file_tether_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_tether_v1_gateway_proto_goTypes = []any{
 	(Approval)(0),                 // 0: tether.v1.Approval
 	(RunState)(0),                 // 1: tether.v1.RunState
@@ -3744,26 +3981,29 @@ var file_tether_v1_gateway_proto_goTypes = []any{
 	(*BridgeResult)(nil),          // 33: tether.v1.BridgeResult
 	(*Cancel)(nil),                // 34: tether.v1.Cancel
 	(*CallToolInput)(nil),         // 35: tether.v1.CallToolInput
-	(*Progress)(nil),              // 36: tether.v1.Progress
-	(*QuestionOption)(nil),        // 37: tether.v1.QuestionOption
-	(*Question)(nil),              // 38: tether.v1.Question
-	(*BridgeCall)(nil),            // 39: tether.v1.BridgeCall
-	(*ImageContent)(nil),          // 40: tether.v1.ImageContent
-	(*TableRow)(nil),              // 41: tether.v1.TableRow
-	(*TableContent)(nil),          // 42: tether.v1.TableContent
-	(*Content)(nil),               // 43: tether.v1.Content
-	(*ToolResult)(nil),            // 44: tether.v1.ToolResult
-	(*CallToolOutput)(nil),        // 45: tether.v1.CallToolOutput
-	(*WatchWorkersRequest)(nil),   // 46: tether.v1.WatchWorkersRequest
-	(*WorkerEvent)(nil),           // 47: tether.v1.WorkerEvent
-	(*ReportWorkerRequest)(nil),   // 48: tether.v1.ReportWorkerRequest
-	(*ReportWorkerResponse)(nil),  // 49: tether.v1.ReportWorkerResponse
-	(*GetEgressLogRequest)(nil),   // 50: tether.v1.GetEgressLogRequest
-	(*EgressRecord)(nil),          // 51: tether.v1.EgressRecord
-	(*GetEgressLogResponse)(nil),  // 52: tether.v1.GetEgressLogResponse
-	nil,                           // 53: tether.v1.CreateRunRequest.LabelsEntry
-	nil,                           // 54: tether.v1.Run.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
+	(*CallsInput)(nil),            // 36: tether.v1.CallsInput
+	(*CallError)(nil),             // 37: tether.v1.CallError
+	(*CallsOutput)(nil),           // 38: tether.v1.CallsOutput
+	(*Progress)(nil),              // 39: tether.v1.Progress
+	(*QuestionOption)(nil),        // 40: tether.v1.QuestionOption
+	(*Question)(nil),              // 41: tether.v1.Question
+	(*BridgeCall)(nil),            // 42: tether.v1.BridgeCall
+	(*ImageContent)(nil),          // 43: tether.v1.ImageContent
+	(*TableRow)(nil),              // 44: tether.v1.TableRow
+	(*TableContent)(nil),          // 45: tether.v1.TableContent
+	(*Content)(nil),               // 46: tether.v1.Content
+	(*ToolResult)(nil),            // 47: tether.v1.ToolResult
+	(*CallToolOutput)(nil),        // 48: tether.v1.CallToolOutput
+	(*WatchWorkersRequest)(nil),   // 49: tether.v1.WatchWorkersRequest
+	(*WorkerEvent)(nil),           // 50: tether.v1.WorkerEvent
+	(*ReportWorkerRequest)(nil),   // 51: tether.v1.ReportWorkerRequest
+	(*ReportWorkerResponse)(nil),  // 52: tether.v1.ReportWorkerResponse
+	(*GetEgressLogRequest)(nil),   // 53: tether.v1.GetEgressLogRequest
+	(*EgressRecord)(nil),          // 54: tether.v1.EgressRecord
+	(*GetEgressLogResponse)(nil),  // 55: tether.v1.GetEgressLogResponse
+	nil,                           // 56: tether.v1.CreateRunRequest.LabelsEntry
+	nil,                           // 57: tether.v1.Run.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 58: google.protobuf.Timestamp
 }
 var file_tether_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: tether.v1.Approvals.write:type_name -> tether.v1.Approval
@@ -3771,13 +4011,13 @@ var file_tether_v1_gateway_proto_depIdxs = []int32{
 	10, // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
 	11, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
 	9,  // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
-	53, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
+	56, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
 	12, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
 	14, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
 	1,  // 8: tether.v1.Run.state:type_name -> tether.v1.RunState
-	55, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	58, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
 	11, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
-	54, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
+	57, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
 	9,  // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
 	12, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
 	16, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
@@ -3791,52 +4031,57 @@ var file_tether_v1_gateway_proto_depIdxs = []int32{
 	5,  // 22: tether.v1.Tool.tier:type_name -> tether.v1.Tier
 	29, // 23: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
 	27, // 24: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
-	44, // 25: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
+	47, // 25: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
 	31, // 26: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
 	32, // 27: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
 	33, // 28: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
 	34, // 29: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
-	6,  // 30: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
-	37, // 31: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
-	41, // 32: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
-	40, // 33: tether.v1.Content.image:type_name -> tether.v1.ImageContent
-	42, // 34: tether.v1.Content.table:type_name -> tether.v1.TableContent
-	43, // 35: tether.v1.ToolResult.content:type_name -> tether.v1.Content
-	36, // 36: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
-	38, // 37: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
-	39, // 38: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
-	44, // 39: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
-	7,  // 40: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
-	8,  // 41: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
-	55, // 42: tether.v1.EgressRecord.time:type_name -> google.protobuf.Timestamp
-	51, // 43: tether.v1.GetEgressLogResponse.records:type_name -> tether.v1.EgressRecord
-	13, // 44: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
-	17, // 45: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
-	18, // 46: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
-	20, // 47: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
-	22, // 48: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
-	25, // 49: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
-	28, // 50: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
-	35, // 51: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
-	46, // 52: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
-	48, // 53: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
-	50, // 54: tether.v1.Gateway.GetEgressLog:input_type -> tether.v1.GetEgressLogRequest
-	15, // 55: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
-	15, // 56: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
-	19, // 57: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
-	21, // 58: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
-	24, // 59: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
-	26, // 60: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
-	30, // 61: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
-	45, // 62: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
-	47, // 63: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
-	49, // 64: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
-	52, // 65: tether.v1.Gateway.GetEgressLog:output_type -> tether.v1.GetEgressLogResponse
-	55, // [55:66] is the sub-list for method output_type
-	44, // [44:55] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	35, // 30: tether.v1.CallsInput.input:type_name -> tether.v1.CallToolInput
+	48, // 31: tether.v1.CallsOutput.output:type_name -> tether.v1.CallToolOutput
+	37, // 32: tether.v1.CallsOutput.error:type_name -> tether.v1.CallError
+	6,  // 33: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
+	40, // 34: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
+	44, // 35: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
+	43, // 36: tether.v1.Content.image:type_name -> tether.v1.ImageContent
+	45, // 37: tether.v1.Content.table:type_name -> tether.v1.TableContent
+	46, // 38: tether.v1.ToolResult.content:type_name -> tether.v1.Content
+	39, // 39: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
+	41, // 40: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
+	42, // 41: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
+	47, // 42: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
+	7,  // 43: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
+	8,  // 44: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
+	58, // 45: tether.v1.EgressRecord.time:type_name -> google.protobuf.Timestamp
+	54, // 46: tether.v1.GetEgressLogResponse.records:type_name -> tether.v1.EgressRecord
+	13, // 47: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
+	17, // 48: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
+	18, // 49: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
+	20, // 50: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
+	22, // 51: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
+	25, // 52: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
+	28, // 53: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
+	35, // 54: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
+	36, // 55: tether.v1.Gateway.Calls:input_type -> tether.v1.CallsInput
+	49, // 56: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
+	51, // 57: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
+	53, // 58: tether.v1.Gateway.GetEgressLog:input_type -> tether.v1.GetEgressLogRequest
+	15, // 59: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
+	15, // 60: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
+	19, // 61: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
+	21, // 62: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
+	24, // 63: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
+	26, // 64: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
+	30, // 65: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
+	48, // 66: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
+	38, // 67: tether.v1.Gateway.Calls:output_type -> tether.v1.CallsOutput
+	50, // 68: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
+	52, // 69: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
+	55, // 70: tether.v1.Gateway.GetEgressLog:output_type -> tether.v1.GetEgressLogResponse
+	59, // [59:71] is the sub-list for method output_type
+	47, // [47:59] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_gateway_proto_init() }
@@ -3854,13 +4099,17 @@ func file_tether_v1_gateway_proto_init() {
 		(*CallToolInput_BridgeResult)(nil),
 		(*CallToolInput_Cancel)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[34].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[29].OneofWrappers = []any{
+		(*CallsOutput_Output)(nil),
+		(*CallsOutput_Error)(nil),
+	}
+	file_tether_v1_gateway_proto_msgTypes[37].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Table)(nil),
 		(*Content_Json)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[36].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[39].OneofWrappers = []any{
 		(*CallToolOutput_Progress)(nil),
 		(*CallToolOutput_Question)(nil),
 		(*CallToolOutput_BridgeCall)(nil),
@@ -3872,7 +4121,7 @@ func file_tether_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_gateway_proto_rawDesc), len(file_tether_v1_gateway_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   46,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

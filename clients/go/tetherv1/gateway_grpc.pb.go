@@ -27,6 +27,7 @@ const (
 	Gateway_GetFiles_FullMethodName     = "/tether.v1.Gateway/GetFiles"
 	Gateway_ListTools_FullMethodName    = "/tether.v1.Gateway/ListTools"
 	Gateway_CallTool_FullMethodName     = "/tether.v1.Gateway/CallTool"
+	Gateway_Calls_FullMethodName        = "/tether.v1.Gateway/Calls"
 	Gateway_WatchWorkers_FullMethodName = "/tether.v1.Gateway/WatchWorkers"
 	Gateway_ReportWorker_FullMethodName = "/tether.v1.Gateway/ReportWorker"
 	Gateway_GetEgressLog_FullMethodName = "/tether.v1.Gateway/GetEgressLog"
@@ -56,6 +57,12 @@ type GatewayClient interface {
 	// CallTool runs one tool call. The first input is `start`; questions and bridged tool
 	// calls travel back on the same stream, and exactly one `result` ends it.
 	CallTool(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallToolInput, CallToolOutput], error)
+	// Calls carries any number of tool calls on one stream, each named by its call_id: the
+	// same calls as CallTool (questions, bridged calls, cancel, exactly one result each),
+	// without a stream's setup per call. A call that fails ends with its own CallError; the
+	// stream's status is only for the stream (authentication, a malformed message). Half-close
+	// the input to end the stream once every call in flight has ended.
+	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsInput, CallsOutput], error)
 	// WatchWorkers delivers work for `client`-backed vibe workers of one run to the platform.
 	// The watch is live once the response headers arrive; it first sends a START for every
 	// client worker still running (so handle START idempotently by worker_id), then live
@@ -173,9 +180,22 @@ func (c *gatewayClient) CallTool(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Gateway_CallToolClient = grpc.BidiStreamingClient[CallToolInput, CallToolOutput]
 
+func (c *gatewayClient) Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsInput, CallsOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Gateway_ServiceDesc.Streams[3], Gateway_Calls_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallsInput, CallsOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Gateway_CallsClient = grpc.BidiStreamingClient[CallsInput, CallsOutput]
+
 func (c *gatewayClient) WatchWorkers(ctx context.Context, in *WatchWorkersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WorkerEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Gateway_ServiceDesc.Streams[3], Gateway_WatchWorkers_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Gateway_ServiceDesc.Streams[4], Gateway_WatchWorkers_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +256,12 @@ type GatewayServer interface {
 	// CallTool runs one tool call. The first input is `start`; questions and bridged tool
 	// calls travel back on the same stream, and exactly one `result` ends it.
 	CallTool(grpc.BidiStreamingServer[CallToolInput, CallToolOutput]) error
+	// Calls carries any number of tool calls on one stream, each named by its call_id: the
+	// same calls as CallTool (questions, bridged calls, cancel, exactly one result each),
+	// without a stream's setup per call. A call that fails ends with its own CallError; the
+	// stream's status is only for the stream (authentication, a malformed message). Half-close
+	// the input to end the stream once every call in flight has ended.
+	Calls(grpc.BidiStreamingServer[CallsInput, CallsOutput]) error
 	// WatchWorkers delivers work for `client`-backed vibe workers of one run to the platform.
 	// The watch is live once the response headers arrive; it first sends a START for every
 	// client worker still running (so handle START idempotently by worker_id), then live
@@ -281,6 +307,9 @@ func (UnimplementedGatewayServer) ListTools(context.Context, *ListToolsRequest) 
 }
 func (UnimplementedGatewayServer) CallTool(grpc.BidiStreamingServer[CallToolInput, CallToolOutput]) error {
 	return status.Error(codes.Unimplemented, "method CallTool not implemented")
+}
+func (UnimplementedGatewayServer) Calls(grpc.BidiStreamingServer[CallsInput, CallsOutput]) error {
+	return status.Error(codes.Unimplemented, "method Calls not implemented")
 }
 func (UnimplementedGatewayServer) WatchWorkers(*WatchWorkersRequest, grpc.ServerStreamingServer[WorkerEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchWorkers not implemented")
@@ -427,6 +456,13 @@ func _Gateway_CallTool_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Gateway_CallToolServer = grpc.BidiStreamingServer[CallToolInput, CallToolOutput]
 
+func _Gateway_Calls_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(GatewayServer).Calls(&grpc.GenericServerStream[CallsInput, CallsOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Gateway_CallsServer = grpc.BidiStreamingServer[CallsInput, CallsOutput]
+
 func _Gateway_WatchWorkers_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchWorkersRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -524,6 +560,12 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "CallTool",
 			Handler:       _Gateway_CallTool_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Calls",
+			Handler:       _Gateway_Calls_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

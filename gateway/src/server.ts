@@ -69,10 +69,7 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
   definition.callTool.responseSerialize = encodeCallToolOutput as (out: object) => Buffer;
   definition.calls.responseSerialize = encodeCallsOutput as (out: object) => Buffer;
   const calls = new CallsDrain();
-  server.addService(
-    definition,
-    gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry, calls),
-  );
+  server.addService(definition, gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry, calls));
 
   const health = new HealthImplementation({ '': 'SERVING', [SERVICE_NAME]: 'SERVING' });
   health.addToServer(server);

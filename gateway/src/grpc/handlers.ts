@@ -16,7 +16,7 @@ import {
   type ListToolsRequest,
 } from '../../../gen/tether/v1/gateway_pb';
 import type { TokenAuthenticator } from '../auth';
-import { Telemetry } from '../observability/Telemetry';
+import type { Telemetry } from '../observability/Telemetry';
 import type { GatewayConfig } from '../config';
 import { GatewayError, notFound } from '../errors';
 import type { RunManager } from '../runs/RunManager';

@@ -71,7 +71,10 @@ async function streamOn(handler: Handler, perSecond = 1000) {
   const config = testConfig();
   config.tenancy = { ...config.tenancy, default: { callTool: { perSecond, burst: perSecond } } };
   const runs = new RunManager(config, provider);
-  const run = await runs.create('alice', runSpec({ features: { questions: { enabled: true, targetSpace: 'space-1' } } }));
+  const run = await runs.create(
+    'alice',
+    runSpec({ features: { questions: { enabled: true, targetSpace: 'space-1' } } }),
+  );
   const stream = new FakeStream();
   const drain = new CallsDrain();
   serveCalls(

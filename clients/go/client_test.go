@@ -3,9 +3,11 @@ package tether_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ import (
 
 func dial(t *testing.T, token string) *tether.Client {
 	t.Helper()
-	c, err := tether.Dial(liveGateway(t).address, token)
+	c, err := tether.Dial(liveGateway(t).address, token, dialOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,4 +119,40 @@ func TestEgressLogOfARunWithoutEgress(t *testing.T) {
 	if _, err := c.GetEgressLog(ctx, "", 10, "not-a-token"); tether.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a page token the gateway never gave: %v", err)
 	}
+}
+
+func TestManyConcurrentCallsOnOneClient(t *testing.T) {
+	c := dial(t, liveGateway(t).tokenA)
+	ctx := context.Background()
+	run, err := c.CreateRun(ctx, &pb.CreateRunRequest{ConversationId: "go-concurrent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DeleteRun(ctx, run.GetRunId())
+	const n = 40
+	files := map[string][]byte{}
+	for i := range n {
+		files[fmt.Sprintf("f%d.txt", i)] = []byte(fmt.Sprintf("content of file %d\n", i))
+	}
+	if _, err := c.PutFiles(ctx, run.GetRunId(), "", files); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := c.CallTool(ctx, run.GetRunId(), "read", map[string]any{"path": fmt.Sprintf("f%d.txt", i)}, tether.CallOptions{})
+			want := fmt.Sprintf("content of file %d", i)
+			if err != nil || out.IsError() || !strings.Contains(out.Text(), want) {
+				t.Errorf("read of f%d.txt: %v, %v", i, out, err)
+			}
+			for j := range n {
+				if j != i && strings.Contains(out.Text(), fmt.Sprintf("content of file %d\n", j)) {
+					t.Errorf("read of f%d.txt got file %d's content", i, j)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

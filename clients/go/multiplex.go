@@ -25,6 +25,8 @@ type multiplexOption struct {
 	on bool
 }
 
+var errClosed = &Error{Code: codes.Canceled, Message: "the client is closed"}
+
 // errNoCallsRPC tells CallTool the gateway predates Calls: run the call on its own stream.
 var errNoCallsRPC = errors.New("tether: the gateway has no Calls RPC")
 
@@ -35,6 +37,7 @@ type multiplexer struct {
 
 	mu      sync.Mutex
 	current *callsStream // nil until a call needs one
+	opening *opening     // the stream being opened, if any
 	noCalls bool         // the gateway answered UNIMPLEMENTED: one CallTool stream per call
 	closed  bool
 	lastID  uint64
@@ -91,7 +94,7 @@ func (m *multiplexer) call(ctx context.Context, start *pb.CallToolInput, opts *C
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, contextError(ctx.Err(), context.Cause(ctx))
 	}
-	s, id, box, err := m.register()
+	s, id, box, err := m.register(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -139,31 +142,73 @@ func (m *multiplexer) call(ctx context.Context, start *pb.CallToolInput, opts *C
 	}
 }
 
-// register enrols a call on the current stream, opening one when there is none.
-func (m *multiplexer) register() (*callsStream, string, *inbox, error) {
+// register enrols a call on the current stream, opening one when there is none. Opening waits
+// for the connection, so it runs aside: a caller whose ctx ends meanwhile stops waiting.
+func (m *multiplexer) register(ctx context.Context) (*callsStream, string, *inbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch {
-	case m.noCalls:
-		return nil, "", nil, errNoCallsRPC
-	case m.closed:
-		return nil, "", nil, &Error{Code: codes.Canceled, Message: "the client is closed"}
-	}
-	if m.current == nil {
-		ctx, drop := context.WithCancel(context.Background())
-		stream, err := m.open(ctx)
-		if err != nil {
-			drop()
-			return nil, "", nil, wrap(err)
+	for {
+		switch {
+		case m.noCalls:
+			return nil, "", nil, errNoCallsRPC
+		case m.closed:
+			return nil, "", nil, errClosed
+		case m.current != nil:
+			m.lastID++
+			id := strconv.FormatUint(m.lastID, 10)
+			box := &inbox{wake: make(chan struct{}, 1)}
+			m.current.calls[id] = box
+			return m.current, id, box, nil
 		}
-		m.current = &callsStream{stream: stream, drop: drop, calls: map[string]*inbox{}, ended: make(chan struct{})}
-		go m.read(m.current)
+		if m.opening == nil {
+			m.opening = &opening{done: make(chan struct{})}
+			go m.openStream(m.opening)
+		}
+		op := m.opening
+		m.mu.Unlock()
+		select {
+		case <-op.done:
+		case <-ctx.Done():
+			m.mu.Lock()
+			return nil, "", nil, contextError(ctx.Err(), context.Cause(ctx))
+		}
+		m.mu.Lock()
+		if op.err != nil {
+			return nil, "", nil, op.err
+		}
+		if m.current == nil {
+			// The new stream ended before this call could join it (and then no call did).
+			return nil, "", nil, m.failure(op.stream)
+		}
 	}
-	m.lastID++
-	id := strconv.FormatUint(m.lastID, 10)
-	box := &inbox{wake: make(chan struct{}, 1)}
-	m.current.calls[id] = box
-	return m.current, id, box, nil
+}
+
+// opening is a Calls stream on its way.
+type opening struct {
+	done   chan struct{}
+	stream *callsStream
+	err    error
+}
+
+func (m *multiplexer) openStream(op *opening) {
+	ctx, drop := context.WithCancel(context.Background())
+	stream, err := m.open(ctx)
+	m.mu.Lock()
+	m.opening = nil
+	switch {
+	case err != nil:
+		drop()
+		op.err = wrap(err)
+	case m.closed:
+		drop()
+		op.err = errClosed
+	default:
+		op.stream = &callsStream{stream: stream, drop: drop, calls: map[string]*inbox{}, ended: make(chan struct{})}
+		m.current = op.stream
+		go m.read(op.stream)
+	}
+	m.mu.Unlock()
+	close(op.done)
 }
 
 // read hands each message to its call until the stream ends, then ends every call in flight.

@@ -494,3 +494,26 @@ func TestCloseEndsTheSharedStream(t *testing.T) {
 		t.Fatal("a call after Close succeeded")
 	}
 }
+
+func TestADeadlineHoldsWhileTheStreamOpens(t *testing.T) {
+	addr := startFake(t, &fakeGateway{})
+	slowDial := grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+		time.Sleep(time.Second)
+		return (&net.Dialer{}).DialContext(ctx, "tcp", a)
+	})
+	c, err := tether.Dial(addr, "good", slowDial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, stop := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer stop()
+	began := time.Now()
+	if _, err := c.CallTool(ctx, "run-1", "echo", map[string]any{}, tether.CallOptions{}); tether.Code(err) != codes.DeadlineExceeded || time.Since(began) > 800*time.Millisecond {
+		t.Fatalf("%v after %v", err, time.Since(began))
+	}
+	// The stream opened meanwhile serves the next call.
+	if out, err := c.CallTool(context.Background(), "run-1", "echo", map[string]any{}, tether.CallOptions{}); err != nil || out.Text() != "{}||" {
+		t.Fatalf("the next call: %v, %v", out, err)
+	}
+}

@@ -24,7 +24,7 @@ before(async () => {
 after(async () => t?.close());
 
 // Asynchronously: the gateway under test runs on this process's event loop.
-async function clientTests(lang: 'python' | 'go'): Promise<string> {
+async function clientTests(lang: 'python' | 'go', env: NodeJS.ProcessEnv = {}): Promise<string> {
   const res = await run('bash', [path.join(ROOT, 'scripts/clients-test.sh'), lang], {
     cwd: ROOT,
     encoding: 'utf8',
@@ -35,6 +35,7 @@ async function clientTests(lang: 'python' | 'go'): Promise<string> {
       TETHER_ADDRESS: t.gateway.address,
       TETHER_TOKEN_A: 'token-alice',
       TETHER_TOKEN_B: 'token-bob',
+      ...env,
     },
   }).catch((err: { stdout: string; stderr: string }) =>
     assert.fail(`${lang} client tests failed:\n${err.stdout}\n${err.stderr}`),
@@ -52,10 +53,16 @@ test('the Python client (sync and asyncio) passes every conformance scenario and
   assert.match(out, /test_conformance\.py::test_scenario\[.*-async\] PASSED/);
 });
 
-test('the Go client passes every conformance scenario and its own tests', async (t) => {
-  const out = await clientTests('go');
-  t.diagnostic(`go test: ${(out.match(/^\s*--- PASS/gm) ?? []).length} tests and subtests passed`);
-  assert.match(out, /--- PASS: TestConformance /);
-  assert.doesNotMatch(out, /--- (FAIL|SKIP)/);
-  assert.match(out, /^ok\s+github\.com\/tether-dev\/tether\/clients\/go\s/m);
-});
+// Both ways the Go client carries tool calls: the shared Calls stream (its default) and one
+// CallTool stream per call.
+for (const multiplex of ['1', '0']) {
+  const mode = multiplex === '1' ? 'on one shared Calls stream' : 'with a CallTool stream per call';
+  test(`the Go client passes every conformance scenario and its own tests, ${mode}`, async (t) => {
+    const out = await clientTests('go', { TETHER_CONFORMANCE_MULTIPLEX: multiplex });
+    t.diagnostic(`go test: ${(out.match(/^\s*--- PASS/gm) ?? []).length} tests and subtests passed`);
+    assert.match(out, /--- PASS: TestConformance /);
+    assert.match(out, /--- PASS: TestManyConcurrentCallsOnOneClient /);
+    assert.doesNotMatch(out, /--- (FAIL|SKIP)/);
+    assert.match(out, /^ok\s+github\.com\/tether-dev\/tether\/clients\/go\s/m);
+  });
+}

@@ -55,6 +55,19 @@ test('forty calls at once on one stream, with a question card and a bridged call
   await c.deleteRun(run.runId);
 });
 
+test('the shared stream is half-closed after a second without calls; the next call opens another', async () => {
+  const run = await c.createRun({});
+  await c.putFileMap(run.runId, { 'a.txt': 'x\n' });
+  await c.callTool(run.runId, 'read', { path: 'a.txt' });
+  const before = opened;
+  await c.callTool(run.runId, 'read', { path: 'a.txt' });
+  assert.equal(opened, before, 'back to back, calls share the stream');
+  await new Promise((r) => setTimeout(r, 1300));
+  await c.callTool(run.runId, 'read', { path: 'a.txt' });
+  assert.equal(opened, before + 1, 'after a second idle, a new stream');
+  await c.deleteRun(run.runId);
+});
+
 test('a deadline ends the call with DEADLINE_EXCEEDED and stops its tool; the next call runs', async () => {
   const run = await c.createRun({ features: { eval: true } });
   const began = Date.now();

@@ -251,6 +251,31 @@ test('a CallTool carrying a traceparent: one span tree under the client trace, e
   await t.alice.deleteRun(run.runId);
 });
 
+test('a call on the shared Calls stream carrying a traceparent: its span tree is under the client trace', async () => {
+  const run = await t.alice.createRun({});
+  const traceId = '5cf92f3577b34da6a3ce929d0e0e4737';
+  const clientSpan = '01f067aa0ba902b8';
+  await t.alice.putFileMap(run.runId, { 't.txt': 'x\n' });
+  const out = await t.alice.callTool(
+    run.runId,
+    'read',
+    { path: 't.txt' },
+    { traceparent: `00-${traceId}-${clientSpan}-01` },
+  );
+  assert.equal(out.isError, false, out.text);
+  await t.gateway.telemetry.tracer!.flush();
+  const spans = otlp.spans.filter((s) => s.traceId === traceId);
+  const root = spans.find((s) => s.name === 'CallTool');
+  assert.ok(root, `a call span in ${JSON.stringify(spans.map((s) => s.name))}`);
+  assert.equal(root.parentSpanId, clientSpan);
+  assert.equal(root.attributes['tether.tool'], 'read');
+  assert.deepEqual(
+    spans.filter((s) => s.parentSpanId === root.spanId).map((s) => s.name),
+    ['validate', 'runner'],
+  );
+  await t.alice.deleteRun(run.runId);
+});
+
 test('a traced lsp call: the runner phases (server start, the LSP request) are children of the runner span', async () => {
   const run = await t.alice.createRun({ features: { lsp: true } });
   assert.equal(run.error, '');

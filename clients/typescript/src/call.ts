@@ -57,6 +57,8 @@ export interface CallOptions {
   deadlineMs?: number;
   /** After a cancel, how long to wait for the gateway's result before hanging up (default 10 s). */
   cancelGraceMs?: number;
+  /** A W3C trace context (`00-<trace>-<span>-01`): the gateway's spans of this call join that trace. */
+  traceparent?: string;
 }
 
 export interface CallOutcome {

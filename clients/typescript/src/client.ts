@@ -286,13 +286,18 @@ export class TetherClient {
     const shared = this.shared;
     if (shared && !shared.unsupported) {
       try {
-        return await driveCall(shared.channel(opts.deadlineMs), start, opts);
+        return await driveCall(shared.channel(opts.deadlineMs, opts.traceparent), start, opts);
       } catch (err) {
         // A gateway without Calls: nothing of the call ran; it goes on its own stream.
         if (!(shared.unsupported && isTetherError(err, grpc.status.UNIMPLEMENTED))) throw err;
       }
     }
-    const call = this.raw.callTool(this.meta, this.callOptions(opts)) as grpc.ClientDuplexStream<
+    let meta = this.meta;
+    if (opts.traceparent) {
+      meta = this.meta.clone();
+      meta.set('traceparent', opts.traceparent);
+    }
+    const call = this.raw.callTool(meta, this.callOptions(opts)) as grpc.ClientDuplexStream<
       CallToolInput,
       CallToolOutput
     >;

@@ -38,7 +38,7 @@ export class SharedCalls {
   constructor(private readonly openStream: () => ClientDuplexStream<CallsInput, CallsOutput>) {}
 
   /** The channel of one new call, with a deadline (ms from now) kept by this side. */
-  channel(deadlineMs?: number): CallChannel {
+  channel(deadlineMs?: number, traceparent = ''): CallChannel {
     const stream = this.current();
     const callId = `c${++this.seq}`;
     let outputFn: (out: CallToolOutput) => void = () => undefined;
@@ -47,7 +47,9 @@ export class SharedCalls {
     let timer: NodeJS.Timeout | undefined;
     const send = (input: CallToolInput) => {
       if (!ended && !stream.writableEnded && !stream.destroyed)
-        stream.write(create(CallsInputSchema, { callId, input }));
+        stream.write(
+          create(CallsInputSchema, { callId, input, traceparent: input.msg.case === 'start' ? traceparent : '' }),
+        );
     };
     const end = (err?: TetherError) => {
       if (ended) return;

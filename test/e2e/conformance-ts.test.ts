@@ -16,8 +16,11 @@ describe('conformance: @tether/client', () => {
   });
   after(async () => t?.close());
 
-  for (const scenario of loadScenarios()) {
-    test(scenario.name, () => runScenario(scenario, envFromProcess()));
+  for (const multiplex of [true, false]) {
+    for (const scenario of loadScenarios()) {
+      const shape = multiplex ? 'shared Calls stream' : 'a CallTool stream per call';
+      test(`${scenario.name} (${shape})`, () => runScenario(scenario, { ...envFromProcess(), multiplex }));
+    }
   }
 
   // The runner itself: a wrong expectation, an unexpected status and an unexpected card fail

@@ -38,6 +38,8 @@ export interface ConformanceEnv {
   address: string;
   tokenA: string;
   tokenB: string;
+  /** Calls on the client's shared Calls stream (default), or a CallTool stream each. */
+  multiplex?: boolean;
 }
 
 export const DEFAULT_FILE = path.resolve(__dirname, '../../../clients/conformance/scenarios.json');
@@ -53,7 +55,7 @@ export function loadScenarios(file = process.env.TETHER_CONFORMANCE_FILE || DEFA
 export function envFromProcess(): ConformanceEnv {
   const { TETHER_ADDRESS: address, TETHER_TOKEN_A: tokenA, TETHER_TOKEN_B: tokenB } = process.env;
   if (!address || !tokenA || !tokenB) throw new Error('set TETHER_ADDRESS, TETHER_TOKEN_A and TETHER_TOKEN_B');
-  return { address, tokenA, tokenB };
+  return { address, tokenA, tokenB, multiplex: process.env.TETHER_CONFORMANCE_MULTIPLEX !== '0' };
 }
 
 class StepFailure extends Error {}
@@ -160,7 +162,11 @@ class ScenarioRun {
 
   private client(token = this.token): TetherClient {
     let c = this.clients.get(token);
-    if (!c) this.clients.set(token, (c = new TetherClient(this.env.address, token)));
+    if (!c)
+      this.clients.set(
+        token,
+        (c = new TetherClient(this.env.address, token, { multiplex: this.env.multiplex !== false })),
+      );
     return c;
   }
 

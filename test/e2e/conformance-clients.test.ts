@@ -24,7 +24,7 @@ before(async () => {
 after(async () => t?.close());
 
 // Asynchronously: the gateway under test runs on this process's event loop.
-async function clientTests(lang: 'python' | 'go'): Promise<string> {
+async function clientTests(lang: 'python' | 'go', env: NodeJS.ProcessEnv = {}): Promise<string> {
   const res = await run('bash', [path.join(ROOT, 'scripts/clients-test.sh'), lang], {
     cwd: ROOT,
     encoding: 'utf8',
@@ -35,6 +35,7 @@ async function clientTests(lang: 'python' | 'go'): Promise<string> {
       TETHER_ADDRESS: t.gateway.address,
       TETHER_TOKEN_A: 'token-alice',
       TETHER_TOKEN_B: 'token-bob',
+      ...env,
     },
   }).catch((err: { stdout: string; stderr: string }) =>
     assert.fail(`${lang} client tests failed:\n${err.stdout}\n${err.stderr}`),
@@ -42,14 +43,16 @@ async function clientTests(lang: 'python' | 'go'): Promise<string> {
   return res.stdout;
 }
 
-test('the Python client (sync and asyncio) passes every conformance scenario and its own tests', async (t) => {
-  const out = await clientTests('python');
+test('the Python client (sync and asyncio, multiplexed and not) passes every conformance scenario and its own tests', async (t) => {
+  // TETHER_CONFORMANCE_MULTIPLEX unset: the runner runs every scenario in both call modes.
+  const out = await clientTests('python', { TETHER_CONFORMANCE_MULTIPLEX: undefined });
   const summary = /=+ (\d+ passed.*) in [\d.]+s/.exec(out);
   assert.ok(summary, `no pytest summary in:\n${out}`);
   t.diagnostic(`pytest: ${summary[1]}`);
   assert.doesNotMatch(out, /SKIPPED|failed/, 'nothing skipped or failed');
-  assert.match(out, /test_conformance\.py::test_scenario\[.*-sync\] PASSED/);
-  assert.match(out, /test_conformance\.py::test_scenario\[.*-async\] PASSED/);
+  for (const mode of ['sync-mux', 'sync-percall', 'async-mux', 'async-percall']) {
+    assert.match(out, new RegExp(`test_conformance\\.py::test_scenario\\[.*-${mode}\\] PASSED`));
+  }
 });
 
 test('the Go client passes every conformance scenario and its own tests', async (t) => {

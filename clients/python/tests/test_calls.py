@@ -247,3 +247,19 @@ def test_the_call_table_routes_by_id_and_forgets_ended_calls() -> None:
     failure = UnavailableError(grpc.StatusCode.UNAVAILABLE, "gone")
     assert table.fail(failure) == ["d"] and d is not None
     assert table.open("e") is None and table.failure is failure
+
+
+@pytest.mark.parametrize("multiplex", [True, False])
+def test_a_gateway_that_is_not_there_is_unavailable(multiplex: bool) -> None:
+    with Client("127.0.0.1:1", "t", multiplex=multiplex) as c:
+        for _ in range(2):
+            with pytest.raises(UnavailableError):
+                c.call_tool(RUN, "echo", timeout=10)
+
+    async def main() -> None:
+        async with AsyncClient("127.0.0.1:1", "t", multiplex=multiplex) as c:
+            for _ in range(2):
+                with pytest.raises(UnavailableError):
+                    await c.call_tool(RUN, "echo", timeout=10)
+
+    asyncio.run(main())

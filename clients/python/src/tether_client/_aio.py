@@ -212,14 +212,19 @@ class AsyncClient:
         """The call started on the shared Calls stream, opening it (again) when there is none
         or it failed; None once the client is closed."""
         while self._multiplex:
-            if self._calls is None or self._calls.failure is not None:
+            fresh = self._calls is None or self._calls.failure is not None
+            if fresh:
                 self._calls = AsyncCallsStream(self._stub, self._metadata)
             calls = self._calls
+            assert calls is not None
             call = await calls.open_call(start, timeout)
             if call is not None:
                 return call
-            if isinstance(calls.failure, CallsNotServed):
-                raise calls.failure  # it failed before the call could open
+            # The stream failed before the call could open: a stream another call opened is
+            # replaced, but one this call opened fails it (no loop while the gateway is down).
+            failure = calls.failure
+            if failure is not None and (fresh or isinstance(failure, CallsNotServed)):
+                raise failure
         return None
 
 

@@ -215,14 +215,18 @@ class Client:
             with self._calls_lock:
                 if not self._multiplex:
                     return None
-                if self._calls is None or self._calls.failure is not None:
+                fresh = self._calls is None or self._calls.failure is not None
+                if fresh:
                     self._calls = CallsStream(self._stub, self._metadata)
                 calls = self._calls
             call = calls.open_call(start, timeout)
             if call is not None:
                 return call
-            if isinstance(calls.failure, CallsNotServed):
-                raise calls.failure  # it failed before the call could open
+            # The stream failed before the call could open: a stream another call opened is
+            # replaced, but one this call opened fails it (no loop while the gateway is down).
+            failure = calls.failure
+            if failure is not None and (fresh or isinstance(failure, CallsNotServed)):
+                raise failure
 
 
 def drive(

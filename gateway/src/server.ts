@@ -4,7 +4,8 @@ import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { Gateway } from '../../gen/tether/v1/gateway_pb';
-import { encodeCallToolOutput } from './grpc/resultWire';
+import { encodeCallsOutput, encodeCallToolOutput } from './grpc/resultWire';
+import { CallsDrain } from './grpc/calls';
 import { TokenAuthenticator } from './auth';
 import type { GatewayConfig } from './config';
 import { logger } from './log';
@@ -66,7 +67,9 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
   const definition = grpcDefinition(Gateway);
   // Every call's result leaves through this one serializer: written directly, not by reflection.
   definition.callTool.responseSerialize = encodeCallToolOutput as (out: object) => Buffer;
-  server.addService(definition, gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry));
+  definition.calls.responseSerialize = encodeCallsOutput as (out: object) => Buffer;
+  const calls = new CallsDrain();
+  server.addService(definition, gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry, calls));
 
   const health = new HealthImplementation({ '': 'SERVING', [SERVICE_NAME]: 'SERVING' });
   health.addToServer(server);
@@ -97,6 +100,7 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
       if (closed) return;
       closed = true;
       health.setStatus('', 'NOT_SERVING');
+      calls.drain();
       // In-flight calls get a moment to finish; then they are cut.
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {

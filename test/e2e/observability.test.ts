@@ -70,7 +70,7 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
   // NOT_FOUND: a tool the run does not have (its name must not become a label).
   const missing = (await t.alice.callTool(runId, 'made_up_tool_x1', {}).catch((e: ServiceError) => e)) as ServiceError;
   assert.equal(missing.code, status.NOT_FOUND);
-  // UNAUTHENTICATED, twice: a unary call and a CallTool.
+  // UNAUTHENTICATED, three times: a unary call, a call on the shared Calls stream, a CallTool.
   const stranger = t.client('token-nobody-has');
   assert.equal(
     ((await stranger.listRuns().catch((e: ServiceError) => e)) as ServiceError).code,
@@ -80,6 +80,16 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
     ((await stranger.callTool(runId, 'read', { path: 'a.txt' }).catch((e: ServiceError) => e)) as ServiceError).code,
     status.UNAUTHENTICATED,
   );
+  const strangerOwnStreams = new TetherClient(t.gateway.address, 'token-nobody-has', { multiplex: false });
+  assert.equal(
+    (
+      (await strangerOwnStreams
+        .callTool(runId, 'read', { path: 'a.txt' })
+        .catch((e: ServiceError) => e)) as ServiceError
+    ).code,
+    status.UNAUTHENTICATED,
+  );
+  strangerOwnStreams.close();
   // a bridged call, answered by the client
   const bridged = await t.alice.callTool(
     runId,
@@ -125,6 +135,7 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
   assert.equal(moved('tether_approvals_total', { tier: 'exec', decision: 'auto' }), 2);
   assert.equal(moved('tether_bridged_calls_total', { target: 'client', outcome: 'ok' }), 1);
   assert.equal(moved('tether_auth_failures_total', { method: 'ListRuns' }), 1);
+  assert.equal(moved('tether_auth_failures_total', { method: 'Calls' }), 1);
   assert.equal(moved('tether_auth_failures_total', { method: 'CallTool' }), 1);
   assert.equal(moved('tether_grpc_requests_total', { method: 'ListRuns', code: 'UNAUTHENTICATED' }), 1);
   assert.equal(moved('tether_runs_created_total', { tenant: 'alice' }), 1);
@@ -161,6 +172,7 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
     'tool.call made_up_tool_x1 NOT_FOUND not_required',
     'auth.failed',
     'auth.failed',
+    'auth.failed',
     'tool.bridged client_side_tool client',
     'tool.call eval ok auto',
     'tool.call eval cancelled auto',
@@ -181,6 +193,7 @@ test('/metrics: every outcome of a scripted session moves its series; the audit 
     mine.filter((r) => r.event === 'auth.failed').map((r) => [r.method, r.reason]),
     [
       ['ListRuns', 'invalid'],
+      ['Calls', 'invalid'],
       ['CallTool', 'invalid'],
     ],
   );

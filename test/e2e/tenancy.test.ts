@@ -5,6 +5,7 @@ import { RunState } from '../../gen/tether/v1/gateway_pb';
 import { resultText } from '../../gateway/src/client';
 import type { TenancyConfig } from '../../gateway/src/tenancy/config';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
+import { TetherClient } from '../../clients/typescript/src';
 
 // Quotas, rate limits and admission over gRPC. The quota and rate logic sits above the
 // sandbox provider, so these run on the process provider; disk and admission against the
@@ -192,7 +193,7 @@ test('calls past callsInFlight wait their turn; one cancelled while it waits lea
   await until('every slot is given back', () => slots.active === 0 && slots.waiting === 0);
 });
 
-test('maxConcurrentStreams: calls past it on one connection wait in the client, then are all answered', async (ctx) => {
+test('maxConcurrentStreams: CallTool streams past it on one connection wait in the client, then are all answered', async (ctx) => {
   const t = await startTestGateway({
     maxConcurrentStreams: 2,
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 4 } },
@@ -204,15 +205,18 @@ test('maxConcurrentStreams: calls past it on one connection wait in the client, 
   const slots = t.gateway.runs.tenancy.callSlots('alice');
   let most = 0;
   const watch = setInterval(() => (most = Math.max(most, slots.active)), 5);
+  // One CallTool stream per call (a shared Calls stream is one stream, whatever it carries).
+  const ownStreams = new TetherClient(t.gateway.address, 'token-alice', { multiplex: false });
   const outs = await Promise.all(
     [1, 2, 3, 4].map((i) =>
-      t.alice.callTool(run.runId, 'eval', {
+      ownStreams.callTool(run.runId, 'eval', {
         code: `import time\ntime.sleep(0.5)\nprint("call ${i} done")`,
         description: 'a call for the stream limit test',
       }),
     ),
   );
   clearInterval(watch);
+  ownStreams.close();
   outs.forEach((o, i) => assert.match(resultText(o.result), new RegExp(`call ${i + 1} done`)));
   assert.equal(most, 2, 'never more than two calls of the one connection at the gateway at once');
 });

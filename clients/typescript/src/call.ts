@@ -89,11 +89,25 @@ function approvalAnswer(d: ApprovalDecision): AnswerInit {
 }
 
 /**
- * Drives one CallTool stream to its single result: sends `start`, answers cards and bridged
- * calls with the handlers, turns an abort into `Cancel`, and settles once.
+ * What carries one call: its own CallTool stream, or its id on the shared Calls stream.
+ * `onEnd` fires once: without an error after the result, or with the call's failure.
+ */
+export interface CallChannel {
+  send(msg: CallToolInput): void;
+  onOutput(fn: (out: CallToolOutput) => void): void;
+  onEnd(fn: (err?: TetherError) => void): void;
+  /** The call is settled here: no more of it is wanted (the call was answered or given up). */
+  close(): void;
+  /** Whether messages can still be sent. */
+  readonly open: boolean;
+}
+
+/**
+ * Drives one call to its single result: sends `start`, answers cards and bridged calls with
+ * the handlers, turns an abort into `Cancel`, and settles once.
  */
 export function driveCall(
-  call: ClientDuplexStream<CallToolInput, CallToolOutput>,
+  call: CallChannel,
   start: MessageInitShape<typeof CallToolInputSchema>['msg'],
   opts: CallOptions,
 ): Promise<CallOutcome> {
@@ -110,8 +124,8 @@ export function driveCall(
       settled = true;
       clearTimeout(graceTimer);
       opts.signal?.removeEventListener('abort', onAbort);
+      call.close();
       if (err !== undefined) {
-        call.cancel();
         reject(err);
       } else if (result) {
         resolve({
@@ -126,10 +140,9 @@ export function driveCall(
       } else {
         reject(new TetherError(status.INTERNAL, 'the call ended without a result'));
       }
-      if (!call.writableEnded) call.end();
     };
     const send = (msg: MessageInitShape<typeof CallToolInputSchema>['msg']) => {
-      if (!settled && !call.writableEnded && !call.destroyed) call.write(create(CallToolInputSchema, { msg }));
+      if (!settled && call.open) call.send(create(CallToolInputSchema, { msg }));
     };
     const onAbort = () => {
       send({ case: 'cancel', value: { reason: abortReason(opts.signal!) } });
@@ -172,7 +185,7 @@ export function driveCall(
       send({ case: 'bridgeResult', value: create(BridgeResultSchema, { bridgeId: b.bridgeId, result: reply }) });
     };
 
-    call.on('data', (out: CallToolOutput) => {
+    call.onOutput((out: CallToolOutput) => {
       switch (out.msg.case) {
         case 'progress':
           progress.push(out.msg.value.text);
@@ -191,10 +204,38 @@ export function driveCall(
           break;
       }
     });
-    call.on('error', (err) => finish(TetherError.from(err)));
-    call.on('end', () => finish());
+    call.onEnd(finish);
 
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     send(start);
   });
+}
+
+/**
+ * A CallTool stream as the channel of its one call. Closing it before the stream ended hangs
+ * up (the gateway stops the call); after the result it only ends our side.
+ */
+export function streamChannel(call: ClientDuplexStream<CallToolInput, CallToolOutput>): CallChannel {
+  let ended = false;
+  return {
+    send: (msg) => call.write(msg),
+    onOutput: (fn) => call.on('data', fn),
+    onEnd: (fn) => {
+      call.on('error', (err) => {
+        ended = true;
+        fn(TetherError.from(err));
+      });
+      call.on('end', () => {
+        ended = true;
+        fn();
+      });
+    },
+    close: () => {
+      if (!ended) call.cancel();
+      else if (!call.writableEnded) call.end();
+    },
+    get open() {
+      return !call.writableEnded && !call.destroyed;
+    },
+  };
 }

@@ -4,6 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import {
   CreateRunRequestSchema,
   Gateway,
+  type CallToolInputSchema,
   GetEgressLogRequestSchema,
   ReportWorkerRequestSchema,
   SurfaceSchema,
@@ -20,9 +21,10 @@ import {
   type Tool,
   type WorkerEvent,
 } from './gen/tether/v1/gateway_pb';
-import { abortReason, driveCall, type CallOptions, type CallOutcome, type SurfaceInit } from './call';
+import { abortReason, driveCall, streamChannel, type CallOptions, type CallOutcome, type SurfaceInit } from './call';
+import { SharedCalls } from './sharedCalls';
 import { grpcDefinition } from './definition';
-import { TetherError } from './errors';
+import { isTetherError, TetherError } from './errors';
 import { extractTo, tarOf, tarOfFolder, untar, type FileMap } from './files';
 import { VERSION } from './version';
 
@@ -34,6 +36,12 @@ export interface ClientOptions {
   credentials?: grpc.ChannelCredentials;
   /** grpc-js channel options, merged over 64 MiB message limits. */
   channelOptions?: grpc.ClientOptions;
+  /**
+   * Carry every tool call on one shared Calls stream (default), or give each call a CallTool
+   * stream of its own (false). The shared stream saves each call a stream's setup; calls
+   * behave the same either way.
+   */
+  multiplex?: boolean;
 }
 
 export interface RequestOptions {
@@ -64,10 +72,11 @@ export class TetherClient {
   readonly raw: InstanceType<typeof Ctor>;
   readonly address: string;
   private readonly meta: grpc.Metadata;
+  private readonly shared?: SharedCalls;
 
   constructor(address: string, token: string, options: ClientOptions | grpc.ClientOptions = {}) {
     const opts: ClientOptions =
-      'credentials' in options || 'channelOptions' in options
+      'credentials' in options || 'channelOptions' in options || 'multiplex' in options
         ? (options as ClientOptions)
         : { channelOptions: options as grpc.ClientOptions };
     this.address = address;
@@ -81,6 +90,7 @@ export class TetherClient {
     });
     this.meta = new grpc.Metadata();
     this.meta.set('authorization', `Bearer ${token}`);
+    if (opts.multiplex !== false) this.shared = new SharedCalls(() => this.raw.calls(this.meta));
   }
 
   private callOptions(o: RequestOptions): grpc.CallOptions {
@@ -259,28 +269,34 @@ export class TetherClient {
    * answered by the handlers in `opts`. A tool that fails still resolves, with `isError` set;
    * the promise rejects (TetherError) only when the call itself was refused or broke.
    */
-  callTool(runId: string, tool: string, args: unknown = {}, opts: CallOptions = {}): Promise<CallOutcome> {
-    if (opts.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(opts.signal)));
+  async callTool(runId: string, tool: string, args: unknown = {}, opts: CallOptions = {}): Promise<CallOutcome> {
+    if (opts.signal?.aborted) throw new TetherError(grpc.status.CANCELLED, abortReason(opts.signal));
+    const start: MessageInitShape<typeof CallToolInputSchema>['msg'] = {
+      case: 'start',
+      value: {
+        runId,
+        callId: opts.callId ?? '',
+        tool,
+        argumentsJson: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+        surface: opts.surface,
+        acceptsQuestions: !!(opts.onQuestion || opts.onApproval),
+        acceptsBridgeCalls: !!opts.onBridgeCall,
+      },
+    };
+    const shared = this.shared;
+    if (shared && !shared.unsupported) {
+      try {
+        return await driveCall(shared.channel(opts.deadlineMs), start, opts);
+      } catch (err) {
+        // A gateway without Calls: nothing of the call ran; it goes on its own stream.
+        if (!(shared.unsupported && isTetherError(err, grpc.status.UNIMPLEMENTED))) throw err;
+      }
+    }
     const call = this.raw.callTool(this.meta, this.callOptions(opts)) as grpc.ClientDuplexStream<
       CallToolInput,
       CallToolOutput
     >;
-    return driveCall(
-      call,
-      {
-        case: 'start',
-        value: {
-          runId,
-          callId: opts.callId ?? '',
-          tool,
-          argumentsJson: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
-          surface: opts.surface,
-          acceptsQuestions: !!(opts.onQuestion || opts.onApproval),
-          acceptsBridgeCalls: !!opts.onBridgeCall,
-        },
-      },
-      opts,
-    );
+    return driveCall(streamChannel(call), start, opts);
   }
 
   /**
@@ -304,6 +320,7 @@ export class TetherClient {
   }
 
   close(): void {
+    this.shared?.close();
     this.raw.close();
   }
 }

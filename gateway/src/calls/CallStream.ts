@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import {
   CallToolOutputSchema,
@@ -15,6 +14,7 @@ import {
 import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
 import type { ToolResult } from '../../../protocol/src/tools';
 import { Telemetry, type ObservedCall } from '../observability/Telemetry';
+import type { CallSink } from './CallSink';
 import { outcomeOf, rejectReason } from './QuestionCards';
 import { fromProtoResult, toProtoResult } from './results';
 
@@ -28,7 +28,7 @@ interface OpenCard {
 }
 
 /**
- * One CallTool stream as the call sees it: progress out, question cards and bridged calls
+ * One call as the tool sees it, whatever carries it (see CallSink): progress out, question cards and bridged calls
  * out and their answers back, and an abort signal for cancel, disconnect and deadline.
  */
 export class CallStream {
@@ -41,26 +41,24 @@ export class CallStream {
   private deadlineTimer?: NodeJS.Timeout;
 
   constructor(
-    private readonly call: ServerDuplexStream<CallToolInput, CallToolOutput>,
+    private readonly sink: CallSink,
     readonly start: CallToolStart,
     private readonly targetSpace: string,
     private readonly questionTimeoutSeconds: number,
     /** Where this call's questions, approvals and bridged calls are reported. */
     readonly observed: ObservedCall = Telemetry.off.call('', start, undefined),
   ) {
-    const deadline = call.getDeadline();
-    const ms =
-      deadline instanceof Date
-        ? deadline.getTime() - Date.now()
-        : typeof deadline === 'number' && Number.isFinite(deadline)
-          ? deadline - Date.now()
-          : Infinity;
-    if (Number.isFinite(ms)) this.deadlineTimer = setTimeout(() => this.cancel('the deadline passed'), Math.max(0, ms));
+    if (sink.deadline !== undefined && Number.isFinite(sink.deadline)) {
+      this.deadlineTimer = setTimeout(
+        () => this.cancel('the deadline passed'),
+        Math.max(0, sink.deadline - Date.now()),
+      );
+    }
     // grpc-js reports every stream's close as 'cancelled', after a result as well. Once the
     // result went out, only work still under way (a bridged call the tool left running) has
     // anything to stop; skipping the abort otherwise spares every call an abort event.
-    call.on('cancelled', () => {
-      if (!this.ended || this.bridging > 0 || this.cards.size > 0) this.cancel('the client went away');
+    sink.onGone((reason) => {
+      if (!this.ended || this.bridging > 0 || this.cards.size > 0) this.cancel(reason);
     });
   }
 
@@ -127,8 +125,8 @@ export class CallStream {
   }
 
   private write(out: CallToolOutput['msg']): void {
-    if (this.ended || this.call.cancelled || this.call.destroyed) return;
-    this.call.write(create(CallToolOutputSchema, { msg: out }));
+    if (this.ended || this.sink.gone) return;
+    this.sink.write(create(CallToolOutputSchema, { msg: out }));
   }
 
   progress(text: string): void {
@@ -251,20 +249,15 @@ export class CallStream {
     });
   }
 
-  /** Sends the one final result and closes the stream. */
+  /** Sends the one final result and ends the call. */
   finish(result: ToolResult): void {
     if (this.ended) return;
     this.write({ case: 'result', value: toProtoResult(result) as PbToolResult });
-    this.ended = true;
-    this.close();
-  }
-
-  close(): void {
     this.dispose();
-    if (!this.call.writableEnded && !this.call.destroyed) this.call.end();
+    this.sink.end();
   }
 
-  /** Releases timers and open cards without ending the stream (an error status will). */
+  /** Releases timers and open cards without ending the call (its error status will). */
   dispose(): void {
     this.ended = true;
     if (this.deadlineTimer) clearTimeout(this.deadlineTimer);

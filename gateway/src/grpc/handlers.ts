@@ -16,7 +16,7 @@ import {
   type ListToolsRequest,
 } from '../../../gen/tether/v1/gateway_pb';
 import type { TokenAuthenticator } from '../auth';
-import { Telemetry } from '../observability/Telemetry';
+import type { Telemetry } from '../observability/Telemetry';
 import type { GatewayConfig } from '../config';
 import { GatewayError, notFound } from '../errors';
 import type { RunManager } from '../runs/RunManager';
@@ -25,6 +25,7 @@ import { ToolInvoker } from '../calls/ToolInvoker';
 import { workerHandlers } from '../workers/handlers';
 import { egressPageToProto } from '../egress/proto';
 import { serveCallTool } from './callTool';
+import { serveCalls, type CallsDrain } from './calls';
 import { runToProto, specFromRequest } from './convert';
 import { Edge } from './edge';
 import { FilesArrivedCommand } from '../../../protocol/src/workspace';
@@ -37,10 +38,16 @@ export function gatewayHandlers(
   runs: RunManager,
   auth: TokenAuthenticator,
   config: GatewayConfig,
-  telemetry = Telemetry.off,
+  telemetry: Telemetry,
+  drain: CallsDrain,
 ): UntypedServiceImplementation {
   const edge = new Edge(auth, telemetry);
-  const invoker = new ToolInvoker();
+  const callDeps = {
+    runs,
+    invoker: new ToolInvoker(),
+    questionTimeoutSeconds: config.questions.timeoutSeconds,
+    telemetry,
+  };
 
   return {
     createRun: edge.unary(async (req: CreateRunRequest, tenant) =>
@@ -136,13 +143,12 @@ export function gatewayHandlers(
 
     callTool: edge.gatedBidi(
       (tenant) => runs.tenancy.refusal(tenant, 'callTool'),
-      (call, tenant, fail) =>
-        serveCallTool(call, tenant, fail, {
-          runs,
-          invoker,
-          questionTimeoutSeconds: config.questions.timeoutSeconds,
-          telemetry,
-        }),
+      (call, tenant, fail) => serveCallTool(call, tenant, fail, callDeps),
+    ),
+    // Rate limits apply per call (each start), so the stream itself is only authenticated.
+    calls: edge.gatedBidi(
+      () => undefined,
+      (call, tenant, fail) => serveCalls(call, tenant, fail, callDeps, drain),
     ),
 
     ...workerHandlers(runs, edge),

@@ -1,5 +1,10 @@
 import { toBinary } from '@bufbuild/protobuf';
-import { CallToolOutputSchema, type CallToolOutput } from '../../../gen/tether/v1/gateway_pb';
+import {
+  CallsOutputSchema,
+  CallToolOutputSchema,
+  type CallsOutput,
+  type CallToolOutput,
+} from '../../../gen/tether/v1/gateway_pb';
 
 function reflected(msg: CallToolOutput): Buffer {
   const b = toBinary(CallToolOutputSchema, msg);
@@ -20,6 +25,8 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
 }
 
 // Wire tags (field number << 3 | wire type 2, length-delimited; 0 for the bool).
+const CALLS_ID = 0x0a; // CallsOutput.call_id = 1
+const CALLS_OUTPUT = 0x12; // CallsOutput.output = 2
 const OUTPUT_RESULT = 0x22; // CallToolOutput.result = 4
 const RESULT_CONTENT = 0x0a; // ToolResult.content = 1
 const RESULT_IS_ERROR = 0x10; // ToolResult.is_error = 2
@@ -72,5 +79,31 @@ export function encodeCallToolOutput(msg: CallToolOutput): Buffer {
     o = writeVarint(buf, o, structuredBytes);
     o += buf.write(r.structuredJson, o, 'utf8');
   }
+  return buf;
+}
+
+/**
+ * Encodes a CallsOutput as `toBinary` does: the call's id, then its CallToolOutput through
+ * `encodeCallToolOutput`. Errors and unknown fields go through `toBinary`.
+ */
+export function encodeCallsOutput(msg: CallsOutput): Buffer {
+  if (msg.msg.case !== 'output' || msg.$unknown) {
+    const b = toBinary(CallsOutputSchema, msg);
+    return Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  }
+  const inner = encodeCallToolOutput(msg.msg.value);
+  const idBytes = Buffer.byteLength(msg.callId);
+  const buf = Buffer.allocUnsafe(
+    (idBytes > 0 ? 1 + varintLength(idBytes) + idBytes : 0) + 1 + varintLength(inner.length) + inner.length,
+  );
+  let o = 0;
+  if (idBytes > 0) {
+    buf[o++] = CALLS_ID;
+    o = writeVarint(buf, o, idBytes);
+    o += buf.write(msg.callId, o, 'utf8');
+  }
+  buf[o++] = CALLS_OUTPUT;
+  o = writeVarint(buf, o, inner.length);
+  inner.copy(buf, o);
   return buf;
 }

@@ -5,6 +5,7 @@ import { create } from '@bufbuild/protobuf';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { Approval, CallToolStartSchema, SurfaceMode, type ToolResult } from '../../../gen/tether/v1/gateway_pb';
 import { resultText, type CallOptions } from '../../../clients/typescript/src';
+import type { CallSink } from '../../../gateway/src/calls/CallSink';
 import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import type { ToolResult as RunnerResult } from '../../../protocol/src/tools';
@@ -412,16 +413,14 @@ test('a read-capped surface never reaches eval, and a bridged write under a read
   // Inside the gateway: the bridge of a cell whose caller is capped at read (the cap a bridged
   // call inherits) refuses write with the very answer an unknown tool gets.
   const run = t.gateway.runs.ready('alice', runId);
-  const fakeCall = {
-    getDeadline: () => Infinity,
-    on: () => undefined,
-    write: () => true,
+  const sink: CallSink = {
+    gone: false,
+    write: () => undefined,
     end: () => undefined,
-    cancelled: false,
-    destroyed: false,
-    writableEnded: false,
+    fail: () => undefined,
+    onGone: () => undefined,
   };
-  const stream = new CallStream(fakeCall as never, create(CallToolStartSchema, { acceptsBridgeCalls: false }), '', 60);
+  const stream = new CallStream(sink, create(CallToolStartSchema, { acceptsBridgeCalls: false }), '', 60);
   const invoker = new ToolInvoker() as unknown as {
     bridge(r: unknown, tool: string, args: unknown, caller: unknown, depth: number): Promise<RunnerResult>;
   };

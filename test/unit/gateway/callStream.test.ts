@@ -14,7 +14,7 @@ import {
 } from '../../../gen/tether/v1/gateway_pb';
 import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
-import { serveCallTool } from '../../../gateway/src/grpc/callTool';
+import { serveCallTool, streamSink } from '../../../gateway/src/grpc/callTool';
 import { RunManager } from '../../../gateway/src/runs/RunManager';
 import { CallToolRequest, type CallToolParams, type ToolResult } from '../../../protocol/src/tools';
 import { AskRequest, BridgeRequest, ProgressNotification, type QuestionOutcome } from '../../../protocol/src/calls';
@@ -283,14 +283,24 @@ test("the stream's close after the result stops nothing, unless a bridged call o
   const start = create(CallToolInputSchema, { msg: { case: 'start', value: { runId: 'r', tool: 'echo' } } }).msg
     .value as CallToolStart;
   const done = new FakeCall();
-  const quiet = new CallStream(done as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, start, '', 60);
+  const quiet = new CallStream(
+    streamSink(done as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, () => undefined),
+    start,
+    '',
+    60,
+  );
   quiet.finish({ content: [{ type: 'text', text: 'ok' }] });
   // grpc-js reports the close of every stream as 'cancelled', a finished one too.
   done.emit('cancelled');
   assert.equal(quiet.signal.aborted, false);
 
   const busy = new FakeCall();
-  const stream = new CallStream(busy as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, start, '', 60);
+  const stream = new CallStream(
+    streamSink(busy as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, () => undefined),
+    start,
+    '',
+    60,
+  );
   let release: () => void = () => undefined;
   const bridged = stream.during(
     () =>
@@ -306,7 +316,12 @@ test("the stream's close after the result stops nothing, unless a bridged call o
 
   // Before the result, the close cancels the call as ever.
   const early = new FakeCall();
-  const open = new CallStream(early as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, start, '', 60);
+  const open = new CallStream(
+    streamSink(early as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, () => undefined),
+    start,
+    '',
+    60,
+  );
   early.emit('cancelled');
   assert.equal(open.signal.aborted, true);
 });

@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create, fromBinary, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
-import { CallToolOutputSchema } from '../../../gen/tether/v1/gateway_pb';
+import { CallsOutputSchema, CallToolOutputSchema } from '../../../gen/tether/v1/gateway_pb';
 import { toProtoResult } from '../../../gateway/src/calls/results';
-import { encodeCallToolOutput } from '../../../gateway/src/grpc/resultWire';
+import { encodeCallsOutput, encodeCallToolOutput } from '../../../gateway/src/grpc/resultWire';
 import type { ToolResult } from '../../../protocol/src/tools';
 
 const same = (init: MessageInitShape<typeof CallToolOutputSchema>) => {
@@ -50,4 +50,35 @@ test('other messages, images and tables go through protobuf-es unchanged', () =>
     },
   });
   same({});
+});
+
+test('Calls outputs encode byte for byte as protobuf-es encodes them', () => {
+  const outputs: MessageInitShape<typeof CallsOutputSchema>[] = [
+    {
+      callId: 'c1',
+      msg: {
+        case: 'output',
+        value: { msg: { case: 'result', value: toProtoResult({ content: [{ type: 'text', text: 'ok' }] }) } },
+      },
+    },
+    { callId: 'é'.repeat(80), msg: { case: 'output', value: { msg: { case: 'progress', value: { text: 'half' } } } } },
+    {
+      callId: 'c3',
+      msg: {
+        case: 'output',
+        value: {
+          msg: { case: 'result', value: toProtoResult({ content: [{ type: 'text', text: 'z'.repeat(20_000) }] }) },
+        },
+      },
+    },
+    { callId: '', msg: { case: 'output', value: {} } },
+    { callId: 'c4', msg: { case: 'error', value: { code: 5, message: 'no such run', retryAfterMs: 0 } } },
+    { callId: 'c5', msg: { case: 'error', value: { code: 8, message: 'slow down', retryAfterMs: 100 } } },
+  ];
+  for (const init of outputs) {
+    const msg = create(CallsOutputSchema, init);
+    const got = encodeCallsOutput(msg);
+    assert.deepEqual(got, Buffer.from(toBinary(CallsOutputSchema, msg)));
+    assert.deepEqual(fromBinary(CallsOutputSchema, got), msg);
+  }
 });

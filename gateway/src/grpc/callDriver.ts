@@ -1,0 +1,169 @@
+import type { CallToolInput, CallToolStart } from '../../../gen/tether/v1/gateway_pb';
+import type { CallSink } from '../calls/CallSink';
+import { CallStream } from '../calls/CallStream';
+import { errorResult } from '../calls/results';
+import { ToolAbsentError, type ToolInvoker } from '../calls/ToolInvoker';
+import { invalid } from '../errors';
+import { logger } from '../log';
+import { statusName, Telemetry, type ObservedCall } from '../observability/Telemetry';
+import type { RunManager } from '../runs/RunManager';
+import type { ToolResult } from '../../../protocol/src/tools';
+import { maxTierOf, visible } from '../surfaces';
+import { parseArguments } from '../validation';
+import { toStatus } from './edge';
+
+export interface CallDeps {
+  runs: RunManager;
+  invoker: ToolInvoker;
+  questionTimeoutSeconds: number;
+  telemetry?: Telemetry;
+}
+
+/**
+ * One tool call from its first message to its result or status, whatever stream carries it
+ * (its own CallTool stream, or its id on a Calls stream): the first message starts it and
+ * takes one of the tenant's slots (or waits in the tenant's line); later ones (answers, bridge
+ * results, cancel) go to its CallStream.
+ */
+export class CallDriver {
+  private stream?: CallStream;
+  private observed?: ObservedCall;
+  private started = false;
+  /** Messages and the half-close that arrive while the call waits for one of the tenant's slots. */
+  private readonly early: CallToolInput[] = [];
+  private endedEarly = false;
+  private waitingStart?: CallToolStart;
+  private leaveLine?: () => void;
+  private release?: () => void;
+
+  constructor(
+    private readonly sink: CallSink,
+    private readonly tenant: string,
+    private readonly deps: CallDeps,
+    private readonly traceparent: string | undefined,
+  ) {}
+
+  receive(msg: CallToolInput): void {
+    if (this.stream) {
+      this.stream.receive(msg);
+      return;
+    }
+    if (this.started) {
+      this.early.push(msg);
+      // Cancelled while waiting for a slot: out of the line, and answered as cancelled at once
+      // (the call begins without a slot and its replayed cancel stops it before the tool runs).
+      if (msg.msg.case === 'cancel' && this.waitingStart) {
+        const start = this.waitingStart;
+        this.waitingStart = undefined;
+        this.free();
+        this.begin(start);
+      }
+      return;
+    }
+    if (msg.msg.case !== 'start') {
+      this.abortWith(invalid('the first message must be start'));
+      return;
+    }
+    this.started = true;
+    const start = msg.msg.value;
+    this.waitingStart = start;
+    // The tenant's slots in flight: past them the call waits in the tenant's own line.
+    const slots = this.deps.runs.tenancy.callSlots(this.tenant);
+    this.leaveLine = slots.enter((release) => {
+      this.waitingStart = undefined;
+      this.leaveLine = undefined;
+      this.release = release;
+      if (this.sink.gone) this.free();
+      else this.begin(start);
+    });
+    if (!this.leaveLine) {
+      this.waitingStart = undefined;
+      this.abortWith(this.deps.runs.tenancy.callLineFull(this.tenant));
+    }
+  }
+
+  /** The client half-closed: nobody can answer this call's cards any more. */
+  inputEnded(): void {
+    if (this.stream) this.stream.inputEnded();
+    else this.endedEarly = true;
+  }
+
+  /** The carrying stream failed: the call stops. */
+  streamFailed(): void {
+    this.stream?.cancel('the stream failed');
+  }
+
+  /**
+   * The client went away: the call leaves the line, or gives its slot back at once (its
+   * stream cancels the work under way), so a slot never outlives its client.
+   */
+  gone(): void {
+    this.free();
+  }
+
+  private free(): void {
+    this.leaveLine?.();
+    this.release?.();
+    this.leaveLine = this.release = undefined;
+  }
+
+  private abortWith(err: unknown): void {
+    this.free();
+    this.stream?.dispose();
+    const st = toStatus(err);
+    this.observed?.finish(statusName(st.code));
+    this.sink.fail(st);
+  }
+
+  private begin(start: CallToolStart): void {
+    const { deps, tenant } = this;
+    const obs = (this.observed = (deps.telemetry ?? Telemetry.off).call(tenant, start, this.traceparent));
+    void (async () => {
+      const run = deps.runs.ready(tenant, start.runId);
+      const s = (this.stream = new CallStream(
+        this.sink,
+        start,
+        run.spec.features.questions.targetSpace,
+        deps.questionTimeoutSeconds,
+        obs,
+      ));
+      for (const m of this.early.splice(0)) s.receive(m);
+      if (this.endedEarly) s.inputEnded();
+      const cap = maxTierOf(start.surface);
+      const desc = run.tool(start.tool);
+      if (!desc || !visible(desc.tier, cap)) throw new ToolAbsentError(start.tool);
+      const parsed = parseArguments(start.argumentsJson);
+      obs.resolved(desc.tier, parsed.ok ? parsed.value : {});
+      if (!parsed.ok) {
+        this.finish(s, obs, errorResult(parsed.error));
+        return;
+      }
+      const invoked = Date.now();
+      const result = await deps.invoker.invoke(run, start.tool, parsed.value, { cap, stream: s });
+      logger.debug(
+        {
+          runId: run.runId,
+          tool: start.tool,
+          callId: start.callId,
+          ms: Date.now() - invoked,
+          isError: !!result.isError,
+        },
+        'call',
+      );
+      this.finish(s, obs, result);
+    })().catch((err: unknown) => this.abortWith(err));
+  }
+
+  /**
+   * The result ends the call and frees its slot; a call cancelled meanwhile counts as
+   * cancelled. The result is written before the call is reported: its metrics, span and audit
+   * record (which measures the result by serializing it) follow in the same turn, before
+   * anything else runs, instead of holding the reply back.
+   */
+  private finish(stream: CallStream, obs: ObservedCall, result: ToolResult): void {
+    this.free();
+    const outcome = stream.signal.aborted ? 'cancelled' : result.isError ? 'is_error' : 'ok';
+    stream.finish(result);
+    obs.finish(outcome, result);
+  }
+}

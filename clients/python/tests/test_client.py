@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import grpc
+import grpc.aio
 import pytest
 
 from tether_client import AsyncClient, CallOutcome, Client, InvalidArgumentError, NotFoundError, TetherError, UnauthenticatedError, pb, text_result
@@ -138,9 +140,40 @@ def lookup(call: pb.BridgeCall) -> pb.ToolResult:
     return text_result(f"answer {json.loads(call.arguments_json)['q']}")
 
 
+class StreamCounter(grpc.StreamStreamClientInterceptor):
+    """Counts the streaming RPCs a client opens, by method: what went over the wire."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def count(self, details: Any) -> None:
+        method = details.method
+        self.counts[method.decode() if isinstance(method, bytes) else method] += 1
+
+    def intercept_stream_stream(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
+        self.count(client_call_details)
+        return continuation(client_call_details, request_iterator)
+
+
+class AsyncStreamCounter(grpc.aio.StreamStreamClientInterceptor):
+    def __init__(self) -> None:
+        self.sync = StreamCounter()
+        self.counts = self.sync.counts
+
+    async def intercept_stream_stream(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
+        self.sync.count(client_call_details)
+        return await continuation(client_call_details, request_iterator)
+
+
+def expected_streams(multiplex: bool, calls: int) -> Dict[str, int]:
+    return {"/tether.v1.Gateway/Calls": 1} if multiplex else {"/tether.v1.Gateway/CallTool": calls}
+
+
 @pytest.mark.parametrize("multiplex", [True, False], ids=["mux", "percall"])
 def test_many_concurrent_calls_on_one_client_from_threads(gateway: Dict[str, str], multiplex: bool) -> None:
-    with Client(gateway["address"], gateway["A"], multiplex=multiplex) as c:
+    counter = StreamCounter()
+    channel = grpc.intercept_channel(grpc.insecure_channel(gateway["address"]), counter)
+    with Client(gateway["address"], gateway["A"], channel=channel, multiplex=multiplex) as c:
         run = c.create_run(features={"eval": True})
         try:
             files, calls = concurrent_calls(32)
@@ -150,19 +183,25 @@ def test_many_concurrent_calls_on_one_client_from_threads(gateway: Dict[str, str
             check_concurrent(files, outs)
         finally:
             c.delete_run(run.run_id)
+    assert dict(counter.counts) == expected_streams(multiplex, len(calls))
 
 
 @pytest.mark.parametrize("multiplex", [True, False], ids=["mux", "percall"])
 def test_many_concurrent_calls_on_one_asyncio_client(gateway: Dict[str, str], multiplex: bool) -> None:
-    async def main() -> None:
-        async with AsyncClient(gateway["address"], gateway["A"], multiplex=multiplex) as c:
+    counter = AsyncStreamCounter()
+
+    async def main() -> int:
+        channel = grpc.aio.insecure_channel(gateway["address"], interceptors=[counter])
+        async with AsyncClient(gateway["address"], gateway["A"], channel=channel, multiplex=multiplex) as c:
             run = await c.create_run(features={"eval": True})
             try:
                 files, calls = concurrent_calls(32)
                 await c.put_files(run.run_id, files)
                 outs = await asyncio.gather(*(c.call_tool(run.run_id, tool, args, on_bridge_call=lookup, timeout=60) for tool, args in calls))
                 check_concurrent(files, list(outs))
+                return len(calls)
             finally:
                 await c.delete_run(run.run_id)
 
-    asyncio.run(main())
+    n = asyncio.run(main())
+    assert dict(counter.counts) == expected_streams(multiplex, n)

@@ -138,7 +138,7 @@ def test_the_deadline_of_a_multiplexed_call_cancels_it_and_fails_at_once(gw: Tup
     assert fake.calls_streams == 2
 
 
-def test_a_failed_stream_fails_every_call_in_flight_and_the_next_call_opens_another(gw: Tuple[FakeGateway, str]) -> None:
+def test_a_broken_stream_fails_every_call_in_flight_and_the_next_call_opens_another(gw: Tuple[FakeGateway, str]) -> None:
     fake, address = gw
     with Client(address, "t") as c, ThreadPoolExecutor(2) as pool:
         sleeping = pool.submit(c.call_tool, RUN, "sleep")

@@ -5,8 +5,9 @@
  *    stream carrying every call (multiplexed);
  *  - a trivial `read` through the process provider, Docker over the runner's socket, Docker
  *    over the engine's attach (stdio), and the same two under gVisor when the engine has
- *    `runsc` with `--host-uds=all`; rounds interleave every path, so a load spike on a shared
- *    machine hits all of them alike;
+ *    `runsc` with `--host-uds=all`, each on the client's shared Calls stream; and Docker over
+ *    the socket with one CallTool stream per call; rounds interleave every path, so a load
+ *    spike on a shared machine hits all of them alike;
  *  - the gateway's side of a run: one multiplexed connection against a connection (and its
  *    handshake) per call;
  *  - lsp `definition` and `references` through tether against the same warm server asked
@@ -22,6 +23,7 @@ import { ProbeCommand, type ProbeParams } from '../protocol/src/lsp';
 import { PingRequest } from '../protocol/src/transport';
 import { connectSocket } from '../gateway/src/runs/connection/channel';
 import { defaultConfig } from '../gateway/src/config';
+import { TetherClient } from '../clients/typescript/src';
 import { fixture } from '../test/integration/lsp/helpers';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
 import { summary, timeIt, writeResult } from './lib';
@@ -74,8 +76,8 @@ async function readPath(name: string, provider: 'process' | 'docker', runtime = 
   return { name, t, runId: run.runId };
 }
 
-async function read(t: TestGateway, runId: string): Promise<void> {
-  const out = await t.alice.callTool(runId, 'read', { path: 'bench.txt' });
+async function read(t: TestGateway, runId: string, client: TetherClient = t.alice): Promise<void> {
+  const out = await client.callTool(runId, 'read', { path: 'bench.txt' });
   if (out.result.isError) throw new Error(`read failed: ${out.text}`);
 }
 
@@ -176,12 +178,12 @@ async function lsp(t: TestGateway) {
 }
 
 /** `total` reads kept `IN_FLIGHT` at a time, spread round-robin over `runIds`; calls per second. */
-async function throughput(t: TestGateway, runIds: string[], total: number): Promise<number> {
+async function throughput(t: TestGateway, runIds: string[], total: number, client = t.alice): Promise<number> {
   let next = 0;
   const worker = async () => {
     while (next < total) {
       const i = next++;
-      await read(t, runIds[i % runIds.length]);
+      await read(t, runIds[i % runIds.length], client);
     }
   };
   const t0 = process.hrtime.bigint();
@@ -203,19 +205,22 @@ async function main() {
       paths.push(await readPath('runscSocket', 'docker', 'runsc'));
       paths.push(await readPath('runscStdio', 'docker', 'runsc', false));
     }
+    const docker = paths.find((p) => p.name === 'dockerSocket')!;
+    // The same run, with one CallTool stream per call instead of the shared Calls stream.
+    const ownStreams = new TetherClient(docker.t.gateway.address, 'token-alice', { multiplex: false });
     const s = await interleaved(CALLS, {
       echoUnary: echo.unary,
       echoStreamPerCall: echo.streamPerCall,
       echoMultiplexed: echo.multiplexed,
       ...Object.fromEntries(paths.map((p) => [p.name, () => read(p.t, p.runId)])),
+      dockerSocketCallTool: () => read(docker.t, docker.runId, ownStreams),
     });
     const echoP50 = summary(s.echoUnary).p50;
     const reads: Record<string, unknown> = {};
-    for (const p of paths) {
-      const sum = summary(s[p.name]);
-      reads[p.name] = { ...sum, ratioToEcho: r2(sum.p50 / echoP50) };
+    for (const name of [...paths.map((p) => p.name), 'dockerSocketCallTool']) {
+      const sum = summary(s[name]);
+      reads[name] = { ...sum, ratioToEcho: r2(sum.p50 / echoP50) };
     }
-    const docker = paths.find((p) => p.name === 'dockerSocket')!;
     const runsc = paths.find((p) => p.name === 'runscSocket');
     const runscStdio = paths.find((p) => p.name === 'runscStdio');
     const runscVsRunc = runsc
@@ -229,6 +234,8 @@ async function main() {
     const lspFigures = await lsp(docker.t);
 
     const oneRun = await throughput(docker.t, [docker.runId], THROUGHPUT_CALLS);
+    const oneRunCallTool = await throughput(docker.t, [docker.runId], THROUGHPUT_CALLS, ownStreams);
+    ownStreams.close();
     const many = await Promise.all(
       Array.from({ length: RUNS - 1 }, async () => {
         const run = await docker.t.alice.createRun({ conversationId: 'bench-many' });
@@ -241,7 +248,7 @@ async function main() {
     await Promise.all(many.map((id) => docker.t.alice.deleteRun(id)));
 
     writeResult('transport', {
-      description: `sequential calls over loopback, ${CALLS} rounds interleaving every path, after warm-up; docker runs through the runner image, runc unless named`,
+      description: `sequential calls over loopback, ${CALLS} rounds interleaving every path, after warm-up; docker runs through the runner image, runc unless named; reads on the client's shared Calls stream unless named CallTool (one stream per call)`,
       loadAverageBefore: loadBefore,
       loadAverageAfter: os.loadavg(),
       seconds: Math.round((Date.now() - began) / 1000),
@@ -258,6 +265,7 @@ async function main() {
         inFlight: IN_FLIGHT,
         calls: THROUGHPUT_CALLS,
         oneRunCallsPerSecond: oneRun,
+        oneRunCallToolStreamsCallsPerSecond: oneRunCallTool,
         runs: RUNS,
         acrossRunsCallsPerSecond: manyRuns,
       },

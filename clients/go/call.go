@@ -67,9 +67,12 @@ func TextResult(text string, isError bool) *pb.ToolResult {
 // CallTool runs one tool call to its one result.
 //
 // Cancelling ctx (context.WithCancelCause gives the reason) sends Cancel to the gateway, which
-// stops the tool and still ends the call with a result, returned normally. ctx's deadline is
-// the call's gRPC deadline (DEADLINE_EXCEEDED when it passes). A tool's own failure is
+// stops the tool and still ends the call with a result, returned normally. When ctx's deadline
+// passes the call returns a DEADLINE_EXCEEDED error. A tool's own failure is
 // outcome.IsError(); a refused call returns an *Error.
+//
+// Concurrent calls of one client share one Calls stream unless the client was dialled with
+// WithMultiplex(false); either way each call behaves the same.
 func (c *Client) CallTool(ctx context.Context, runID, tool string, args any, opts CallOptions) (*CallOutcome, error) {
 	argsJSON := "{}"
 	if opts.ArgumentsJSON != nil {
@@ -81,6 +84,26 @@ func (c *Client) CallTool(ctx context.Context, runID, tool string, args any, opt
 		}
 		argsJSON = string(b)
 	}
+	start := &pb.CallToolInput{Msg: &pb.CallToolInput_Start{Start: &pb.CallToolStart{
+		RunId:              runID,
+		CallId:             opts.CallID,
+		Tool:               tool,
+		ArgumentsJson:      argsJSON,
+		Surface:            opts.Surface,
+		AcceptsQuestions:   opts.OnQuestion != nil,
+		AcceptsBridgeCalls: opts.OnBridgeCall != nil,
+	}}}
+	if c.calls != nil {
+		out, err := c.calls.call(ctx, start, &opts)
+		if !errors.Is(err, errNoCallsRPC) {
+			return out, err
+		}
+	}
+	return c.callOnOwnStream(ctx, start, &opts)
+}
+
+// callOnOwnStream runs the call on a CallTool stream of its own.
+func (c *Client) callOnOwnStream(ctx context.Context, start *pb.CallToolInput, opts *CallOptions) (*CallOutcome, error) {
 	// The stream outlives ctx's cancellation (so the Cancel message and the closing result can
 	// travel) but keeps its deadline.
 	streamCtx, dropStream := context.WithCancel(context.WithoutCancel(ctx))
@@ -101,22 +124,11 @@ func (c *Client) CallTool(ctx context.Context, runID, tool string, args any, opt
 		// A failed send means the stream ended; Recv reports how.
 		_ = stream.Send(m)
 	}
-	send(&pb.CallToolInput{Msg: &pb.CallToolInput_Start{Start: &pb.CallToolStart{
-		RunId:              runID,
-		CallId:             opts.CallID,
-		Tool:               tool,
-		ArgumentsJson:      argsJSON,
-		Surface:            opts.Surface,
-		AcceptsQuestions:   opts.OnQuestion != nil,
-		AcceptsBridgeCalls: opts.OnBridgeCall != nil,
-	}}})
+	send(start)
+	call := &callState{ctx: ctx, opts: opts, send: send}
 
 	done := make(chan struct{})
 	defer close(done)
-	grace := opts.CancelGrace
-	if grace == 0 {
-		grace = 10 * time.Second
-	}
 	go func() {
 		select {
 		case <-done:
@@ -126,15 +138,14 @@ func (c *Client) CallTool(ctx context.Context, runID, tool string, args any, opt
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return // the stream's own deadline ends it with DEADLINE_EXCEEDED
 		}
-		send(&pb.CallToolInput{Msg: &pb.CallToolInput_Cancel{Cancel: &pb.Cancel{Reason: cancelReason(ctx)}}})
+		call.cancel(cancelReason(ctx))
 		select {
 		case <-done:
-		case <-time.After(grace):
+		case <-time.After(opts.cancelGrace()):
 			dropStream()
 		}
 	}()
 
-	out := &CallOutcome{}
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -142,49 +153,77 @@ func (c *Client) CallTool(ctx context.Context, runID, tool string, args any, opt
 		}
 		if err != nil {
 			if ctx.Err() != nil && streamCtx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, context.Cause(ctx)
+				return nil, contextError(ctx.Err(), context.Cause(ctx))
 			}
 			return nil, wrap(err)
 		}
-		switch m := msg.GetMsg().(type) {
-		case *pb.CallToolOutput_Progress:
-			out.Progress = append(out.Progress, m.Progress.GetText())
-			if opts.OnProgress != nil {
-				opts.OnProgress(m.Progress.GetText())
-			}
-		case *pb.CallToolOutput_Question:
-			out.Questions = append(out.Questions, m.Question)
-			if opts.OnQuestion == nil {
-				continue
-			}
-			answer, herr := opts.OnQuestion(ctx, m.Question)
-			if herr != nil {
-				send(&pb.CallToolInput{Msg: &pb.CallToolInput_Cancel{Cancel: &pb.Cancel{Reason: herr.Error()}}})
-			} else if answer != nil {
-				answer.QuestionId = m.Question.GetId()
-				send(&pb.CallToolInput{Msg: &pb.CallToolInput_Answer{Answer: answer}})
-			}
-		case *pb.CallToolOutput_BridgeCall:
-			out.BridgeCalls = append(out.BridgeCalls, m.BridgeCall)
-			if opts.OnBridgeCall == nil {
-				continue
-			}
-			result, herr := opts.OnBridgeCall(ctx, m.BridgeCall)
-			if herr != nil {
-				result = TextResult(herr.Error(), true)
-			}
-			send(&pb.CallToolInput{Msg: &pb.CallToolInput_BridgeResult{BridgeResult: &pb.BridgeResult{BridgeId: m.BridgeCall.GetBridgeId(), Result: result}}})
-		case *pb.CallToolOutput_Result:
-			out.Result = m.Result
-		}
+		call.handle(msg)
 	}
 	sendMu.Lock()
 	_ = stream.CloseSend()
 	sendMu.Unlock()
-	if out.Result == nil {
+	if call.out.Result == nil {
 		return nil, ErrNoResult
 	}
-	return out, nil
+	return &call.out, nil
+}
+
+// callState is one call's side of the conversation, whichever stream carries it: it records
+// what arrives, runs the caller's handlers and sends their answers.
+type callState struct {
+	ctx  context.Context
+	opts *CallOptions
+	send func(*pb.CallToolInput)
+	out  CallOutcome
+}
+
+// handle takes one message of the call and reports whether it was the result, which ends it.
+func (s *callState) handle(msg *pb.CallToolOutput) (ended bool) {
+	opts := s.opts
+	switch m := msg.GetMsg().(type) {
+	case *pb.CallToolOutput_Progress:
+		s.out.Progress = append(s.out.Progress, m.Progress.GetText())
+		if opts.OnProgress != nil {
+			opts.OnProgress(m.Progress.GetText())
+		}
+	case *pb.CallToolOutput_Question:
+		s.out.Questions = append(s.out.Questions, m.Question)
+		if opts.OnQuestion == nil {
+			return false
+		}
+		answer, err := opts.OnQuestion(s.ctx, m.Question)
+		if err != nil {
+			s.cancel(err.Error())
+		} else if answer != nil {
+			answer.QuestionId = m.Question.GetId()
+			s.send(&pb.CallToolInput{Msg: &pb.CallToolInput_Answer{Answer: answer}})
+		}
+	case *pb.CallToolOutput_BridgeCall:
+		s.out.BridgeCalls = append(s.out.BridgeCalls, m.BridgeCall)
+		if opts.OnBridgeCall == nil {
+			return false
+		}
+		result, err := opts.OnBridgeCall(s.ctx, m.BridgeCall)
+		if err != nil {
+			result = TextResult(err.Error(), true)
+		}
+		s.send(&pb.CallToolInput{Msg: &pb.CallToolInput_BridgeResult{BridgeResult: &pb.BridgeResult{BridgeId: m.BridgeCall.GetBridgeId(), Result: result}}})
+	case *pb.CallToolOutput_Result:
+		s.out.Result = m.Result
+		return true
+	}
+	return false
+}
+
+func (s *callState) cancel(reason string) {
+	s.send(&pb.CallToolInput{Msg: &pb.CallToolInput_Cancel{Cancel: &pb.Cancel{Reason: reason}}})
+}
+
+func (o *CallOptions) cancelGrace() time.Duration {
+	if o.CancelGrace == 0 {
+		return 10 * time.Second
+	}
+	return o.CancelGrace
 }
 
 func cancelReason(ctx context.Context) string {

@@ -20,24 +20,47 @@ type Client struct {
 	conn  *grpc.ClientConn
 	rpc   pb.GatewayClient
 	token string
+	// calls is the shared Calls stream of tool calls; nil with WithMultiplex(false).
+	calls *multiplexer
 }
 
 // Dial connects to a gateway at host:port with a bearer token (plaintext gRPC unless opts say
-// otherwise). The connection is made lazily on the first call.
+// otherwise). The connection is made lazily on the first call. Tool calls share one Calls
+// stream unless opts include WithMultiplex(false).
 func Dial(address, token string, opts ...grpc.DialOption) (*Client, error) {
-	base := []grpc.DialOption{
+	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
 	}
-	conn, err := grpc.NewClient(address, append(base, opts...)...)
+	multiplex := true
+	for _, o := range opts {
+		if m, ok := o.(multiplexOption); ok {
+			multiplex = m.on
+			continue
+		}
+		dialOpts = append(dialOpts, o)
+	}
+	conn, err := grpc.NewClient(address, dialOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, rpc: pb.NewGatewayClient(conn), token: token}, nil
+	c := &Client{conn: conn, rpc: pb.NewGatewayClient(conn), token: token}
+	if multiplex {
+		c.calls = &multiplexer{open: func(ctx context.Context) (pb.Gateway_CallsClient, error) {
+			return c.rpc.Calls(c.Authorize(ctx))
+		}}
+	}
+	return c, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close ends the shared Calls stream (calls still in flight end CANCELLED) and closes the
+// connection.
+func (c *Client) Close() error {
+	if c.calls != nil {
+		c.calls.close()
+	}
+	return c.conn.Close()
+}
 
 // Raw is the generated stub, for RPCs this wrapper does not cover (WatchWorkers, ReportWorker).
 // Pass contexts through Authorize.

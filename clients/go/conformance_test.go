@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -26,7 +27,8 @@ import (
 
 // The shared conformance suite (clients/conformance/scenarios.json, its step language in the
 // README beside it), run with this package's public API against the live gateway named by
-// TETHER_ADDRESS, TETHER_TOKEN_A and TETHER_TOKEN_B.
+// TETHER_ADDRESS, TETHER_TOKEN_A and TETHER_TOKEN_B. TETHER_CONFORMANCE_MULTIPLEX=0 runs every
+// tool call on a CallTool stream of its own instead of the client's shared Calls stream.
 
 type suite struct {
 	Suite     string     `json:"suite"`
@@ -47,6 +49,12 @@ func liveGateway(t *testing.T) gatewayEnv {
 		t.Skip("TETHER_ADDRESS is not set: these tests need a live gateway (scripts/clients-test.sh starts one)")
 	}
 	return gatewayEnv{address, os.Getenv("TETHER_TOKEN_A"), os.Getenv("TETHER_TOKEN_B")}
+}
+
+// dialOptions are the client options of every live test: multiplexed unless
+// TETHER_CONFORMANCE_MULTIPLEX is 0.
+func dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{tether.WithMultiplex(os.Getenv("TETHER_CONFORMANCE_MULTIPLEX") != "0")}
 }
 
 func scenariosFile() string {
@@ -103,7 +111,7 @@ func (r *runner) client(token string) *tether.Client {
 	if c, ok := r.clients[token]; ok {
 		return c
 	}
-	c, err := tether.Dial(r.env.address, token)
+	c, err := tether.Dial(r.env.address, token, dialOptions()...)
 	if err != nil {
 		panic(err)
 	}

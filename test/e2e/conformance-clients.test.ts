@@ -55,10 +55,16 @@ test('the Python client (sync and asyncio, multiplexed and not) passes every con
   }
 });
 
-test('the Go client passes every conformance scenario and its own tests', async (t) => {
-  const out = await clientTests('go');
-  t.diagnostic(`go test: ${(out.match(/^\s*--- PASS/gm) ?? []).length} tests and subtests passed`);
-  assert.match(out, /--- PASS: TestConformance /);
-  assert.doesNotMatch(out, /--- (FAIL|SKIP)/);
-  assert.match(out, /^ok\s+github\.com\/tether-dev\/tether\/clients\/go\s/m);
-});
+// Both ways the Go client carries tool calls: the shared Calls stream (its default) and one
+// CallTool stream per call.
+for (const multiplex of ['1', '0']) {
+  const mode = multiplex === '1' ? 'on one shared Calls stream' : 'with a CallTool stream per call';
+  test(`the Go client passes every conformance scenario and its own tests, ${mode}`, async (t) => {
+    const out = await clientTests('go', { TETHER_CONFORMANCE_MULTIPLEX: multiplex });
+    t.diagnostic(`go test: ${(out.match(/^\s*--- PASS/gm) ?? []).length} tests and subtests passed`);
+    assert.match(out, /--- PASS: TestConformance /);
+    assert.match(out, /--- PASS: TestManyConcurrentCallsOnOneClient /);
+    assert.doesNotMatch(out, /--- (FAIL|SKIP)/);
+    assert.match(out, /^ok\s+github\.com\/tether-dev\/tether\/clients\/go\s/m);
+  });
+}

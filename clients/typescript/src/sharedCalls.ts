@@ -14,6 +14,8 @@ import { TetherError } from './errors';
 const IDLE_MS = 1000;
 
 interface Route {
+  /** The stream the call went out on: a stream that fails ends only its own calls. */
+  stream: ClientDuplexStream<CallsInput, CallsOutput>;
   output(out: CallToolOutput): void;
   end(err?: TetherError): void;
 }
@@ -54,7 +56,7 @@ export class SharedCalls {
       this.forget(callId);
       endFn(err);
     };
-    this.routes.set(callId, { output: (out) => outputFn(out), end });
+    this.routes.set(callId, { stream, output: (out) => outputFn(out), end });
     if (deadlineMs !== undefined) {
       timer = setTimeout(() => {
         send(cancel('the deadline passed'));
@@ -111,7 +113,7 @@ export class SharedCalls {
     const fail = (err: TetherError) => {
       if (this.stream === stream) this.stream = undefined;
       if (err.code === status.UNIMPLEMENTED) this.unsupported = true;
-      for (const r of [...this.routes.values()]) r.end(err);
+      for (const r of [...this.routes.values()]) if (r.stream === stream) r.end(err);
     };
     stream.on('error', (err) => fail(TetherError.from(err)));
     stream.on('end', () => fail(new TetherError(status.UNAVAILABLE, 'the gateway ended the Calls stream')));

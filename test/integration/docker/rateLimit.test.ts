@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { resultText } from '../../../gateway/src/client';
+import { TetherClient } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { sampleOf } from '../../helpers/otlp';
 import { detailTypes } from '../../helpers/statusDetails';
@@ -45,11 +46,14 @@ test("docker: A's CallTool flood is refused with retry hints, B's calls never ar
   const aRefusals: grpc.ServiceError[] = [];
   const aOther: string[] = [];
   let flooding = true;
-  // 100 calls in flight at all times until B is done.
+  // 100 calls in flight at all times until B is done: half on A's shared Calls stream, half
+  // on a CallTool stream each.
+  const ownStreams = new TetherClient(t.gateway.address, 'token-alice', { multiplex: false });
   const flood = Promise.all(
-    Array.from({ length: 100 }, async () => {
+    Array.from({ length: 100 }, async (_, i) => {
+      const client = i % 2 === 0 ? t!.alice : ownStreams;
       while (flooding) {
-        await t!.alice.callTool(a.runId, 'read', { path: 'f.txt' }).then(
+        await client.callTool(a.runId, 'read', { path: 'f.txt' }).then(
           (out) => {
             assert.match(resultText(out.result), /from a/);
             aAnswered++;
@@ -75,6 +79,7 @@ test("docker: A's CallTool flood is refused with retry hints, B's calls never ar
   }
   flooding = false;
   await flood;
+  ownStreams.close();
   console.log(`# A: ${aAnswered} answered, ${aRefusals.length} refused; B: ${bAnswered} answered`);
 
   assert.deepEqual(bFailures, [], 'B is never refused');
@@ -87,7 +92,10 @@ test("docker: A's CallTool flood is refused with retry hints, B's calls never ar
     const hint = Number(e.metadata.get('retry-after-ms')[0]);
     assert.ok(hint >= 1 && hint <= 200, `retry-after-ms ${hint} is within one token's time at 5/s`);
   }
-  const d = detailTypes(aRefusals[0].metadata);
+  // A CallTool refusal carries the rich status too (a Calls refusal has only its retry_after_ms).
+  const rich = aRefusals.find((e) => e.metadata.get('grpc-status-details-bin').length > 0);
+  assert.ok(rich, 'a refused CallTool stream has grpc-status-details-bin');
+  const d = detailTypes(rich.metadata);
   assert.equal(d.code, grpc.status.RESOURCE_EXHAUSTED);
   assert.deepEqual(d.types, ['type.googleapis.com/google.rpc.RetryInfo']);
 

@@ -43,14 +43,16 @@ async function clientTests(lang: 'python' | 'go', env: NodeJS.ProcessEnv = {}): 
   return res.stdout;
 }
 
-test('the Python client (sync and asyncio) passes every conformance scenario and its own tests', async (t) => {
-  const out = await clientTests('python');
+test('the Python client (sync and asyncio, multiplexed and not) passes every conformance scenario and its own tests', async (t) => {
+  // TETHER_CONFORMANCE_MULTIPLEX unset: the runner runs every scenario in both call modes.
+  const out = await clientTests('python', { TETHER_CONFORMANCE_MULTIPLEX: undefined });
   const summary = /=+ (\d+ passed.*) in [\d.]+s/.exec(out);
   assert.ok(summary, `no pytest summary in:\n${out}`);
   t.diagnostic(`pytest: ${summary[1]}`);
   assert.doesNotMatch(out, /SKIPPED|failed/, 'nothing skipped or failed');
-  assert.match(out, /test_conformance\.py::test_scenario\[.*-sync\] PASSED/);
-  assert.match(out, /test_conformance\.py::test_scenario\[.*-async\] PASSED/);
+  for (const mode of ['sync-mux', 'sync-percall', 'async-mux', 'async-percall']) {
+    assert.match(out, new RegExp(`test_conformance\\.py::test_scenario\\[.*-${mode}\\] PASSED`));
+  }
 });
 
 // Both ways the Go client carries tool calls: the shared Calls stream (its default) and one

@@ -2,6 +2,8 @@
 
 One runner for both clients: the scenario logic is written once against ``Driver``; the
 sync driver calls ``Client`` on a worker thread, the async driver awaits ``AsyncClient``.
+Each runs in both call modes: tool calls multiplexed on one Calls stream (the default) and one
+CallTool stream per call (``multiplex=False``); TETHER_CONFORMANCE_MULTIPLEX=1 or 0 picks one.
 The step language is described in clients/conformance/README.md.
 """
 
@@ -37,6 +39,14 @@ def load_scenarios() -> List[Dict[str, Any]]:
     return [s for s in suite["scenarios"] if only in s["name"]]
 
 
+def multiplex_modes() -> List[bool]:
+    """The call modes to run: TETHER_CONFORMANCE_MULTIPLEX=1 (Calls) or 0 (CallTool); both when unset."""
+    choice = os.environ.get("TETHER_CONFORMANCE_MULTIPLEX", "")
+    if choice not in ("", "0", "1"):
+        raise ValueError(f"TETHER_CONFORMANCE_MULTIPLEX must be 0 or 1, not {choice!r}")
+    return [True, False] if choice == "" else [choice == "1"]
+
+
 class StepFailed(AssertionError):
     pass
 
@@ -56,8 +66,8 @@ class Driver(Protocol):
 
 
 class SyncDriver:
-    def __init__(self, address: str, token: str) -> None:
-        self.c = Client(address, token)
+    def __init__(self, address: str, token: str, multiplex: bool) -> None:
+        self.c = Client(address, token, multiplex=multiplex)
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -91,8 +101,8 @@ class SyncDriver:
 
 
 class AsyncDriver:
-    def __init__(self, address: str, token: str) -> None:
-        self.c = AsyncClient(address, token)
+    def __init__(self, address: str, token: str, multiplex: bool) -> None:
+        self.c = AsyncClient(address, token, multiplex=multiplex)
 
     async def create_run(self, request: pb.CreateRunRequest, deadline: float) -> pb.Run:
         return await self.c.create_run(request, timeout=deadline)
@@ -122,7 +132,7 @@ class AsyncDriver:
         await self.c.close()
 
 
-DRIVERS: Dict[str, Callable[[str, str], Driver]] = {"sync": SyncDriver, "async": AsyncDriver}
+DRIVERS: Dict[str, Callable[[str, str, bool], Driver]] = {"sync": SyncDriver, "async": AsyncDriver}
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -153,7 +163,8 @@ def check(cond: bool, why: str) -> None:
 class Scenario:
     address: str
     tokens: Dict[str, str]
-    make: Callable[[str, str], Driver]
+    make: Callable[[str, str, bool], Driver]
+    multiplex: bool
     token: str = ""
     vars: Dict[str, str] = field(default_factory=dict)
     owners: Dict[str, str] = field(default_factory=dict)
@@ -162,7 +173,7 @@ class Scenario:
     def driver(self, token: Optional[str] = None) -> Driver:
         t = self.token if token is None else token
         if t not in self.drivers:
-            self.drivers[t] = self.make(self.address, t)
+            self.drivers[t] = self.make(self.address, t, self.multiplex)
         return self.drivers[t]
 
     def substitute(self, value: Any) -> Any:
@@ -378,5 +389,5 @@ def verify_outcome(out: CallOutcome, expect: Dict[str, Any]) -> None:
                 check(json_equal(got, w["arguments"]), f"bridged call {i + 1}: arguments {got!r}, expected {w['arguments']!r}")
 
 
-def run_scenario(scenario: Dict[str, Any], driver: str, address: str, tokens: Dict[str, str]) -> Coroutine[Any, Any, None]:
-    return Scenario(address, tokens, DRIVERS[driver]).run(scenario)
+def run_scenario(scenario: Dict[str, Any], driver: str, address: str, tokens: Dict[str, str], multiplex: bool = True) -> Coroutine[Any, Any, None]:
+    return Scenario(address, tokens, DRIVERS[driver], multiplex).run(scenario)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, List, Tuple
 
 import grpc
+import grpc.aio
 import pytest
 
-from tether_client import AsyncClient, Client, InvalidArgumentError, NotFoundError, TetherError, UnauthenticatedError, pb, text_result
+from tether_client import AsyncClient, CallOutcome, Client, InvalidArgumentError, NotFoundError, TetherError, UnauthenticatedError, pb, text_result
 
 MAIN = {"mode": "SURFACE_MODE_DEFAULT", "agent": "AGENT_KIND_MAIN"}
 PLAN = pb.Surface(mode=pb.SURFACE_MODE_PLAN, agent=pb.AGENT_KIND_MAIN)
@@ -113,3 +116,92 @@ def test_egress_log_of_a_run_without_egress(client: Client) -> None:
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
     finally:
         client.delete_run(run.run_id)
+
+
+def concurrent_calls(n: int) -> Tuple[Dict[str, str], List[Tuple[str, Dict[str, Any]]]]:
+    """``n`` files, and a read of each plus three eval cells that each ask the client a question
+    of their own: every call must get its own result (a crossed stream would swap them)."""
+    files = {f"f{i}.txt": f"content {i}\n" for i in range(n)}
+    calls: List[Tuple[str, Dict[str, Any]]] = [("read", {"path": name}) for name in files]
+    calls += [("eval", {"code": f'print("got:", tool("lookup", {{"q": {i}}}))', "description": f"ask the client for answer {i}"}) for i in range(3)]
+    return files, calls
+
+
+def check_concurrent(files: Dict[str, str], outs: List[CallOutcome]) -> None:
+    contents = list(files.values())
+    for i, out in enumerate(outs[: len(contents)]):
+        assert not out.is_error and out.structured["content"] == contents[i], out.text
+    for i, out in enumerate(outs[len(contents) :]):
+        assert not out.is_error and f"got: answer {i}" in out.text, out.text
+        assert [json.loads(b.arguments_json) for b in out.bridge_calls] == [{"q": i}]
+
+
+def lookup(call: pb.BridgeCall) -> pb.ToolResult:
+    return text_result(f"answer {json.loads(call.arguments_json)['q']}")
+
+
+class StreamCounter(grpc.StreamStreamClientInterceptor):
+    """Counts the streaming RPCs a client opens, by method: what went over the wire."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def count(self, details: Any) -> None:
+        method = details.method
+        self.counts[method.decode() if isinstance(method, bytes) else method] += 1
+
+    def intercept_stream_stream(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
+        self.count(client_call_details)
+        return continuation(client_call_details, request_iterator)
+
+
+class AsyncStreamCounter(grpc.aio.StreamStreamClientInterceptor):
+    def __init__(self) -> None:
+        self.sync = StreamCounter()
+        self.counts = self.sync.counts
+
+    async def intercept_stream_stream(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
+        self.sync.count(client_call_details)
+        return await continuation(client_call_details, request_iterator)
+
+
+def expected_streams(multiplex: bool, calls: int) -> Dict[str, int]:
+    return {"/tether.v1.Gateway/Calls": 1} if multiplex else {"/tether.v1.Gateway/CallTool": calls}
+
+
+@pytest.mark.parametrize("multiplex", [True, False], ids=["mux", "percall"])
+def test_many_concurrent_calls_on_one_client_from_threads(gateway: Dict[str, str], multiplex: bool) -> None:
+    counter = StreamCounter()
+    channel = grpc.intercept_channel(grpc.insecure_channel(gateway["address"]), counter)
+    with Client(gateway["address"], gateway["A"], channel=channel, multiplex=multiplex) as c:
+        run = c.create_run(features={"eval": True})
+        try:
+            files, calls = concurrent_calls(32)
+            c.put_files(run.run_id, files)
+            with ThreadPoolExecutor(len(calls)) as pool:
+                outs = list(pool.map(lambda call: c.call_tool(run.run_id, call[0], call[1], on_bridge_call=lookup, timeout=60), calls))
+            check_concurrent(files, outs)
+        finally:
+            c.delete_run(run.run_id)
+    assert dict(counter.counts) == expected_streams(multiplex, len(calls))
+
+
+@pytest.mark.parametrize("multiplex", [True, False], ids=["mux", "percall"])
+def test_many_concurrent_calls_on_one_asyncio_client(gateway: Dict[str, str], multiplex: bool) -> None:
+    counter = AsyncStreamCounter()
+
+    async def main() -> int:
+        channel = grpc.aio.insecure_channel(gateway["address"], interceptors=[counter])
+        async with AsyncClient(gateway["address"], gateway["A"], channel=channel, multiplex=multiplex) as c:
+            run = await c.create_run(features={"eval": True})
+            try:
+                files, calls = concurrent_calls(32)
+                await c.put_files(run.run_id, files)
+                outs = await asyncio.gather(*(c.call_tool(run.run_id, tool, args, on_bridge_call=lookup, timeout=60) for tool, args in calls))
+                check_concurrent(files, list(outs))
+                return len(calls)
+            finally:
+                await c.delete_run(run.run_id)
+
+    n = asyncio.run(main())
+    assert dict(counter.counts) == expected_streams(multiplex, n)

@@ -9,6 +9,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping,
 import grpc
 import grpc.aio
 
+from ._aio_streams import AsyncCallsStream, AsyncCallStream, AsyncCallToolStream
+from ._calls import CallsNotServed, CallState, Pending
 from ._client import AnswerLike, ToolResultLike, create_run_request
 from ._common import (
     CHANNEL_OPTIONS,
@@ -28,7 +30,7 @@ from ._common import (
     surface_of,
     tar_of,
 )
-from ._errors import ProtocolError, from_rpc_error
+from ._errors import from_rpc_error
 from ._gen.tether.v1 import gateway_pb2 as pb
 from ._gen.tether.v1 import gateway_pb2_grpc as rpc
 
@@ -42,6 +44,10 @@ class AsyncClient:
     >>> async with AsyncClient("127.0.0.1:50051", "my-token") as tether:
     ...     run = await tether.create_run(conversation_id="c1")
     ...     out = await tether.call_tool(run.run_id, "read", {"path": "README.md"})
+
+    Tool calls share one multiplexed ``Calls`` stream, opened on the first call; with
+    ``multiplex=False`` (or against a gateway without ``Calls``) each call has its own
+    ``CallTool`` stream. The two behave the same.
     """
 
     def __init__(
@@ -51,11 +57,14 @@ class AsyncClient:
         *,
         channel: Optional[grpc.aio.Channel] = None,
         options: Sequence[Tuple[str, Any]] = (),
+        multiplex: bool = True,
     ) -> None:
         self.address = address
         self._channel = channel or grpc.aio.insecure_channel(address, options=[*CHANNEL_OPTIONS, *options])
         self._stub = rpc.GatewayStub(self._channel)
         self._metadata = metadata_for(token)
+        self._multiplex = multiplex
+        self._calls: Optional[AsyncCallsStream] = None
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -64,6 +73,9 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
+        calls, self._calls, self._multiplex = self._calls, None, False
+        if calls is not None:
+            await calls.close()
         await self._channel.close()
 
     # --- runs --------------------------------------------------------------------------------
@@ -179,67 +191,87 @@ class AsyncClient:
         result. Cancelling the awaiting task instead abandons the call (the stream is cancelled,
         which also stops the tool) and raises ``asyncio.CancelledError``.
         """
-        loop = asyncio.get_running_loop()
-        call = self._stub.CallTool(metadata=self._metadata, timeout=timeout)
-        write_lock = asyncio.Lock()
-        background: Set[asyncio.Task[None]] = set()
-
-        async def send(msg: pb.CallToolInput) -> None:
-            async with write_lock:
-                if call.done():
-                    return
-                try:
-                    await call.write(msg)
-                except (grpc.aio.UsageError, asyncio.InvalidStateError, grpc.RpcError):
-                    pass  # the call already ended; its outcome is read below
-
-        def on_cancel(reason: str) -> None:
-            def schedule() -> None:
-                task = loop.create_task(send(cancel_input(reason)))
-                background.add(task)
-                task.add_done_callback(background.discard)
-
-            loop.call_soon_threadsafe(schedule)
-
-        progress: List[str] = []
-        questions: List[pb.Question] = []
-        bridge_calls: List[pb.BridgeCall] = []
-        result: Optional[pb.ToolResult] = None
-        unsubscribe = None
+        start = start_input(run_id, tool, arguments, arguments_json, surface, call_id, on_question is not None, on_bridge_call is not None)
+        if self._multiplex:
+            try:
+                mux = await self._open_multiplexed(start, timeout)
+                if mux is not None:
+                    return await drive(mux, CallState(on_progress), on_question, on_bridge_call, cancel)
+            except CallsNotServed as e:
+                if e.for_life:
+                    self._multiplex = False  # an older gateway: CallTool for the client's life
+        stream = AsyncCallToolStream(self._stub, self._metadata, timeout)
         try:
-            await send(start_input(run_id, tool, arguments, arguments_json, surface, call_id, on_question is not None, on_bridge_call is not None))
-            unsubscribe = cancel.subscribe(on_cancel) if cancel else None
-            async for out in call:
-                kind = out.WhichOneof("msg")
-                if kind == "progress":
-                    progress.append(out.progress.text)
-                    if on_progress:
-                        on_progress(out.progress.text)
-                elif kind == "question":
-                    questions.append(out.question)
-                    if on_question:
-                        answer = await _resolve(on_question(out.question))
-                        if answer is not None:
-                            await send(answer_input(out.question, answer))
-                elif kind == "bridge_call":
-                    bridge_calls.append(out.bridge_call)
-                    if on_bridge_call:
-                        await send(bridge_input(out.bridge_call, await _resolve(on_bridge_call(out.bridge_call))))
-                elif kind == "result":
-                    result = out.result
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            await stream.send(start)
         except asyncio.CancelledError:
-            call.cancel()
+            stream.close(finished=False)
             raise
-        finally:
-            if unsubscribe:
-                unsubscribe()
-            for task in list(background):
-                task.cancel()
-        if result is None:
-            raise ProtocolError("the CallTool stream ended without a result")
-        return CallOutcome(result, progress, questions, bridge_calls)
+        return await drive(stream, CallState(on_progress), on_question, on_bridge_call, cancel)
+
+    async def _open_multiplexed(self, start: pb.CallToolInput, timeout: Optional[float]) -> Optional[AsyncCallStream]:
+        """The call started on the shared Calls stream, opening it (again) when there is none
+        or it failed; None once the client is closed."""
+        while self._multiplex:
+            fresh = self._calls is None or self._calls.failure is not None
+            if fresh:
+                self._calls = AsyncCallsStream(self._stub, self._metadata)
+            calls = self._calls
+            assert calls is not None
+            call = await calls.open_call(start, timeout)
+            if call is not None:
+                return call
+            # The stream failed before the call could open: a stream another call opened is
+            # replaced, but one this call opened fails it (no loop while the gateway is down).
+            failure = calls.failure
+            if failure is not None and (fresh or isinstance(failure, CallsNotServed)):
+                raise failure
+        return None
+
+
+async def drive(
+    stream: AsyncCallStream,
+    state: CallState,
+    on_question: Optional[AsyncQuestionHandler],
+    on_bridge_call: Optional[AsyncBridgeHandler],
+    cancel: Optional[CancelToken],
+) -> CallOutcome:
+    """Takes one started call to its result: answers its cards and bridged calls, forwards a
+    cancel. Cancelling the awaiting task abandons the call, which stops the tool."""
+    loop = asyncio.get_running_loop()
+    background: Set[asyncio.Task[None]] = set()
+
+    def on_cancel(reason: str) -> None:
+        # CancelToken may fire on any thread.
+        def schedule() -> None:
+            task = loop.create_task(stream.send(cancel_input(reason)))
+            background.add(task)
+            task.add_done_callback(background.discard)
+
+        loop.call_soon_threadsafe(schedule)
+
+    unsubscribe = cancel.subscribe(on_cancel) if cancel else None
+    try:
+        async for out in stream.outputs():
+            reply = await reply_to(state.take(out), on_question, on_bridge_call)
+            if reply is not None:
+                await stream.send(reply)
+    finally:
+        if unsubscribe:
+            unsubscribe()
+        for task in list(background):
+            task.cancel()
+        stream.close(finished=state.result is not None)
+    return state.outcome()
+
+
+async def reply_to(pending: Pending, on_question: Optional[AsyncQuestionHandler], on_bridge_call: Optional[AsyncBridgeHandler]) -> Optional[pb.CallToolInput]:
+    """The handler's answer to a question card or bridged call, as the input to send back."""
+    if isinstance(pending, pb.Question) and on_question:
+        answer = await _resolve(on_question(pending))
+        return None if answer is None else answer_input(pending, answer)
+    if isinstance(pending, pb.BridgeCall) and on_bridge_call:
+        return bridge_input(pending, await _resolve(on_bridge_call(pending)))
+    return None
 
 
 async def _resolve(value: Any) -> Any:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import queue
+import threading
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
+from ._calls import CallsNotServed, CallState, Pending
 from ._common import (
     CHANNEL_OPTIONS,
     CallOutcome,
@@ -26,9 +27,10 @@ from ._common import (
     surface_of,
     tar_of,
 )
-from ._errors import ProtocolError, from_rpc_error
+from ._errors import from_rpc_error
 from ._gen.tether.v1 import gateway_pb2 as pb
 from ._gen.tether.v1 import gateway_pb2_grpc as rpc
+from ._streams import CallsStream, CallStream, CallToolStream
 
 AnswerLike = Union[pb.Answer, Mapping[str, Any]]
 ToolResultLike = Union[pb.ToolResult, Mapping[str, Any]]
@@ -42,6 +44,10 @@ class Client:
     >>> with Client("127.0.0.1:50051", "my-token") as tether:
     ...     run = tether.create_run(conversation_id="c1")
     ...     out = tether.call_tool(run.run_id, "read", {"path": "README.md"})
+
+    Tool calls share one multiplexed ``Calls`` stream, opened on the first call; with
+    ``multiplex=False`` (or against a gateway without ``Calls``) each call has its own
+    ``CallTool`` stream. The two behave the same.
     """
 
     def __init__(
@@ -51,11 +57,15 @@ class Client:
         *,
         channel: Optional[grpc.Channel] = None,
         options: Sequence[Tuple[str, Any]] = (),
+        multiplex: bool = True,
     ) -> None:
         self.address = address
         self._channel = channel or grpc.insecure_channel(address, options=[*CHANNEL_OPTIONS, *options])
         self._stub = rpc.GatewayStub(self._channel)
         self._metadata = metadata_for(token)
+        self._multiplex = multiplex
+        self._calls: Optional[CallsStream] = None
+        self._calls_lock = threading.Lock()
 
     def __enter__(self) -> Client:
         return self
@@ -64,6 +74,10 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        with self._calls_lock:
+            calls, self._calls, self._multiplex = self._calls, None, False
+        if calls is not None:
+            calls.close()
         self._channel.close()
 
     # --- runs --------------------------------------------------------------------------------
@@ -183,52 +197,67 @@ class Client:
         gateway still ends it with a result. A tool's own failure is ``outcome.is_error``; a
         refused call raises TetherError.
         """
-        outbox: queue.Queue[Optional[pb.CallToolInput]] = queue.Queue()
-        outbox.put(start_input(run_id, tool, arguments, arguments_json, surface, call_id, on_question is not None, on_bridge_call is not None))
+        start = start_input(run_id, tool, arguments, arguments_json, surface, call_id, on_question is not None, on_bridge_call is not None)
+        if self._multiplex:
+            try:
+                mux = self._open_multiplexed(start, timeout)
+                if mux is not None:
+                    return drive(mux, CallState(on_progress), on_question, on_bridge_call, cancel)
+            except CallsNotServed as e:
+                if e.for_life:
+                    self._multiplex = False  # an older gateway: CallTool for the client's life
+        return drive(CallToolStream(self._stub, self._metadata, start, timeout), CallState(on_progress), on_question, on_bridge_call, cancel)
 
-        def requests() -> Iterator[pb.CallToolInput]:
-            while True:
-                item = outbox.get()
-                if item is None:
-                    return
-                yield item
+    def _open_multiplexed(self, start: pb.CallToolInput, timeout: Optional[float]) -> Optional[CallStream]:
+        """The call started on the shared Calls stream, opening it (again) when there is none
+        or it failed; None once the client is closed."""
+        while True:
+            with self._calls_lock:
+                if not self._multiplex:
+                    return None
+                fresh = self._calls is None or self._calls.failure is not None
+                if fresh:
+                    self._calls = CallsStream(self._stub, self._metadata)
+                calls = self._calls
+            call = calls.open_call(start, timeout)
+            if call is not None:
+                return call
+            # The stream failed before the call could open: a stream another call opened is
+            # replaced, but one this call opened fails it (no loop while the gateway is down).
+            failure = calls.failure
+            if failure is not None and (fresh or isinstance(failure, CallsNotServed)):
+                raise failure
 
-        unsubscribe = cancel.subscribe(lambda reason: outbox.put(cancel_input(reason))) if cancel else None
-        responses = self._stub.CallTool(requests(), metadata=self._metadata, timeout=timeout)
-        progress: List[str] = []
-        questions: List[pb.Question] = []
-        bridge_calls: List[pb.BridgeCall] = []
-        result: Optional[pb.ToolResult] = None
-        try:
-            for out in responses:
-                kind = out.WhichOneof("msg")
-                if kind == "progress":
-                    progress.append(out.progress.text)
-                    if on_progress:
-                        on_progress(out.progress.text)
-                elif kind == "question":
-                    questions.append(out.question)
-                    if on_question:
-                        answer = on_question(out.question)
-                        if answer is not None:
-                            outbox.put(answer_input(out.question, answer))
-                elif kind == "bridge_call":
-                    bridge_calls.append(out.bridge_call)
-                    if on_bridge_call:
-                        outbox.put(bridge_input(out.bridge_call, on_bridge_call(out.bridge_call)))
-                elif kind == "result":
-                    result = out.result
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
-        finally:
-            if unsubscribe:
-                unsubscribe()
-            outbox.put(None)  # ends the request stream so gRPC's sending thread exits
-            if result is None:
-                responses.cancel()
-        if result is None:
-            raise ProtocolError("the CallTool stream ended without a result")
-        return CallOutcome(result, progress, questions, bridge_calls)
+
+def drive(
+    stream: CallStream,
+    state: CallState,
+    on_question: Optional[QuestionHandler],
+    on_bridge_call: Optional[BridgeHandler],
+    cancel: Optional[CancelToken],
+) -> CallOutcome:
+    """Takes one started call to its result: answers its cards and bridged calls, forwards a cancel."""
+    unsubscribe = cancel.subscribe(lambda reason: stream.send(cancel_input(reason))) if cancel else None
+    try:
+        for out in stream.outputs():
+            reply = reply_to(state.take(out), on_question, on_bridge_call)
+            if reply is not None:
+                stream.send(reply)
+    finally:
+        if unsubscribe:
+            unsubscribe()
+        stream.close(finished=state.result is not None)
+    return state.outcome()
+
+
+def reply_to(pending: Pending, on_question: Optional[QuestionHandler], on_bridge_call: Optional[BridgeHandler]) -> Optional[pb.CallToolInput]:
+    """The handler's answer to a question card or bridged call, as the input to send back."""
+    if isinstance(pending, pb.Question) and on_question:
+        answer = on_question(pending)
+        return None if answer is None else answer_input(pending, answer)
+    if isinstance(pending, pb.BridgeCall) and on_bridge_call:
+        return bridge_input(pending, on_bridge_call(pending))
+    return None
 
 
 def create_run_request(

@@ -16,11 +16,14 @@ class TetherError(Exception):
 
     code: grpc.StatusCode
     details: str
+    retry_after_ms: int
+    """With RESOURCE_EXHAUSTED from a rate limit: the milliseconds to wait before retrying (else 0)."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self, code: grpc.StatusCode, details: str, retry_after_ms: int = 0) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
+        self.retry_after_ms = retry_after_ms
 
 
 class NotFoundError(TetherError):
@@ -79,13 +82,33 @@ _BY_CODE: Dict[grpc.StatusCode, Type[TetherError]] = {
 }
 
 
-def error_for(code: Optional[grpc.StatusCode], details: Optional[str]) -> TetherError:
+_BY_VALUE: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def error_for(code: Optional[grpc.StatusCode], details: Optional[str], retry_after_ms: int = 0) -> TetherError:
     code = code or grpc.StatusCode.UNKNOWN
-    return _BY_CODE.get(code, TetherError)(code, details or "")
+    return _BY_CODE.get(code, TetherError)(code, details or "", retry_after_ms)
+
+
+def error_for_value(code: int, details: str, retry_after_ms: int = 0) -> TetherError:
+    """The TetherError of a status code sent as a number (a Calls stream's CallError)."""
+    return error_for(_BY_VALUE.get(code, grpc.StatusCode.UNKNOWN), details, retry_after_ms)
 
 
 def from_rpc_error(err: grpc.RpcError) -> TetherError:
     """Maps a grpc (sync or aio) error to the matching TetherError subclass."""
     code = err.code() if callable(getattr(err, "code", None)) else None  # type: ignore[attr-defined]
     details = err.details() if callable(getattr(err, "details", None)) else str(err)  # type: ignore[attr-defined]
-    return error_for(code, details)
+    return error_for(code, details, _retry_after_ms(err))
+
+
+def _retry_after_ms(err: grpc.RpcError) -> int:
+    """The gateway's `retry-after-ms` trailer, which comes with a rate limit's RESOURCE_EXHAUSTED."""
+    trailers = getattr(err, "trailing_metadata", None)
+    try:
+        for key, value in (trailers() if callable(trailers) else None) or ():
+            if key == "retry-after-ms":
+                return int(value)
+    except (TypeError, ValueError):
+        pass
+    return 0

@@ -41,19 +41,21 @@ export class ToolRegistry {
     try {
       // A cancelled call ends within a short grace even if the tool does not watch its signal:
       // the client is never left waiting; a tool that does watch reports its own ending.
-      const result = await Promise.race([tool.run(args, ctx), aborted(ctx.signal)]);
-      if (ctx.signal.aborted && !result.isError) {
+      const cancel = cancellationOf(ctx);
+      const result = await Promise.race([tool.run(args, ctx), aborted(cancel)]);
+      if (cancel.aborted && !result.isError) {
         // Whatever the tool made of the abort, the caller asked to stop: say so first.
         return {
           ...result,
           isError: true,
-          content: [text(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`), ...result.content],
+          content: [text(`cancelled: ${String(cancel.reason ?? 'the call was cancelled')}`), ...result.content],
         };
       }
       return result;
     } catch (err) {
       if (err instanceof ToolError) return fail(err.message, err.structured);
-      if (ctx.signal.aborted) return fail(`cancelled: ${String(ctx.signal.reason ?? 'the call was cancelled')}`);
+      const cancel = cancellationOf(ctx);
+      if (cancel.aborted) return fail(`cancelled: ${String(cancel.reason ?? 'the call was cancelled')}`);
       const e = err as NodeJS.ErrnoException;
       // Filesystem errors are the model's to act on (missing file, is a directory...).
       if (typeof e?.code === 'string' && typeof e.message === 'string') return fail(this.scrub(e.message));
@@ -65,16 +67,34 @@ export class ToolRegistry {
 /** How long a cancelled tool may take to report its own ending before the call is cut. */
 const CANCEL_GRACE_MS = 2000;
 
-function aborted(signal: AbortSignal): Promise<never> {
+type Cancellation = NonNullable<ToolContext['cancellation']>;
+
+/** The call's cancellation as the registry watches it: the context's own, else its signal's. */
+function cancellationOf(ctx: ToolContext): Cancellation {
+  if (ctx.cancellation) return ctx.cancellation;
+  const signal = ctx.signal;
+  return {
+    get aborted() {
+      return signal.aborted;
+    },
+    get reason() {
+      return signal.reason;
+    },
+    onAbort: (fn) => {
+      if (signal.aborted) fn();
+      else signal.addEventListener('abort', fn, { once: true });
+    },
+  };
+}
+
+function aborted(cancel: Cancellation): Promise<never> {
   return new Promise((_, reject) => {
-    const fire = () => {
+    cancel.onAbort(() => {
       const timer = setTimeout(
-        () => reject(new ToolError(`cancelled: ${String(signal.reason ?? 'the call was cancelled')}`)),
+        () => reject(new ToolError(`cancelled: ${String(cancel.reason ?? 'the call was cancelled')}`)),
         CANCEL_GRACE_MS,
       );
       timer.unref();
-    };
-    if (signal.aborted) fire();
-    else signal.addEventListener('abort', fire, { once: true });
+    });
   });
 }

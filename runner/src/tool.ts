@@ -1,12 +1,18 @@
 import type { QuestionCard, QuestionOutcome } from '../../protocol/src/calls';
 import type { CallerSurface, ContentItem, JsonSchema, Tier, ToolResult } from '../../protocol/src/tools';
+import type { CallCancellation } from './util/cancellation';
 
 /** What a tool implementation can reach while it runs one call. */
 export interface ToolContext {
   callId: string;
   surface: CallerSurface;
   /** Aborted when the client cancels, the deadline passes or the run stops. */
-  signal: AbortSignal;
+  readonly signal: AbortSignal;
+  /**
+   * The same cancellation without making `signal`, where the caller has it: how the registry
+   * watches every call. Absent, the registry watches `signal`.
+   */
+  cancellation?: Pick<CallCancellation, 'aborted' | 'reason' | 'onAbort'>;
   /** Streams a chunk of text to the client while the call is still running. */
   progress(text: string): void;
   /** Shows a card to the human on this call's stream. */

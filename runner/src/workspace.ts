@@ -1,4 +1,4 @@
-import { promises as fs, constants as fsc, realpathSync } from 'node:fs';
+import { closeSync, promises as fs, constants as fsc, openSync, readlinkSync, realpathSync } from 'node:fs';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ToolError } from './tool';
@@ -59,6 +59,41 @@ export class Workspace {
         existing = parent;
       }
     }
+  }
+
+  /**
+   * Opens an existing path read-only (`O_NONBLOCK | O_NOCTTY`: a FIFO opens at once, a
+   * terminal is never taken) with the kernel resolving it once, then checks the path the
+   * kernel gives for the descriptor (`/proc/self/fd`) against the root: what is checked is what
+   * was opened, with no window between the check and the open, in one `readlink` where
+   * `resolve` reads every component's link. Undefined when this cannot decide — the open
+   * failed, /proc is not there, the file was deleted meanwhile, or its path is not inside the
+   * root (a symlink leading out is opened, unread, and closed) — and then `resolve` decides and
+   * says why in the words it always has.
+   */
+  openConfined(p: string): { fd: number; real: string } | undefined {
+    const abs = this.lexical(p);
+    const realRoot = (this.realRoot ??= realpathSync.native(this.root));
+    let fd: number;
+    try {
+      fd = openSync(abs, fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY);
+    } catch {
+      return undefined;
+    }
+    let real: string | undefined;
+    try {
+      real = readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      real = undefined;
+    }
+    if (
+      real !== undefined &&
+      (real === realRoot || real.startsWith(realRoot + path.sep)) &&
+      !real.endsWith(' (deleted)')
+    )
+      return { fd, real };
+    closeSync(fd);
+    return undefined;
   }
 
   relative(abs: string): string {

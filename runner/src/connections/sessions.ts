@@ -28,6 +28,7 @@ import { ToolRegistry } from '../registry';
 import { RunContext } from '../run';
 import { registerTools } from '../tools';
 import type { ToolContext } from '../tool';
+import { CallCancellation } from '../util/cancellation';
 import { traced } from '../util/phases';
 
 /**
@@ -90,13 +91,16 @@ export class Sessions {
     }));
     connection.onRequest(CallToolRequest.type, async (params, token) => {
       if (!this.run || !this.registry) throw new Error('runner not initialized');
-      const abort = new AbortController();
-      token.onCancellationRequested(() => abort.abort('cancelled by the client'));
+      const cancellation = new CallCancellation();
+      token.onCancellationRequested(() => cancellation.abort('cancelled by the client'));
       const { callId } = params;
       const ctx: ToolContext = {
         callId,
         surface: params.surface,
-        signal: abort.signal,
+        get signal() {
+          return cancellation.signal;
+        },
+        cancellation,
         progress: (text) =>
           void connection.sendNotification(ProgressNotification.type, { callId, text }).catch(() => undefined),
         ask: (card) => connection.sendRequest(AskRequest.type, { callId, card }),

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import * as path from 'node:path';
 
 /** The files of the runner's own memory cgroup that say how often the kernel OOM-killed in it. */
@@ -73,8 +73,57 @@ export function readOomKills(file: string): number | undefined {
   } catch {
     return undefined;
   }
+  return oomKillsIn(text);
+}
+
+function oomKillsIn(text: string): number | undefined {
   const m = /^oom_kill (\d+)$/m.exec(text);
   return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * Reads a counter file again and again through one descriptor, as `readOomKills` reads it
+ * once. A read at offset 0 makes the kernel generate a cgroup file anew, so each check is one
+ * `pread`, where opening the file each time took an open, a stat, two reads and a close: the
+ * check runs before every answer the runner sends.
+ */
+export class OomKillsReader {
+  private fd: number | undefined;
+  private buf = Buffer.allocUnsafe(4096);
+
+  constructor(readonly file: string) {}
+
+  read(): number | undefined {
+    try {
+      this.fd ??= openSync(this.file, 'r');
+      let n = 0;
+      for (;;) {
+        const room = this.buf.length - n;
+        const got = readSync(this.fd, this.buf, n, room, n);
+        n += got;
+        // A short read is the end: a cgroup file is generated whole on the first read.
+        if (got < room) break;
+        const bigger = Buffer.allocUnsafe(this.buf.length * 2);
+        this.buf.copy(bigger);
+        this.buf = bigger;
+      }
+      return oomKillsIn(this.buf.toString('latin1', 0, n));
+    } catch {
+      // Opened again next time; this time the file as a fresh open shows it.
+      this.close();
+      return readOomKills(this.file);
+    }
+  }
+
+  close(): void {
+    if (this.fd === undefined) return;
+    try {
+      closeSync(this.fd);
+    } catch {
+      // Already gone: nothing held.
+    }
+    this.fd = undefined;
+  }
 }
 
 /** A cgroup's memory limit as Kubernetes writes it (`512Mi`); undefined when there is none. */

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { OOM_EXIT_CODE, OOM_MESSAGE_PREFIX } from '../../../protocol/src/transport';
 import { logger } from '../log';
 import { type KilledChild, killedSince, onChildKilled } from './children';
-import { locateOomCounter, type OomCounter, readMemoryLimit, readOomKills } from './cgroup';
+import { locateOomCounter, type OomCounter, OomKillsReader, readMemoryLimit } from './cgroup';
 
 export interface OomWatchOptions {
   /** Where the reason goes: the container's `terminationMessagePath`. */
@@ -29,7 +29,7 @@ const VICTIM_WINDOW_MS = 1500;
 let active: ((now: boolean) => void) | undefined;
 
 /**
- * Reads the counter before a tool's answer leaves (a small file read): a kill the next poll
+ * Reads the counter before a tool's answer leaves (one `pread` of a held descriptor): a kill the next poll
  * would find ends the runner now, so no answer — say, of a cell whose subprocess was the
  * victim — leaves after the run is dead.
  */
@@ -64,7 +64,8 @@ export function watchOomKills(opts: OomWatchOptions): OomWatch | undefined {
     logger.info({ reason: counter.missing }, 'OOM kills in the run are not watched');
     return undefined;
   }
-  let seen = readOomKills(counter.file) ?? 0;
+  const counterFile = new OomKillsReader(counter.file);
+  let seen = counterFile.read() ?? 0;
   let kills = 0;
   let detectedAt = 0;
   let pending: NodeJS.Timeout | undefined;
@@ -92,7 +93,7 @@ export function watchOomKills(opts: OomWatchOptions): OomWatch | undefined {
       if (now) finish();
       return;
     }
-    const n = readOomKills(counter.file);
+    const n = counterFile.read();
     if (n === undefined || n <= seen) return;
     kills = n - seen;
     seen = n;
@@ -110,6 +111,7 @@ export function watchOomKills(opts: OomWatchOptions): OomWatch | undefined {
   const stop = () => {
     clearInterval(timer);
     off();
+    counterFile.close();
     if (active === check) active = undefined;
   };
   logger.info({ file: counter.file, cgroup: `v${counter.version}` }, 'watching OOM kills in the run');

@@ -1,13 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { OOM_EXIT_CODE } from '../../../protocol/src/transport';
 import { readBoot } from '../../../runner/src/connections/boot';
-import { locateOomCounter, readMemoryLimit, readOomKills } from '../../../runner/src/oom/cgroup';
+import { locateOomCounter, OomKillsReader, readMemoryLimit, readOomKills } from '../../../runner/src/oom/cgroup';
 import { nameChild } from '../../../runner/src/oom/children';
 import { checkOomBeforeAnswer, oomMessage, watchOomKills } from '../../../runner/src/oom/watcher';
 
@@ -163,6 +163,25 @@ test('a kill counted before an answer leaves ends the runner first, whatever the
   watch.stop();
   checkOomBeforeAnswer();
   assert.deepEqual(exits, [OOM_EXIT_CODE], 'a stopped watch checks nothing');
+});
+
+test('the held counter reads what the file says now, at any length, and opens it again once closed', () => {
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'tether-oom-')), 'memory.events');
+  writeFileSync(file, 'low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n');
+  const counter = new OomKillsReader(file);
+  assert.equal(counter.read(), 0);
+  writeFileSync(file, 'low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n');
+  assert.equal(counter.read(), 1, 'the same descriptor, read again from the start');
+  writeFileSync(file, `${'pad 0\n'.repeat(2000)}oom_kill 7\n`);
+  assert.equal(counter.read(), 7, 'longer than one buffer');
+  writeFileSync(file, 'oom_kill 2\n');
+  assert.equal(counter.read(), 2, 'shorter again: nothing of the longer text is left');
+  counter.close();
+  rmSync(file);
+  assert.equal(counter.read(), undefined);
+  writeFileSync(file, 'oom_kill 3\n');
+  assert.equal(counter.read(), 3, 'opened again once the file is back');
+  counter.close();
 });
 
 test('a SIGKILL that the counter does not record (an interrupt) ends nothing', async () => {

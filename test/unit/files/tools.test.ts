@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { promises as fs, symlinkSync, writeFileSync, mkdirSync, chmodSync, readdirSync } from 'node:fs';
+import { promises as fs, closeSync, symlinkSync, writeFileSync, mkdirSync, chmodSync, readdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { runnerFor } from '../../helpers/runner';
+import { Workspace } from '../../../runner/src/workspace';
 import type { ToolResult } from '../../../protocol/src/tools';
 
 const textOf = (r: ToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
@@ -130,4 +131,34 @@ test('read refuses a FIFO and a socket by their kind, without blocking', async (
   } finally {
     server.close();
   }
+});
+
+test('a file opened for reading is confined as resolve confines it, checked on the descriptor', async () => {
+  const { workspace } = await runnerFor();
+  const ws = new Workspace(workspace);
+  mkdirSync(path.join(workspace, 'src/deep'), { recursive: true });
+  writeFileSync(path.join(workspace, 'src/deep/a.txt'), 'a\n');
+  symlinkSync('src/deep', path.join(workspace, 'inside'));
+  symlinkSync('deep/a.txt', path.join(workspace, 'src/link.txt'));
+  symlinkSync('/etc', path.join(workspace, 'etc'));
+  symlinkSync('/tmp/tether-no-such-file', path.join(workspace, 'dangling'));
+  for (const p of [
+    'src/deep/a.txt',
+    'inside/a.txt',
+    'src/link.txt',
+    'src',
+    'inside',
+    '.',
+    path.join(workspace, 'src'),
+  ]) {
+    const opened = ws.openConfined(p);
+    assert.ok(opened, p);
+    closeSync(opened.fd);
+    assert.equal(opened.real, await ws.resolve(p), p);
+  }
+  // Not decided here: resolve refuses these, or the open's own error is reported as before.
+  for (const p of ['etc/passwd', 'etc', 'dangling', 'nope.txt', 'src/nope/x'])
+    assert.equal(ws.openConfined(p), undefined, p);
+  await assert.rejects(ws.resolve('etc/passwd'), /outside the workspace through a symlink/);
+  assert.throws(() => ws.openConfined('../x'), /escapes the workspace/);
 });

@@ -11,8 +11,9 @@ export function readTool(run: RunContext): ToolDefinition<ReadArgs> {
     inputSchema: readSchema,
     parallelSafe: true,
     async run(args) {
-      const abs = await run.workspace.resolve(args.path);
-      const small = readSmallFile(abs);
+      const opened = run.workspace.openConfined(args.path);
+      const abs = opened ? opened.real : await run.workspace.resolve(args.path);
+      const small = opened ? readOpened(opened.fd) : readSmallFile(abs);
       const stat = small.stat;
       if (stat.isDirectory()) {
         const entries = await fs.readdir(abs, { withFileTypes: true });
@@ -82,6 +83,11 @@ function readSmallFile(abs: string): { stat: Stats; content?: Buffer } {
     if ((err as NodeJS.ErrnoException).code === 'ENXIO') return { stat: statSync(abs) };
     throw err;
   }
+  return readOpened(fd);
+}
+
+/** What an open descriptor is, and a small regular file's content; closes it. */
+function readOpened(fd: number): { stat: Stats; content?: Buffer } {
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile() || stat.size > SYNC_READ_BYTES) return { stat };

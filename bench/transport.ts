@@ -132,8 +132,8 @@ async function lsp(t: TestGateway) {
     const r = await t.alice.callTool(run.runId, 'lsp', { action, ...at });
     if (r.result.isError) throw new Error(`lsp ${action}: ${r.text}`);
   };
-  const direct = async (method: ProbeParams['method'], at: typeof definition) =>
-    (await runner.command(ProbeCommand.type, { ...at, method, count: 1 })).samplesMs[0];
+  const direct = async (method: ProbeParams['method'], at: typeof definition, via: ProbeParams['via'] = 'server') =>
+    (await runner.command(ProbeCommand.type, { ...at, method, count: 1, via })).samplesMs[0];
   await call('definition', definition);
   const s = {
     floor: [] as number[],
@@ -141,6 +141,8 @@ async function lsp(t: TestGateway) {
     definitionDirect: [] as number[],
     references: [] as number[],
     referencesDirect: [] as number[],
+    definitionInRunner: [] as number[],
+    referencesInRunner: [] as number[],
   };
   for (let i = -5; i < LSP_SAMPLES; i++) {
     // The floor every tool call pays, in the same run: a trivial read.
@@ -149,7 +151,11 @@ async function lsp(t: TestGateway) {
     const dd = await direct('textDocument/definition', definition);
     const r = await timeIt(() => call('references', references));
     const rd = await direct('textDocument/references', references);
+    const dt = await direct('textDocument/definition', definition, 'tool');
+    const rt = await direct('textDocument/references', references, 'tool');
     if (i < 0) continue;
+    s.definitionInRunner.push(dt);
+    s.referencesInRunner.push(rt);
     s.floor.push(f);
     s.definition.push(d);
     s.definitionDirect.push(dd);
@@ -159,21 +165,28 @@ async function lsp(t: TestGateway) {
   await t.alice.deleteRun(run.runId);
   const floor = summary(s.floor);
   // p50ToolMs: what the lsp tool adds beyond the call floor and the server's own time.
-  const row = (through: number[], bare: number[]) => {
+  // inRunner: the whole tool action timed inside the runner, with no transport; so
+  // p50ToolInRunnerMs is the tool's own work, and p50TransportMs what the call's way there and
+  // back (client, gateway, runner hop) adds to it.
+  const row = (through: number[], bare: number[], inRunner: number[]) => {
     const a = summary(through);
     const b = summary(bare);
+    const c = summary(inRunner);
     return {
       throughTether: a,
       directToServer: b,
+      toolInRunner: c,
       p50AddedMs: r3(a.p50 - b.p50),
       p50ToolMs: r3(a.p50 - floor.p50 - b.p50),
+      p50ToolInRunnerMs: r3(c.p50 - b.p50),
+      p50TransportMs: r3(a.p50 - c.p50),
     };
   };
   return {
     language: 'typescript',
     trivialReadMs: floor,
-    definition: row(s.definition, s.definitionDirect),
-    references: row(s.references, s.referencesDirect),
+    definition: row(s.definition, s.definitionDirect, s.definitionInRunner),
+    references: row(s.references, s.referencesDirect, s.referencesInRunner),
   };
 }
 

@@ -12,6 +12,11 @@ export interface ProbeParams {
   occurrence?: number;
   method: 'textDocument/definition' | 'textDocument/references';
   count: number;
+  /**
+   * `server` (default): the bare request to the server. `tool`: the whole lsp tool action in
+   * the runner (locate, sync, request, format), without the call's transport.
+   */
+  via?: 'server' | 'tool';
 }
 
 export interface ProbeResult {

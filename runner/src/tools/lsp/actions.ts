@@ -90,7 +90,7 @@ const CAPABILITY: Record<NavigationAction, keyof ServerCapabilities> = {
   code_actions: 'codeActionProvider',
 };
 
-async function navigate(
+export async function navigate(
   session: LspSession,
   action: NavigationAction,
   args: LspArgs,

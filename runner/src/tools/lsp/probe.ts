@@ -1,12 +1,13 @@
 import { DefinitionRequest, ReferencesRequest } from 'vscode-languageserver-protocol';
 import type { ProbeParams, ProbeResult } from '../../../../protocol/src/lsp';
-import { ToolError } from '../../tool';
-import { locate } from './actions';
+import { ToolError, type ToolContext } from '../../tool';
+import { locate, navigate } from './actions';
 import type { LspSession } from './session';
 
 /**
- * The `lsp probe` run command: sends one request straight to the file's warm server `count`
- * times and returns each round trip in ms, measured in the runner. It exists so a benchmark can
+ * The `lsp probe` run command: sends one request straight to the file's warm server (or runs
+ * the whole lsp tool action, `via: 'tool'`) `count` times and returns each in ms, measured in
+ * the runner. It exists so a benchmark can
  * compare a tool call against the bare server in the same run; it is not a tool and no model sees it.
  */
 export async function probe(session: LspSession, req: ProbeParams): Promise<ProbeResult> {
@@ -16,15 +17,28 @@ export async function probe(session: LspSession, req: ProbeParams): Promise<Prob
   const { synced, position } = await locate(session, req, 'probe');
   const textDocument = { uri: synced.uri };
   const { client } = synced.handle;
+  const action = req.method === ReferencesRequest.method ? 'references' : 'definition';
+  const ctx: ToolContext = {
+    callId: 'probe',
+    surface: { maxTier: 'read' },
+    signal,
+    progress: () => undefined,
+    ask: async () => ({ kind: 'unavailable', reason: 'a probe has no human' }),
+    callTool: async () => {
+      throw new ToolError('a probe calls no tools');
+    },
+  };
   const send =
-    req.method === ReferencesRequest.method
-      ? () =>
-          client.request(
-            ReferencesRequest.type,
-            { textDocument, position, context: { includeDeclaration: true } },
-            signal,
-          )
-      : () => client.request(DefinitionRequest.type, { textDocument, position }, signal);
+    req.via === 'tool'
+      ? () => navigate(session, action, { action, file: req.file, line: req.line, symbol: req.symbol }, ctx)
+      : req.method === ReferencesRequest.method
+        ? () =>
+            client.request(
+              ReferencesRequest.type,
+              { textDocument, position, context: { includeDeclaration: true } },
+              signal,
+            )
+        : () => client.request(DefinitionRequest.type, { textDocument, position }, signal);
   const samplesMs: number[] = [];
   for (let i = 0; i < Math.min(Math.max(1, req.count), 1000); i++) {
     const t0 = process.hrtime.bigint();

@@ -164,3 +164,25 @@ test('a gateway shutting down lets the calls on the stream finish, then ends it'
     await own.close();
   }
 });
+
+test('after the gateway restarts on the same address, the next call opens a new stream there', async () => {
+  const first = await startTestGateway({ provider: 'process' });
+  const address = first.gateway.address;
+  const client = new TetherClient(address, 'token-alice');
+  try {
+    const run = await client.createRun({});
+    await client.putFileMap(run.runId, { 'a.txt': 'before\n' });
+    assert.match((await client.callTool(run.runId, 'read', { path: 'a.txt' })).text, /before/);
+    await first.close();
+    const second = await startTestGateway({ provider: 'process', listen: address });
+    try {
+      const again = await client.createRun({});
+      await client.putFileMap(again.runId, { 'a.txt': 'after\n' });
+      assert.match((await client.callTool(again.runId, 'read', { path: 'a.txt' })).text, /after/);
+    } finally {
+      await second.close();
+    }
+  } finally {
+    client.close();
+  }
+});

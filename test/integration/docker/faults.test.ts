@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { TetherClient, resultText, tarOf } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, containersOf, docker, dockerConfig, removeInstance, serveGateway, until } from './support';
+import { freePort } from '../../helpers/ports';
 
 // Faults against real containers. A call that is pending inside the runner is an `ask_user`
 // whose card nobody answers: it stays open until the test breaks something.
@@ -244,7 +245,7 @@ test('PutFiles: an archive with one bad entry is refused whole, with the reason;
 
 test('a gateway killed outright (SIGKILL): the next one re-attaches, and the run answers with its workspace', async () => {
   const crashInstance = `${instance}-crash`;
-  const port = 20000 + (process.pid % 20000);
+  const port = await freePort();
   const serve = () =>
     serveGateway({
       TETHER_TOKENS: 'crash-token=acme',

@@ -1,6 +1,5 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import { RunState } from '../../../gen/tether/v1/gateway_pb';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
@@ -14,6 +13,7 @@ process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
 process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost';
 
 import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+import { freePort } from '../../helpers/ports';
 
 /** Testcontainers has no builder method for device cgroup rules. */
 class GatewayContainer extends GenericContainer {
@@ -26,17 +26,6 @@ class GatewayContainer extends GenericContainer {
 let gateway: StartedTestContainer;
 let client: TetherClient;
 const instance = `tc-${process.pid}`;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 before(async () => {
   const port = await freePort();

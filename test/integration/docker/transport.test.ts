@@ -22,6 +22,7 @@ import type { Sandbox } from '../../../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, dockerConfig, execIn, removeInstance } from './support';
 import { assertStrangersRefused } from '../../helpers/rawExchange';
+import { freePort } from '../../helpers/ports';
 
 let t: TestGateway;
 const instance = `transport-${process.pid}`;
@@ -375,7 +376,7 @@ const linesOf = (log: string, msg: string) =>
 
 test('a gateway killed outright (SIGKILL) reconnects through the socket when it comes back', async () => {
   const killInstance = `${instance}-kill`;
-  const port = 20000 + ((process.pid + 7) % 20000);
+  const port = await freePort();
   const env = {
     TETHER_TOKENS: 'kill-token=acme',
     TETHER_INSTANCE: killInstance,
@@ -417,7 +418,7 @@ test('a gateway killed outright (SIGKILL) reconnects through the socket when it 
 
 test('the stdio fallback logs its reason once per run', async () => {
   const offInstance = `${instance}-fallback`;
-  const port = 20000 + ((process.pid + 13) % 20000);
+  const port = await freePort();
   const gw = serve({
     TETHER_TOKENS: 'off-token=acme',
     TETHER_INSTANCE: offInstance,

@@ -12,6 +12,7 @@ import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import { docker, dockerConfig, removeInstance, serveGateway, until } from '../docker/support';
 import { buildNpmTemplate } from '../egress/npmTemplate';
+import { freePort } from '../../helpers/ports';
 
 // The warm pool against the real engine: pooled containers, their loop-backed workspaces,
 // claims that survive a gateway's restart.
@@ -205,7 +206,7 @@ test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle 
   const instance = `pool-k-${process.pid}`;
   instances.push(instance);
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-pool-'));
-  const port = 20000 + ((process.pid + 7) % 20000);
+  const port = await freePort();
   const serve = () =>
     serveGateway({
       TETHER_TOKENS: 'pool-token=acme',

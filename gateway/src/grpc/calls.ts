@@ -8,7 +8,7 @@ import {
   type CallToolOutput,
 } from '../../../gen/tether/v1/gateway_pb';
 import type { CallSink } from '../calls/CallSink';
-import { invalid, type GatewayError } from '../errors';
+import { GatewayError, invalid } from '../errors';
 import { ResourceExhausted } from '../tenancy/statusDetails';
 import { CallDriver, type CallDeps } from './callDriver';
 
@@ -17,9 +17,12 @@ export class CallsDrain {
   private readonly streams = new Set<() => void>();
   private draining = false;
 
-  /** Runs `drain` at shutdown (at once when it has begun); returns the remover. */
+  /** Runs `drain` at shutdown (at once, when it has begun); returns the remover. */
   enter(drain: () => void): () => void {
-    if (this.draining) drain();
+    if (this.draining) {
+      queueMicrotask(drain);
+      return () => undefined;
+    }
     this.streams.add(drain);
     return () => this.streams.delete(drain);
   }
@@ -43,6 +46,7 @@ export function serveCalls(
   deps: CallDeps,
   shutdown: CallsDrain,
 ): void {
+  const live = new Map<string, { driver: CallDriver; sink: CallSink & { stop(reason: string): void } }>();
   let inputDone = false;
   // Shutting down: calls in flight finish, new ones are refused, and the stream ends after.
   let draining = false;
@@ -86,7 +90,6 @@ export function serveCalls(
     };
     return sink;
   };
-  const live = new Map<string, { driver: CallDriver; sink: ReturnType<typeof sinkOf> }>();
   const over = (callId: string) => {
     live.delete(callId);
     endIfDone();
@@ -98,6 +101,7 @@ export function serveCalls(
     }
   };
   const failStream = (err: unknown) => {
+    leave();
     stopAll('the stream failed');
     fail(err);
   };
@@ -105,17 +109,14 @@ export function serveCalls(
   call.on('data', (msg: CallsInput) => {
     const { callId, input } = msg;
     if (!callId || !input) return failStream(invalid('Calls: every message needs a call_id and an input'));
+    if (callId.length > MAX_CALL_ID)
+      return failStream(invalid(`Calls: a call_id is at most ${MAX_CALL_ID} characters`));
     if (input.msg.case !== 'start') return live.get(callId)?.driver.receive(input);
     if (live.has(callId)) return failStream(invalid(`Calls: call ${callId} is already in flight on this stream`));
-    if (draining) {
-      return send(callId, {
-        case: 'error',
-        value: create(CallErrorSchema, { code: status.UNAVAILABLE, message: 'the gateway is shutting down' }),
-      });
-    }
-    const sink = sinkOf(callId);
+    if (draining) return send(callId, { case: 'error', value: callError(SHUTTING_DOWN) });
     const refused = deps.runs.tenancy.refusal(tenant, 'callTool');
     if (refused) return send(callId, { case: 'error', value: callError(refused) });
+    const sink = sinkOf(callId);
     const traceparent = msg.traceparent || (typeof streamTraceparent === 'string' ? streamTraceparent : undefined);
     const driver = new CallDriver(sink, tenant, deps, traceparent);
     live.set(callId, { driver, sink });
@@ -133,6 +134,10 @@ export function serveCalls(
     stopAll('the client went away');
   });
 }
+
+/** Every message carries its call's id back: a long one would be paid for again and again. */
+const MAX_CALL_ID = 128;
+const SHUTTING_DOWN = new GatewayError(status.UNAVAILABLE, 'the gateway is shutting down');
 
 function callError(err: GatewayError) {
   return create(CallErrorSchema, {

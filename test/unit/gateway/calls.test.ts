@@ -101,7 +101,7 @@ async function streamOn(handler: Handler, perSecond = 1000) {
         },
       },
     });
-  return { stream, start, drain, close: () => runs.close(false) };
+  return { stream, start, drain, runs, close: () => runs.close(false) };
 }
 
 test('calls on one stream run side by side: each message carries its call id, each call ends once', async () => {
@@ -163,7 +163,7 @@ test('a cancel stops only its own call', async () => {
   await close();
 });
 
-test('a start whose id is in flight, or a message without an id, fails the stream', async () => {
+test('a start whose id is in flight, a message without an id, or an id too long fails the stream', async () => {
   const { stream, start, close } = await streamOn(async (_p, _ask, token) => {
     await new Promise<void>((r) => token.onCancellationRequested(() => r()));
     return 'stopped';
@@ -175,8 +175,13 @@ test('a start whose id is in flight, or a message without an id, fails the strea
   const { stream: other, close: close2 } = await streamOn(async () => 'x');
   other.send({ callId: '', input: { msg: { case: 'cancel', value: {} } } });
   assert.equal(other.failure?.code, status.INVALID_ARGUMENT);
+  const { stream: third, start: start3, close: close3 } = await streamOn(async () => 'x');
+  start3('c'.repeat(129));
+  assert.equal(third.failure?.code, status.INVALID_ARGUMENT);
+  assert.match(third.failure?.message ?? '', /at most 128 characters/);
   await close();
   await close2();
+  await close3();
 });
 
 test("each start spends one of the tenant's CallTool tokens; a refused call says when to retry", async () => {
@@ -205,5 +210,15 @@ test('at shutdown, calls in flight finish, new ones are refused, and the stream 
   release?.();
   assert.equal(await stream.outcome('busy'), 'done');
   assert.equal(stream.writableEnded, true);
+  // A stream that opens while the gateway drains ends as soon as it has nothing in flight.
+  const late = new FakeStream();
+  serveCalls(
+    late as unknown as ServerDuplexStream<CallsInput, CallsOutput>,
+    'alice',
+    () => undefined,
+    { runs: (await streamOn(async () => 'x')).runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    drain,
+  );
+  await until(() => late.writableEnded);
   await close();
 });

@@ -120,7 +120,9 @@ class AsyncCallsStream:
             box.put_nowait(failure)
 
     async def close(self) -> None:
-        """Fails the calls in flight as CANCELLED and cancels the stream."""
+        """Sends what is queued (a call's cancel), fails the calls in flight as CANCELLED and cancels the stream."""
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=1.0)
         self._fail(CancelledError(grpc.StatusCode.CANCELLED, "the client was closed"))
         self._call.cancel()
         self._reader.cancel()

@@ -107,6 +107,10 @@ class CallsStream:
     def close(self) -> None:
         """Fails the calls in flight as CANCELLED, half-closes and cancels the stream."""
         self._fail(CancelledError(grpc.StatusCode.CANCELLED, "the client was closed"))
+        # What is queued (a call's cancel) is handed to gRPC before the stream is cancelled.
+        end = time.monotonic() + 1.0
+        while not self._requests.empty() and time.monotonic() < end:
+            time.sleep(0.005)
         self._responses.cancel()
 
 

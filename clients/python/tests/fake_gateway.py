@@ -81,9 +81,11 @@ class FakeGateway(rpc.GatewayServicer):
         self.call_tool_streams = 0
         self.cancels: List[str] = []
         self.call_ids: List[str] = []
+        self.traceparents: List[str] = []
 
     def CallTool(self, request_iterator: Iterator[pb.CallToolInput], context: grpc.ServicerContext) -> Iterator[pb.CallToolOutput]:
         self.call_tool_streams += 1
+        self.traceparents.append(dict(context.invocation_metadata()).get("traceparent", ""))
         first = next(request_iterator)
         inbox: queue.Queue[pb.CallToolInput] = queue.Queue()
         out: queue.Queue[Any] = queue.Queue()
@@ -139,6 +141,7 @@ class FakeGateway(rpc.GatewayServicer):
                     with lock:
                         if msg.input.HasField("start"):
                             self.call_ids.append(msg.call_id)
+                            self.traceparents.append(msg.traceparent)
                             inbox: queue.Queue[pb.CallToolInput] = queue.Queue()
                             inboxes[msg.call_id] = inbox
                             threading.Thread(target=work, args=(msg.call_id, msg.input.start, inbox), daemon=True).start()

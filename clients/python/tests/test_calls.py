@@ -263,3 +263,20 @@ def test_a_gateway_that_is_not_there_is_unavailable(multiplex: bool) -> None:
                     await c.call_tool(RUN, "echo", timeout=10)
 
     asyncio.run(main())
+
+
+def test_a_traceparent_goes_with_the_call_on_either_stream_shape(gw: Tuple[FakeGateway, str]) -> None:
+    fake, address = gw
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    for multiplex in (True, False):
+        with Client(address, "t", multiplex=multiplex) as c:
+            assert c.call_tool(RUN, "echo", 1, traceparent=trace).text == "1"
+            assert c.call_tool(RUN, "echo", 2).text == "2"
+
+    async def main() -> None:
+        for multiplex in (True, False):
+            async with AsyncClient(address, "t", multiplex=multiplex) as c:
+                assert (await c.call_tool(RUN, "echo", 3, traceparent=trace)).text == "3"
+
+    asyncio.run(main())
+    assert fake.traceparents == [trace, "", trace, "", trace, trace]

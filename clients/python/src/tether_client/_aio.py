@@ -29,6 +29,7 @@ from ._common import (
     start_input,
     surface_of,
     tar_of,
+    with_traceparent,
 )
 from ._errors import from_rpc_error
 from ._gen.tether.v1 import gateway_pb2 as pb
@@ -184,6 +185,7 @@ class AsyncClient:
         on_progress: Optional[Callable[[str], None]] = None,
         cancel: Optional[CancelToken] = None,
         timeout: Optional[float] = None,
+        traceparent: str = "",
     ) -> CallOutcome:
         """Runs one tool call to its one result; handlers may be plain functions or coroutines.
 
@@ -194,13 +196,13 @@ class AsyncClient:
         start = start_input(run_id, tool, arguments, arguments_json, surface, call_id, on_question is not None, on_bridge_call is not None)
         if self._multiplex:
             try:
-                mux = await self._open_multiplexed(start, timeout)
+                mux = await self._open_multiplexed(start, timeout, traceparent)
                 if mux is not None:
                     return await drive(mux, CallState(on_progress), on_question, on_bridge_call, cancel)
             except CallsNotServed as e:
                 if e.for_life:
                     self._multiplex = False  # an older gateway: CallTool for the client's life
-        stream = AsyncCallToolStream(self._stub, self._metadata, timeout)
+        stream = AsyncCallToolStream(self._stub, with_traceparent(self._metadata, traceparent), timeout)
         try:
             await stream.send(start)
         except asyncio.CancelledError:
@@ -208,7 +210,7 @@ class AsyncClient:
             raise
         return await drive(stream, CallState(on_progress), on_question, on_bridge_call, cancel)
 
-    async def _open_multiplexed(self, start: pb.CallToolInput, timeout: Optional[float]) -> Optional[AsyncCallStream]:
+    async def _open_multiplexed(self, start: pb.CallToolInput, timeout: Optional[float], traceparent: str) -> Optional[AsyncCallStream]:
         """The call started on the shared Calls stream, opening it (again) when there is none
         or it failed; None once the client is closed."""
         while self._multiplex:
@@ -217,7 +219,7 @@ class AsyncClient:
                 self._calls = AsyncCallsStream(self._stub, self._metadata)
             calls = self._calls
             assert calls is not None
-            call = await calls.open_call(start, timeout)
+            call = await calls.open_call(start, timeout, traceparent)
             if call is not None:
                 return call
             # The stream failed before the call could open: a stream another call opened is

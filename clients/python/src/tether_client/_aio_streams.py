@@ -73,14 +73,14 @@ class AsyncCallsStream:
         """What ended the stream; None while it is open."""
         return self._table.failure
 
-    async def open_call(self, start: pb.CallToolInput, timeout: Optional[float]) -> Optional[AsyncMuxCall]:
+    async def open_call(self, start: pb.CallToolInput, timeout: Optional[float], traceparent: str = "") -> Optional[AsyncMuxCall]:
         """Starts a call on the stream; None when the stream has failed (open a new one)."""
         box: asyncio.Queue[Event] = asyncio.Queue()
         call_id = self._table.open(box)
         if call_id is None:
             return None
         call = AsyncMuxCall(self, call_id, box, None if timeout is None else time.monotonic() + timeout)
-        await self.write(pb.CallsInput(call_id=call_id, input=start))
+        await self.write(pb.CallsInput(call_id=call_id, input=start, traceparent=traceparent))
         return call
 
     async def write(self, msg: pb.CallsInput) -> None:

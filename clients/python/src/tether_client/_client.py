@@ -26,6 +26,7 @@ from ._common import (
     start_input,
     surface_of,
     tar_of,
+    with_traceparent,
 )
 from ._errors import from_rpc_error
 from ._gen.tether.v1 import gateway_pb2 as pb
@@ -187,6 +188,7 @@ class Client:
         on_progress: Optional[Callable[[str], None]] = None,
         cancel: Optional[CancelToken] = None,
         timeout: Optional[float] = None,
+        traceparent: str = "",
     ) -> CallOutcome:
         """Runs one tool call to its one result.
 
@@ -200,15 +202,21 @@ class Client:
         start = start_input(run_id, tool, arguments, arguments_json, surface, call_id, on_question is not None, on_bridge_call is not None)
         if self._multiplex:
             try:
-                mux = self._open_multiplexed(start, timeout)
+                mux = self._open_multiplexed(start, timeout, traceparent)
                 if mux is not None:
                     return drive(mux, CallState(on_progress), on_question, on_bridge_call, cancel)
             except CallsNotServed as e:
                 if e.for_life:
                     self._multiplex = False  # an older gateway: CallTool for the client's life
-        return drive(CallToolStream(self._stub, self._metadata, start, timeout), CallState(on_progress), on_question, on_bridge_call, cancel)
+        return drive(
+            CallToolStream(self._stub, with_traceparent(self._metadata, traceparent), start, timeout),
+            CallState(on_progress),
+            on_question,
+            on_bridge_call,
+            cancel,
+        )
 
-    def _open_multiplexed(self, start: pb.CallToolInput, timeout: Optional[float]) -> Optional[CallStream]:
+    def _open_multiplexed(self, start: pb.CallToolInput, timeout: Optional[float], traceparent: str) -> Optional[CallStream]:
         """The call started on the shared Calls stream, opening it (again) when there is none
         or it failed; None once the client is closed."""
         while True:
@@ -219,7 +227,7 @@ class Client:
                 if fresh:
                     self._calls = CallsStream(self._stub, self._metadata)
                 calls = self._calls
-            call = calls.open_call(start, timeout)
+            call = calls.open_call(start, timeout, traceparent)
             if call is not None:
                 return call
             # The stream failed before the call could open: a stream another call opened is

@@ -30,6 +30,11 @@ def metadata_for(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
+def with_traceparent(metadata: tuple[tuple[str, str], ...], traceparent: str) -> tuple[tuple[str, str], ...]:
+    """A call's metadata with its W3C trace context, when it has one."""
+    return (*metadata, ("traceparent", traceparent)) if traceparent else metadata
+
+
 def message(cls: Any, value: Any) -> Any:
     """Accepts a message of ``cls``, or a dict in proto3 JSON form (camelCase or snake_case)."""
     if value is None:

@@ -73,13 +73,13 @@ class CallsStream:
         """What ended the stream; None while it is open."""
         return self._table.failure
 
-    def open_call(self, start: pb.CallToolInput, timeout: Optional[float]) -> Optional[MuxCall]:
+    def open_call(self, start: pb.CallToolInput, timeout: Optional[float], traceparent: str = "") -> Optional[MuxCall]:
         """Starts a call on the stream; None when the stream has failed (open a new one)."""
         box: queue.Queue[Event] = queue.Queue()
         call_id = self._table.open(box)
         if call_id is None:
             return None
-        self.write(pb.CallsInput(call_id=call_id, input=start))
+        self.write(pb.CallsInput(call_id=call_id, input=start, traceparent=traceparent))
         return MuxCall(self, call_id, box, None if timeout is None else time.monotonic() + timeout)
 
     def write(self, msg: pb.CallsInput) -> None:

@@ -445,10 +445,19 @@ load_image() {
   if [ "$first" = "$image" ]; then ref="docker.io/library/$image"
   elif [[ "$first" != *.* && "$first" != *:* && "$first" != localhost ]]; then ref="docker.io/$image"; fi
   # Tags are content hashes here, so a name already present is the same image.
-  if ctr_ images ls -q | grep -qxF "$ref"; then return; fi
-  local t0; t0=$(date +%s)
-  docker save "$image" | ctr_ images import - >/dev/null
-  log "loaded $image in $(( $(date +%s) - t0 )) s"
+  if ! ctr_ images ls -q | grep -qxF "$ref"; then
+    local t0; t0=$(date +%s)
+    docker save "$image" | ctr_ images import - >/dev/null
+    log "loaded $image in $(( $(date +%s) - t0 )) s"
+  fi
+  # Other tags of the same image are earlier builds of this checkout: 2-3 GB each, never used
+  # again. containerd frees their layers once no tag or container holds them.
+  local repo="${ref%:*}" old
+  for old in $(ctr_ images ls -q); do
+    if [[ "$old" == "$repo:"* && "$old" != "$ref" ]]; then
+      ctr_ images rm "$old" >/dev/null && log "removed the earlier build $old"
+    fi
+  done
 }
 
 case "${1:-}" in

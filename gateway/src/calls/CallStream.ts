@@ -28,8 +28,9 @@ interface OpenCard {
 }
 
 /**
- * One call as the tool sees it, whatever carries it (see CallSink): progress out, question cards and bridged calls
- * out and their answers back, and an abort signal for cancel, disconnect and deadline.
+ * One call as the tool sees it, whatever carries it (see CallSink): progress out, question
+ * cards and bridged calls out and their answers back, and an abort signal for cancel,
+ * disconnect and deadline.
  */
 export class CallStream {
   private readonly abort = new AbortController();
@@ -54,9 +55,10 @@ export class CallStream {
         Math.max(0, sink.deadline - Date.now()),
       );
     }
-    // grpc-js reports every stream's close as 'cancelled', after a result as well. Once the
-    // result went out, only work still under way (a bridged call the tool left running) has
-    // anything to stop; skipping the abort otherwise spares every call an abort event.
+    // A sink reports its client gone after the result as well (grpc-js reports every CallTool
+    // stream's close as 'cancelled'; a Calls stream says so when the call ends). Once the result
+    // went out, only work still under way (a bridged call the tool left running) has anything
+    // to stop; skipping the abort otherwise spares every call an abort event.
     sink.onGone((reason) => {
       if (!this.ended || this.bridging > 0 || this.cards.size > 0) this.cancel(reason);
     });

@@ -279,28 +279,27 @@ test('the first message must be start; an unknown tool is NOT_FOUND', async () =
   await close();
 });
 
-test("the stream's close after the result stops nothing, unless a bridged call of the call is still under way", async () => {
-  const start = create(CallToolInputSchema, { msg: { case: 'start', value: { runId: 'r', tool: 'echo' } } }).msg
-    .value as CallToolStart;
-  const done = new FakeCall();
-  const quiet = new CallStream(
-    streamSink(done as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, () => undefined),
+/** A CallStream whose sink is a fake CallTool stream. */
+const callStreamOn = (call: FakeCall, start: CallToolStart) =>
+  new CallStream(
+    streamSink(call as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, () => undefined),
     start,
     '',
     60,
   );
+
+test("the stream's close after the result stops nothing, unless a bridged call of the call is still under way", async () => {
+  const start = create(CallToolInputSchema, { msg: { case: 'start', value: { runId: 'r', tool: 'echo' } } }).msg
+    .value as CallToolStart;
+  const done = new FakeCall();
+  const quiet = callStreamOn(done, start);
   quiet.finish({ content: [{ type: 'text', text: 'ok' }] });
   // grpc-js reports the close of every stream as 'cancelled', a finished one too.
   done.emit('cancelled');
   assert.equal(quiet.signal.aborted, false);
 
   const busy = new FakeCall();
-  const stream = new CallStream(
-    streamSink(busy as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, () => undefined),
-    start,
-    '',
-    60,
-  );
+  const stream = callStreamOn(busy, start);
   let release: () => void = () => undefined;
   const bridged = stream.during(
     () =>
@@ -316,12 +315,7 @@ test("the stream's close after the result stops nothing, unless a bridged call o
 
   // Before the result, the close cancels the call as ever.
   const early = new FakeCall();
-  const open = new CallStream(
-    streamSink(early as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>, () => undefined),
-    start,
-    '',
-    60,
-  );
+  const open = callStreamOn(early, start);
   early.emit('cancelled');
   assert.equal(open.signal.aborted, true);
 });

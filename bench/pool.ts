@@ -22,7 +22,7 @@ import Docker from 'dockerode';
 import { RunStart } from '../gen/tether/v1/gateway_pb';
 import { resultText } from '../clients/typescript/src';
 import { defaultConfig } from '../gateway/src/config';
-import type { ClaimSteps } from '../gateway/src/runs/RunManager';
+import type { ClaimSteps } from '../gateway/src/runs/RunRecord';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { LABELS } from '../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
@@ -50,7 +50,7 @@ function gateway(runtime: string, size: number) {
   });
 }
 
-const idle = (t: TestGateway) => t.gateway.runs.pool?.stats().classes[0]?.idle ?? 0;
+const idle = (t: TestGateway) => t.gateway.pool.warm?.stats().classes[0]?.idle ?? 0;
 async function full(t: TestGateway, size: number): Promise<number> {
   const t0 = performance.now();
   while (idle(t) < size) await new Promise((r) => setTimeout(r, 20));
@@ -87,7 +87,7 @@ async function sequential(t: TestGateway, size: number, runs: number, limits?: t
   const steps: ClaimSteps[] = [];
   const inGateway: number[] = [];
   const starts: Record<string, number> = {};
-  t.gateway.runs.onRunStarted((e) => {
+  t.gateway.lifecycle.onRunStarted((e) => {
     inGateway.push(e.ms);
     if (e.steps) steps.push(e.steps);
   });

@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import type Docker from 'dockerode';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
@@ -9,52 +10,115 @@ import { CallsDrain } from './grpc/calls';
 import { TokenAuthenticator } from './auth';
 import type { GatewayConfig } from './config';
 import { logger } from './log';
-import { RunManager } from './runs/RunManager';
+import { RunLifecycle } from './runs/RunLifecycle';
+import { RunRecovery } from './runs/RunRecovery';
+import { RunRegistry } from './runs/RunRegistry';
 import { grpcDefinition } from '../../clients/typescript/src/definition';
 import { gatewayHandlers } from './grpc/handlers';
+import { createProvider } from './sandbox';
 import type { SandboxProvider } from './sandbox/provider';
-import { ProcessProvider } from './sandbox/process';
 import { serveMetrics, type MetricsEndpoint } from './observability/metricsServer';
 import { Telemetry } from './observability/Telemetry';
+import { EgressService } from './egress/service';
+import { ClaimStore } from './pool/ClaimStore';
+import { RunPool } from './pool/RunPool';
+import { TemplateCatalog } from './templates/catalog';
+import { Tenancy } from './tenancy/Tenancy';
 
 export const SERVICE_NAME = 'tether.v1.Gateway';
 export const PROTO_DIR = path.resolve(__dirname, '../../../proto');
 
-export async function createProvider(config: GatewayConfig): Promise<SandboxProvider> {
-  if (config.provider === 'process') {
-    if (!config.allowProcessProvider)
-      throw new Error('the process provider is disabled (allowProcessProvider is false)');
-    logger.warn('using the process provider: tools run WITHOUT isolation (development only)');
-    return new ProcessProvider(config.stateDir, config.fastPath);
-  }
-  if (config.provider === 'kubernetes') {
-    const { KubernetesProvider } = await import('./sandbox/kubernetes/KubernetesProvider');
-    return new KubernetesProvider(config);
-  }
-  const { DockerProvider } = await import('./sandbox/docker');
-  return new DockerProvider(config);
+/**
+ * The run machinery, each part made once here and handed to the parts that need it: data flows
+ * from the gRPC handlers to the lifecycle and recovery, and from them to the registry.
+ */
+export interface GatewayRuns {
+  /** The runs this gateway knows; every lookup scoped by tenant. */
+  registry: RunRegistry;
+  lifecycle: RunLifecycle;
+  recovery: RunRecovery;
+  pool: RunPool;
+  tenancy: Tenancy;
+  egress: EgressService;
+  /** Graceful shutdown: stops every run (or leaves them running for the next gateway), then the provider. */
+  close(keep: boolean): Promise<void>;
+}
+
+/** Makes the run machinery for a provider; nothing starts until recovery, the sweeper and the pool are started. */
+export function assembleRuns(
+  config: GatewayConfig,
+  provider: SandboxProvider,
+  telemetry: Telemetry = Telemetry.off,
+): GatewayRuns {
+  const tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
+  tenancy.onRefusals((r) => telemetry.rateLimited(r));
+  // replaced by the provider's templateImages capability
+  const templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
+  const egress = new EgressService(config, (r) => telemetry.egress(r));
+  const claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
+  const registry = new RunRegistry(provider);
+  const pool = new RunPool({ config, provider, tenancy, templates });
+  const lifecycle = new RunLifecycle({
+    config,
+    provider,
+    registry,
+    tenancy,
+    templates,
+    egress,
+    claims,
+    pool,
+    telemetry,
+  });
+  const recovery = new RunRecovery({ config, provider, registry, lifecycle, egress, claims, pool });
+  telemetry.watchRuns({
+    states: () => registry.all().map((r) => [r.tenant, r.state] as const),
+    usage: () => registry.usageByTenant(),
+    resources: () => registry.all().flatMap((r) => (r.live ? (r.resources ?? []) : [])),
+    pool: () => pool.stats(),
+  });
+  return {
+    registry,
+    lifecycle,
+    recovery,
+    pool,
+    tenancy,
+    egress,
+    async close(keep) {
+      recovery.stopDiscovery();
+      tenancy.flushRefusals();
+      await pool.close(keep);
+      await lifecycle.close(keep);
+      await egress.closeAll(keep);
+      await provider.close();
+    },
+  };
 }
 
 export interface RunningGateway {
   address: string;
   port: number;
-  runs: RunManager;
+  /** The runs this gateway knows (find them by tenant and id). */
+  runs: RunRegistry;
+  lifecycle: RunLifecycle;
+  pool: RunPool;
+  tenancy: Tenancy;
   telemetry: Telemetry;
   /** Where /metrics is served, when metrics.listen is set. */
   metricsAddress?: string;
-  /** Stops serving; runs are stopped unless `keepRuns` (or config.docker.keepOnShutdown). */
+  /** Stops serving; runs are stopped unless `keepRuns` (or the provider keeps runs on shutdown). */
   close(opts?: { keepRuns?: boolean }): Promise<void>;
 }
 
 /** Starts a gateway on config.listen and returns once it accepts calls. */
-export async function startGateway(config: GatewayConfig, provider?: SandboxProvider): Promise<RunningGateway> {
-  const sandboxes = provider ?? (await createProvider(config));
+export async function startGateway(config: GatewayConfig, given?: SandboxProvider): Promise<RunningGateway> {
+  const provider = given ?? (await createProvider(config));
   const telemetry = await Telemetry.start(config);
-  const runs = new RunManager(config, sandboxes, telemetry);
-  const recovered = await runs.recover();
+  const runs = assembleRuns(config, provider, telemetry);
+  const recovered = await runs.recovery.recover();
   if (recovered.recovered || recovered.removed) logger.info(recovered, 'runs found after restart');
-  runs.startSweeper();
-  await runs.startPool();
+  runs.lifecycle.startSweeper();
+  runs.recovery.startDiscovery();
+  await runs.pool.start();
 
   const server = new Server({
     // Channelz keeps per-call counters and timestamps for an introspection service the
@@ -87,13 +151,16 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
     metricsEndpoint = await serveMetrics(telemetry.metrics, config.metrics.listen);
     logger.info({ address: metricsEndpoint.address }, 'metrics served at /metrics');
   }
-  logger.info({ address, provider: sandboxes.name }, 'tether gateway serving');
+  logger.info({ address, provider: provider.name }, 'tether gateway serving');
 
   let closed = false;
   return {
     address,
     port,
-    runs,
+    runs: runs.registry,
+    lifecycle: runs.lifecycle,
+    pool: runs.pool,
+    tenancy: runs.tenancy,
     telemetry,
     metricsAddress: metricsEndpoint?.address,
     async close(opts) {
@@ -112,8 +179,7 @@ export async function startGateway(config: GatewayConfig, provider?: SandboxProv
           resolve();
         });
       });
-      // Kubernetes replicas are stateless: a run outlives the replica that created it.
-      await runs.close(opts?.keepRuns ?? (config.docker.keepOnShutdown || config.provider === 'kubernetes'));
+      await runs.close(opts?.keepRuns ?? provider.capabilities.keepsRunsOnShutdown);
       await metricsEndpoint?.close();
       await telemetry.tracer?.close();
       await telemetry.audit?.close();

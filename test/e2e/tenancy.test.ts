@@ -168,7 +168,7 @@ test('calls past callsInFlight wait their turn; one cancelled while it waits lea
   const run = await t.alice.createRun({ limits, features: { eval: true } });
   if (!(await t.alice.listTools(run.runId)).some((x) => x.name === 'eval'))
     return ctx.skip('this build has no eval tool');
-  const slots = t.gateway.runs.tenancy.callSlots('alice');
+  const slots = t.gateway.tenancy.callSlots('alice');
   const until = async (what: string, ok: () => boolean) => {
     for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
     assert.ok(ok(), what);
@@ -202,7 +202,7 @@ test('maxConcurrentStreams: CallTool streams past it on one connection wait in t
   const run = await t.alice.createRun({ limits, features: { eval: true } });
   if (!(await t.alice.listTools(run.runId)).some((x) => x.name === 'eval'))
     return ctx.skip('this build has no eval tool');
-  const slots = t.gateway.runs.tenancy.callSlots('alice');
+  const slots = t.gateway.tenancy.callSlots('alice');
   let most = 0;
   const watch = setInterval(() => (most = Math.max(most, slots.active)), 5);
   // One CallTool stream per call (a shared Calls stream is one stream, whatever it carries).

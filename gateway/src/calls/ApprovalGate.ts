@@ -1,6 +1,6 @@
 import type { Tier } from '../../../protocol/src/tools';
 import type { ApprovalDecision } from '../observability/metrics';
-import type { ApprovalPolicy } from '../runs/RunManager';
+import type { ApprovalPolicy } from '../runs/RunRecord';
 import type { CallStream } from './CallStream';
 
 /** A short, readable rendering of a call's arguments for a permission card. */

@@ -1,5 +1,5 @@
 import type { Tier, ToolResult } from '../../../protocol/src/tools';
-import type { ReadyRun } from '../runs/RunManager';
+import type { ReadyRun } from '../runs/RunRecord';
 import { visible } from '../surfaces';
 import { checkApproval } from './ApprovalGate';
 import type { CallStream } from './CallStream';

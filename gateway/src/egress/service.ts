@@ -17,6 +17,9 @@ export interface EgressGrant {
   allow: string[];
 }
 
+/** Whether a sandbox provider can carry a run's egress to the gateway's proxy; if not, why (told to the tenant). */
+export type EgressCapability = { carried: true } | { carried: false; reason: string };
+
 /** Inside the sandbox: where the socket folder is mounted, and the loopback port the runner bridges to it. */
 export const EGRESS_MOUNT = '/run/tether-egress';
 export const EGRESS_SOCKET = 'proxy.sock';
@@ -63,13 +66,13 @@ export class EgressService {
     }
   }
 
-  /** The allow-list a new run gets, or an INVALID_ARGUMENT naming what the tenant may have. */
-  grant(tenant: string, requested: string[], providerName: string): string[] {
-    if (providerName !== 'docker')
-      throw new GatewayError(
-        status.FAILED_PRECONDITION,
-        `egress needs the docker provider (this gateway runs ${providerName})`,
-      );
+  /**
+   * The allow-list a new run gets, or an INVALID_ARGUMENT naming what the tenant may have; a
+   * FAILED_PRECONDITION when the sandbox provider cannot carry egress at all.
+   */
+  grant(tenant: string, requested: string[], provider: EgressCapability): string[] {
+    if (!provider.carried)
+      throw new GatewayError(status.FAILED_PRECONDITION, `egress is not available: ${provider.reason}`);
     try {
       return narrow(tenantRules(this.config.egress.allowed, tenant), requested).map(formatRule);
     } catch (err) {

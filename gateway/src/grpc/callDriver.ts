@@ -6,14 +6,16 @@ import { ToolAbsentError, type ToolInvoker } from '../calls/ToolInvoker';
 import { invalid } from '../errors';
 import { logger } from '../log';
 import { statusName, Telemetry, type ObservedCall } from '../observability/Telemetry';
-import type { RunManager } from '../runs/RunManager';
+import type { RunRegistry } from '../runs/RunRegistry';
+import type { Tenancy } from '../tenancy/Tenancy';
 import type { ToolResult } from '../../../protocol/src/tools';
 import { maxTierOf, visible } from '../surfaces';
 import { parseArguments } from '../validation';
 import { toStatus } from './edge';
 
 export interface CallDeps {
-  runs: RunManager;
+  runs: Pick<RunRegistry, 'ready'>;
+  tenancy: Tenancy;
   invoker: ToolInvoker;
   questionTimeoutSeconds: number;
   telemetry?: Telemetry;
@@ -68,7 +70,7 @@ export class CallDriver {
     const start = msg.msg.value;
     this.waitingStart = start;
     // The tenant's slots in flight: past them the call waits in the tenant's own line.
-    const slots = this.deps.runs.tenancy.callSlots(this.tenant);
+    const slots = this.deps.tenancy.callSlots(this.tenant);
     this.leaveLine = slots.enter((release) => {
       this.waitingStart = undefined;
       this.leaveLine = undefined;
@@ -78,7 +80,7 @@ export class CallDriver {
     });
     if (!this.leaveLine) {
       this.waitingStart = undefined;
-      this.abortWith(this.deps.runs.tenancy.callLineFull(this.tenant));
+      this.abortWith(this.deps.tenancy.callLineFull(this.tenant));
     }
   }
 

@@ -14,7 +14,7 @@ import {
   type CreateRunRequest,
   type Run,
 } from '../../../gen/tether/v1/gateway_pb';
-import type { ApprovalPolicy, RunRecord, RunSpec } from '../runs/RunManager';
+import type { ApprovalPolicy, RunRecord, RunSpec } from '../runs/RunRecord';
 import type { SandboxUsage } from '../sandbox/provider';
 
 const approvalFrom = (a: Approval | undefined, fallback: ApprovalPolicy): ApprovalPolicy =>

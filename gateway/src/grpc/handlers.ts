@@ -19,7 +19,10 @@ import type { TokenAuthenticator } from '../auth';
 import type { Telemetry } from '../observability/Telemetry';
 import type { GatewayConfig } from '../config';
 import { GatewayError, notFound } from '../errors';
-import type { RunManager } from '../runs/RunManager';
+import type { EgressService } from '../egress/service';
+import type { RunLifecycle } from '../runs/RunLifecycle';
+import type { RunRegistry } from '../runs/RunRegistry';
+import type { Tenancy } from '../tenancy/Tenancy';
 import { maxTierOf, tierToProto, visible } from '../surfaces';
 import { ToolInvoker } from '../calls/ToolInvoker';
 import { workerHandlers } from '../workers/handlers';
@@ -34,8 +37,16 @@ import { workspaceRelative } from './workspacePath';
 
 const GET_CHUNK = 64 * 1024;
 
+/** What the handlers act on: the runs to find, their lifecycle, the tenants' limits and the egress logs. */
+export interface HandlerRuns {
+  registry: RunRegistry;
+  lifecycle: RunLifecycle;
+  tenancy: Tenancy;
+  egress: Pick<EgressService, 'read'>;
+}
+
 export function gatewayHandlers(
-  runs: RunManager,
+  { registry, lifecycle, tenancy, egress }: HandlerRuns,
   auth: TokenAuthenticator,
   config: GatewayConfig,
   telemetry: Telemetry,
@@ -43,7 +54,8 @@ export function gatewayHandlers(
 ): UntypedServiceImplementation {
   const edge = new Edge(auth, telemetry);
   const callDeps = {
-    runs,
+    runs: registry,
+    tenancy,
     invoker: new ToolInvoker(),
     questionTimeoutSeconds: config.questions.timeoutSeconds,
     telemetry,
@@ -51,27 +63,27 @@ export function gatewayHandlers(
 
   return {
     createRun: edge.unary(async (req: CreateRunRequest, tenant) =>
-      runToProto(await runs.create(tenant, specFromRequest(req))),
+      runToProto(await lifecycle.create(tenant, specFromRequest(req))),
     ),
     getRun: edge.unary(async (req: GetRunRequest, tenant) => {
-      const run = runs.get(tenant, req.runId);
-      return runToProto(run, await runs.usage(run));
+      const run = registry.get(tenant, req.runId);
+      return runToProto(run, await registry.usage(run));
     }),
     listRuns: edge.unary(async (_req: ListRunsRequest, tenant) =>
-      create(ListRunsResponseSchema, { runs: runs.list(tenant).map((r) => runToProto(r)) }),
+      create(ListRunsResponseSchema, { runs: registry.list(tenant).map((r) => runToProto(r)) }),
     ),
     getEgressLog: edge.unary(async (req: GetEgressLogRequest, tenant) =>
       egressPageToProto(
-        await runs.egress.read(tenant, { runId: req.runId, pageSize: req.pageSize, pageToken: req.pageToken }),
+        await egress.read(tenant, { runId: req.runId, pageSize: req.pageSize, pageToken: req.pageToken }),
       ),
     ),
     deleteRun: edge.unary(async (req: DeleteRunRequest, tenant) => {
-      await runs.delete(tenant, req.runId);
+      await lifecycle.delete(tenant, req.runId);
       return create(DeleteRunResponseSchema, {});
     }),
 
     listTools: edge.unary(async (req: ListToolsRequest, tenant) => {
-      const run = runs.ready(tenant, req.runId);
+      const run = registry.ready(tenant, req.runId);
       const cap = maxTierOf(req.surface);
       const tools = run.tools
         .filter((t) => visible(t.tier, cap))
@@ -92,7 +104,7 @@ export function gatewayHandlers(
       const res = await receivePutFiles(
         call,
         (header) => {
-          const { runId, sandbox } = runs.ready(tenant, header.runId);
+          const { runId, sandbox } = registry.ready(tenant, header.runId);
           const relDir = workspaceRelative(header.path);
           arrived = { runId, path: relDir || '.' };
           return { sandbox, relDir };
@@ -102,7 +114,7 @@ export function gatewayHandlers(
       // Lets the runner index the new files in the background; best effort, never awaited.
       if (arrived) {
         try {
-          runs
+          registry
             .ready(tenant, arrived.runId)
             .runner.command(FilesArrivedCommand.type, { path: arrived.path })
             .catch(() => undefined);
@@ -115,7 +127,7 @@ export function gatewayHandlers(
 
     getFiles: edge.serverStream(async (call: ServerWritableStream<GetFilesRequest, GetFilesResponse>, tenant) => {
       // A FAILED run's workspace is still there until DeleteRun: its work can be taken out.
-      const r = runs.get(tenant, call.request.runId);
+      const r = registry.get(tenant, call.request.runId);
       const sandbox = r.sandbox;
       if (!sandbox || r.state === 'STOPPED' || r.state === 'STARTING') {
         throw new GatewayError(
@@ -142,7 +154,7 @@ export function gatewayHandlers(
     }),
 
     callTool: edge.gatedBidi(
-      (tenant) => runs.tenancy.refusal(tenant, 'callTool'),
+      (tenant) => tenancy.refusal(tenant, 'callTool'),
       (call, tenant, fail) => serveCallTool(call, tenant, fail, callDeps),
     ),
     // Rate limits apply per call (each start), so the stream itself is only authenticated.
@@ -151,6 +163,6 @@ export function gatewayHandlers(
       (call, tenant, fail) => serveCalls(call, tenant, fail, callDeps, drain),
     ),
 
-    ...workerHandlers(runs, edge),
+    ...workerHandlers(registry, edge),
   };
 }

@@ -38,6 +38,26 @@ export type RunState = RunPhase['state'];
 /** Where a run's sandbox came from: claimed from the warm pool, or started for it. */
 export type RunStart = 'pool' | 'cold';
 
+/** One CreateRun's outcome, for metrics: how long it took and where its sandbox came from. */
+export interface RunStarted {
+  runId: string;
+  tenant: string;
+  start: RunStart;
+  ms: number;
+  ok: boolean;
+  /**
+   * For a claim, ms: taking a sandbox; then, side by side from there, writing its claim record
+   * and `bind` (to the run READY).
+   */
+  steps?: ClaimSteps;
+}
+
+export interface ClaimSteps {
+  take: number;
+  record: number;
+  bind: number;
+}
+
 /** A run that can take a tool call now: what a call needs, without optional fields. */
 export interface ReadyRun {
   readonly runId: string;

@@ -10,6 +10,7 @@ import { EGRESS_MOUNT, egressEnvironment } from '../egress/service';
 import { LoopDisks } from './loopDisk';
 import {
   LABELS,
+  type ProviderCapabilities,
   type Sandbox,
   type SandboxExit,
   type SandboxInfo,
@@ -62,7 +63,14 @@ export class DockerProvider implements SandboxProvider {
   private readonly disks: LoopDisks;
   private readonly diskImages = new Map<string, string>();
 
+  readonly capabilities: ProviderCapabilities;
+
   constructor(private readonly config: GatewayConfig) {
+    this.capabilities = {
+      sharedState: false,
+      keepsRunsOnShutdown: config.docker.keepOnShutdown,
+      egress: { carried: true },
+    };
     this.docker = new Docker({ socketPath: config.docker.socketPath });
     this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance));
   }

@@ -1,6 +1,6 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ResourceLimits } from '../config';
-import type { EgressGrant } from '../egress/service';
+import type { EgressCapability, EgressGrant } from '../egress/service';
 
 /** Labels every sandbox carries, so a restarted gateway can find its runs again. */
 export const LABELS = {
@@ -102,16 +102,31 @@ export interface SandboxInfo {
 }
 
 /**
+ * What a provider declares about itself. The gateway decides by these, never by the
+ * provider's name.
+ *
+ * Room for `checkpoints` (memory checkpoints of a run's sandbox): declared here once a
+ * provider can take and restore them.
+ */
+export interface ProviderCapabilities {
+  /**
+   * Other gateway replicas serve the same sandboxes (Kubernetes): runs one of them creates are
+   * found by the others, and none may treat a run as its own alone.
+   */
+  readonly sharedState: boolean;
+  /** Runs outlive a gateway shutdown unless the caller asks otherwise (the next gateway recovers them). */
+  readonly keepsRunsOnShutdown: boolean;
+  readonly egress: EgressCapability;
+}
+
+/**
  * Where runs live. Nothing above this interface knows which provider it talks to: the
  * gateway asks for a sandbox, talks JSON-RPC on its stdio, and moves tar streams.
  */
 export interface SandboxProvider {
   readonly name: string;
-  /**
-   * Whether other gateway replicas serve the same sandboxes (Kubernetes): runs one of them
-   * creates are found by the others, and none may treat a run as its own alone.
-   */
-  readonly shared?: boolean;
+  /** What this provider can do, so that nothing above it has to know it by name. */
+  readonly capabilities: ProviderCapabilities;
   create(spec: SandboxSpec): Promise<Sandbox>;
   /** Re-attaches to a sandbox that outlived a gateway restart. */
   attach(id: string): Promise<Sandbox>;

@@ -18,7 +18,8 @@ import {
 } from '../../../protocol/src/workers';
 import { GatewayError, invalid, notFound } from '../errors';
 import type { Edge } from '../grpc/edge';
-import type { ReadyRun, RunManager } from '../runs/RunManager';
+import type { ReadyRun } from '../runs/RunRecord';
+import type { RunRegistry } from '../runs/RunRegistry';
 import { WorkerWatch } from './WorkerWatch';
 
 const KIND: Record<WorkerEventPayload['kind'], WorkerEventKind> = {
@@ -52,7 +53,7 @@ function toProto(e: WorkerEventPayload): WorkerEvent {
   });
 }
 
-function vibeRun(runs: RunManager, tenant: string, runId: string): ReadyRun {
+function vibeRun(runs: Pick<RunRegistry, 'ready'>, tenant: string, runId: string): ReadyRun {
   const run = runs.ready(tenant, runId);
   if (!run.spec.features.vibe)
     throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} was created without vibe mode; it has no workers`);
@@ -63,7 +64,7 @@ function vibeRun(runs: RunManager, tenant: string, runId: string): ReadyRun {
  * WatchWorkers and ReportWorker: how a platform runs `client`-backed vibe workers. Both are
  * tenant-checked like every RPC: another tenant's run does not exist for the caller.
  */
-export function workerHandlers(runs: RunManager, edge: Edge) {
+export function workerHandlers(runs: Pick<RunRegistry, 'ready'>, edge: Edge) {
   const watch = new WorkerWatch();
 
   return {

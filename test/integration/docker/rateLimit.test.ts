@@ -100,7 +100,7 @@ test("docker: A's CallTool flood is refused with retry hints, B's calls never ar
   assert.deepEqual(d.types, ['type.googleapis.com/google.rpc.RetryInfo']);
 
   // Everything counted so far is reported now, as the window's end would.
-  t.gateway.runs.tenancy.flushRefusals();
+  t.gateway.tenancy.flushRefusals();
   type AuditLine = { event: string; tenant?: string; refused?: number; outcome?: string };
   const read = () =>
     readFileSync(audit, 'utf8')

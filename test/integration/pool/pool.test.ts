@@ -55,7 +55,7 @@ async function pooledGateway(
   return t;
 }
 
-const idle = (t: TestGateway) => t.gateway.runs.pool?.stats().classes[0]?.idle ?? 0;
+const idle = (t: TestGateway) => t.gateway.pool.warm?.stats().classes[0]?.idle ?? 0;
 
 async function read(client: TetherClient, runId: string, p: string) {
   const out = await client.callTool(runId, 'read', { path: p });
@@ -137,7 +137,7 @@ test('graceful restart keeping runs: the claimed run answers again, idle ones ar
   const second = await pooledGateway({ instance, stateDir });
   try {
     assert.equal(idle(second), 2, 'the idle sandboxes are adopted on start, none started anew');
-    assert.equal(second.gateway.runs.pool!.stats().classes[0].starting, 0);
+    assert.equal(second.gateway.pool.warm!.stats().classes[0].starting, 0);
     assert.deepEqual((await instanceContainers(instance)).map((c) => c.Id).sort(), left.sort());
     const again = await second.alice.getRun(run.runId);
     assert.equal(again.state, RunState.READY);
@@ -280,7 +280,7 @@ test('a template named in pool.templates is pooled: its runs claim a warm sandbo
   });
   try {
     await until('a warm sandbox of the template', async () => idle(t) === 1, 120_000);
-    assert.equal(t.gateway.runs.pool?.stats().classes[0].image, built.tag);
+    assert.equal(t.gateway.pool.warm?.stats().classes[0].image, built.tag);
     const base = await t.alice.createRun({ conversationId: 'base' });
     assert.equal(base.start, RunStart.COLD, 'the runner image has no pooled sandboxes here');
     const run = await t.alice.createRun({ conversationId: 'tpl', template: name });

@@ -15,7 +15,7 @@ import {
 import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import { serveCallTool, streamSink } from '../../../gateway/src/grpc/callTool';
-import { RunManager } from '../../../gateway/src/runs/RunManager';
+import { assembleRuns } from '../../../gateway/src/server';
 import { CallToolRequest, type CallToolParams, type ToolResult } from '../../../protocol/src/tools';
 import { AskRequest, BridgeRequest, ProgressNotification, type QuestionOutcome } from '../../../protocol/src/calls';
 import { answersInitialize, FakeProvider, runSpec, testConfig } from './fakeSandbox';
@@ -78,8 +78,8 @@ async function callOn(handler: ToolHandler, start: { acceptsQuestions?: boolean;
     answersInitialize(conn, sb);
     conn.onRequest(CallToolRequest.type, (p: CallToolParams, token: CancellationToken) => handler(p, conn, token));
   });
-  const runs = new RunManager(testConfig(), provider);
-  const run = await runs.create(
+  const runs = assembleRuns(testConfig(), provider);
+  const run = await runs.lifecycle.create(
     'alice',
     runSpec({ features: { questions: { enabled: true, targetSpace: 'space-1' } } }),
   );
@@ -91,7 +91,7 @@ async function callOn(handler: ToolHandler, start: { acceptsQuestions?: boolean;
       call.failure = err;
       call.emit('ended');
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs: runs.registry, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
   );
   call.send({ case: 'start', value: { runId: run.runId, callId: 'c-1', tool: 'echo', argumentsJson: '{}', ...start } });
   return { call, close: () => runs.close(false) };
@@ -250,18 +250,18 @@ test('the first message must be start; an unknown tool is NOT_FOUND', async () =
   const { call, close } = await callOn(async () => text('never'));
   await call.ended;
   const bad = new FakeCall();
-  const runs = new RunManager(testConfig(), new FakeProvider());
+  const runs = assembleRuns(testConfig(), new FakeProvider());
   serveCallTool(
     bad as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>,
     'alice',
     (err) => {
       bad.failure = err;
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs: runs.registry, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
   );
   bad.send({ case: 'cancel', value: { reason: 'x' } });
   assert.match(String((bad.failure as Error).message), /first message must be start/);
-  const run = await runs.create('alice', runSpec());
+  const run = await runs.lifecycle.create('alice', runSpec());
   const absent = new FakeCall();
   serveCallTool(
     absent as unknown as ServerDuplexStream<CallToolInput, CallToolOutput>,
@@ -270,7 +270,7 @@ test('the first message must be start; an unknown tool is NOT_FOUND', async () =
       absent.failure = err;
       absent.emit('ended');
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs: runs.registry, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
   );
   absent.send({ case: 'start', value: { runId: run.runId, tool: 'nope', argumentsJson: '{}' } });
   await absent.ended;

@@ -7,7 +7,7 @@ import type { CancellationToken } from 'vscode-jsonrpc/node';
 import { CallsInputSchema, type CallsInput, type CallsOutput } from '../../../gen/tether/v1/gateway_pb';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import { CallsDrain, serveCalls } from '../../../gateway/src/grpc/calls';
-import { RunManager } from '../../../gateway/src/runs/RunManager';
+import { assembleRuns } from '../../../gateway/src/server';
 import type { GatewayError } from '../../../gateway/src/errors';
 import { AskRequest, type QuestionOutcome } from '../../../protocol/src/calls';
 import { CallToolRequest, type CallToolParams } from '../../../protocol/src/tools';
@@ -70,8 +70,8 @@ async function streamOn(handler: Handler, perSecond = 1000) {
   });
   const config = testConfig();
   config.tenancy = { ...config.tenancy, default: { callTool: { perSecond, burst: perSecond } } };
-  const runs = new RunManager(config, provider);
-  const run = await runs.create(
+  const runs = assembleRuns(config, provider);
+  const run = await runs.lifecycle.create(
     'alice',
     runSpec({ features: { questions: { enabled: true, targetSpace: 'space-1' } } }),
   );
@@ -83,7 +83,7 @@ async function streamOn(handler: Handler, perSecond = 1000) {
     (err) => {
       stream.failure = err as GatewayError;
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs: runs.registry, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
     drain,
   );
   const start = (callId: string, args: object = {}, more: { acceptsQuestions?: boolean; runId?: string } = {}) =>
@@ -211,12 +211,13 @@ test('at shutdown, calls in flight finish, new ones are refused, and the stream 
   assert.equal(await stream.outcome('busy'), 'done');
   assert.equal(stream.writableEnded, true);
   // A stream that opens while the gateway drains ends as soon as it has nothing in flight.
+  const other = (await streamOn(async () => 'x')).runs;
   const late = new FakeStream();
   serveCalls(
     late as unknown as ServerDuplexStream<CallsInput, CallsOutput>,
     'alice',
     () => undefined,
-    { runs: (await streamOn(async () => 'x')).runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs: other.registry, tenancy: other.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
     drain,
   );
   await until(() => late.writableEnded);

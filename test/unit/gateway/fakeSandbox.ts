@@ -9,8 +9,9 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { CreateRunRequestSchema } from '../../../gen/tether/v1/gateway_pb';
 import { defaultConfig, type GatewayConfig } from '../../../gateway/src/config';
 import { specFromRequest } from '../../../gateway/src/grpc/convert';
-import type { RunSpec } from '../../../gateway/src/runs/RunManager';
+import type { RunSpec } from '../../../gateway/src/runs/RunRecord';
 import type {
+  ProviderCapabilities,
   Sandbox,
   SandboxExit,
   SandboxInfo,
@@ -108,6 +109,11 @@ export class FakeSandbox implements Sandbox {
 
 export class FakeProvider implements SandboxProvider {
   readonly name = 'fake';
+  readonly capabilities: ProviderCapabilities = {
+    sharedState: false,
+    keepsRunsOnShutdown: false,
+    egress: { carried: false, reason: 'the fake provider cannot carry egress' },
+  };
   readonly sandboxes = new Map<string, FakeSandbox>();
   readonly removed: string[] = [];
   /** The image each sandbox was created from (a template's), by sandbox id. */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import { GatewayError } from '../../../gateway/src/errors';
-import { RunManager } from '../../../gateway/src/runs/RunManager';
+import { assembleRuns } from '../../../gateway/src/server';
 import { RunnerGoneError } from '../../../gateway/src/runs/RunnerClient';
 import { SandboxPreconditionError } from '../../../gateway/src/sandbox/provider';
 import { InitializeRequest, ShutdownRequest } from '../../../protocol/src/run';
@@ -17,17 +17,17 @@ const noHooks = {
 };
 
 async function manager(runs: Parameters<typeof testConfig>[0] = {}, provider = new FakeProvider()) {
-  const m = new RunManager(testConfig(runs), provider);
+  const m = assembleRuns(testConfig(runs), provider);
   return { m, provider };
 }
 
 test('create: STARTING until the runner answers initialize, then READY with its tools', async () => {
   const { m, provider } = await manager();
-  const run = await m.create('alice', runSpec({ conversationId: 'c1', labels: { team: 'x' } }));
+  const run = await m.lifecycle.create('alice', runSpec({ conversationId: 'c1', labels: { team: 'x' } }));
   assert.equal(run.state, 'READY');
   assert.equal(run.error, '');
   assert.deepEqual(
-    m.ready('alice', run.runId).tools.map((t) => t.name),
+    m.registry.ready('alice', run.runId).tools.map((t) => t.name),
     TOOLS.map((t) => t.name),
   );
   const sb = provider.sandboxes.get(run.sandbox!.id)!;
@@ -38,30 +38,30 @@ test('create: STARTING until the runner answers initialize, then READY with its 
 
 test("another tenant's run does not exist for the caller", async () => {
   const { m } = await manager();
-  const run = await m.create('alice', runSpec());
-  assert.throws(() => m.get('bob', run.runId), code(status.NOT_FOUND));
-  assert.throws(() => m.ready('bob', run.runId), code(status.NOT_FOUND));
-  await assert.rejects(m.delete('bob', run.runId), code(status.NOT_FOUND));
-  assert.deepEqual(m.list('bob'), []);
+  const run = await m.lifecycle.create('alice', runSpec());
+  assert.throws(() => m.registry.get('bob', run.runId), code(status.NOT_FOUND));
+  assert.throws(() => m.registry.ready('bob', run.runId), code(status.NOT_FOUND));
+  await assert.rejects(m.lifecycle.delete('bob', run.runId), code(status.NOT_FOUND));
+  assert.deepEqual(m.registry.list('bob'), []);
   assert.deepEqual(
-    m.list('alice').map((r) => r.runId),
+    m.registry.list('alice').map((r) => r.runId),
     [run.runId],
   );
-  assert.equal(m.get('alice', run.runId).state, 'READY', 'untouched by the other tenant');
+  assert.equal(m.registry.get('alice', run.runId).state, 'READY', 'untouched by the other tenant');
   await m.close(false);
 });
 
 test('a tenant may hold at most maxPerTenant live runs; failed ones do not count', async () => {
   const { m, provider } = await manager({ maxPerTenant: 1 });
-  const first = await m.create('alice', runSpec());
+  const first = await m.lifecycle.create('alice', runSpec());
   await assert.rejects(
-    m.create('alice', runSpec()),
+    m.lifecycle.create('alice', runSpec()),
     (e) => code(status.RESOURCE_EXHAUSTED)(e) && /liveRuns quota: limit 1, in use 1/.test((e as Error).message),
   );
-  assert.equal((await m.create('bob', runSpec())).state, 'READY', 'the limit is per tenant');
+  assert.equal((await m.lifecycle.create('bob', runSpec())).state, 'READY', 'the limit is per tenant');
   provider.sandboxes.get(first.sandbox!.id)!.exit();
   await until(() => first.state === 'FAILED');
-  assert.equal((await m.create('alice', runSpec())).state, 'READY');
+  assert.equal((await m.lifecycle.create('alice', runSpec())).state, 'READY');
   await m.close(false);
 });
 
@@ -70,13 +70,13 @@ test('a runner that never answers initialize: FAILED with the timeout, sandbox r
     conn.onRequest(InitializeRequest.type, () => new Promise(() => undefined)),
   );
   const { m } = await manager({ startTimeoutSeconds: 0.1 }, provider);
-  const run = await m.create('alice', runSpec());
+  const run = await m.lifecycle.create('alice', runSpec());
   assert.equal(run.state, 'FAILED');
   assert.equal(run.error, 'could not start the run: runner did not answer within 0.1s');
   assert.equal(provider.removed.length, 1);
   assert.equal(run.sandbox, undefined, 'its workspace went with it');
   assert.throws(
-    () => m.ready('alice', run.runId),
+    () => m.registry.ready('alice', run.runId),
     (e) => code(status.FAILED_PRECONDITION)(e) && /has failed: could not start/.test((e as Error).message),
   );
   await m.close(false);
@@ -93,8 +93,8 @@ test('the runner dies: FAILED with the exit reason, pending calls end at once, t
     });
   });
   const { m } = await manager({}, provider);
-  const run = await m.create('alice', runSpec());
-  const ready = m.ready('alice', run.runId);
+  const run = await m.lifecycle.create('alice', runSpec());
+  const ready = m.registry.ready('alice', run.runId);
   const pending = ready.runner.callTool('echo', {}, { maxTier: 'read' }, noHooks, new AbortController().signal);
   await calledP;
   assert.equal(ready.runner.busy, true);
@@ -105,13 +105,13 @@ test('the runner dies: FAILED with the exit reason, pending calls end at once, t
   assert.equal(run.error, 'the run ran out of memory and its sandbox was killed (OOM)');
   assert.equal(run.runner, undefined, 'a failed run holds no runner');
   assert.ok(run.sandbox, 'but keeps its sandbox until DeleteRun');
-  assert.throws(() => m.ready('alice', run.runId), code(status.FAILED_PRECONDITION));
+  assert.throws(() => m.registry.ready('alice', run.runId), code(status.FAILED_PRECONDITION));
   await m.close(false);
 });
 
 test('a runner that stops answering fails the run before its sandbox is reported gone', async () => {
   const { m } = await manager();
-  const run = await m.create('alice', runSpec());
+  const run = await m.lifecycle.create('alice', runSpec());
   const sb = run.sandbox as FakeSandbox;
   sb.stdout.end();
   await until(() => run.state === 'FAILED');
@@ -131,14 +131,14 @@ test('delete: the runner is asked to shut down, the sandbox removed, the run for
     });
   });
   const { m } = await manager({}, provider);
-  const run = await m.create('alice', runSpec());
+  const run = await m.lifecycle.create('alice', runSpec());
   const id = run.sandbox!.id;
-  await m.delete('alice', run.runId);
+  await m.lifecycle.delete('alice', run.runId);
   assert.equal(run.state, 'STOPPED');
   assert.equal(run.error, '', 'a plain delete has no reason');
   assert.equal(shutdowns, 1);
   assert.deepEqual(provider.removed, [id]);
-  assert.throws(() => m.get('alice', run.runId), code(status.NOT_FOUND));
+  assert.throws(() => m.registry.get('alice', run.runId), code(status.NOT_FOUND));
   await m.close(false);
 });
 
@@ -148,28 +148,28 @@ test('shutdown is bounded: a runner that ignores it does not hold up delete', as
     conn.onRequest(ShutdownRequest.type, () => new Promise(() => undefined));
   });
   const { m } = await manager({}, provider);
-  const run = await m.create('alice', runSpec());
+  const run = await m.lifecycle.create('alice', runSpec());
   const t0 = Date.now();
-  await m.delete('alice', run.runId);
+  await m.lifecycle.delete('alice', run.runId);
   assert.ok(Date.now() - t0 < 2500, `delete took ${Date.now() - t0} ms`);
   await m.close(false);
 });
 
 test('sweep: idle runs and runs past their lifetime are STOPPED with the reason; busy ones are not idle', async () => {
   const { m } = await manager({ idleTimeoutSeconds: 60, maxLifetimeSeconds: 3600 });
-  const idle = await m.create('alice', runSpec());
-  await m.sweep(Date.now() + 30_000);
+  const idle = await m.lifecycle.create('alice', runSpec());
+  await m.lifecycle.sweep(Date.now() + 30_000);
   assert.equal(idle.state, 'READY');
-  await m.sweep(Date.now() + 61_000);
+  await m.lifecycle.sweep(Date.now() + 61_000);
   assert.equal(idle.state, 'STOPPED');
   assert.equal(idle.error, 'stopped: idle for more than 60s');
   assert.throws(
-    () => m.ready('alice', idle.runId),
+    () => m.registry.ready('alice', idle.runId),
     (e) => code(status.FAILED_PRECONDITION)(e) && /is stopped/.test((e as Error).message),
   );
 
-  const old = await m.create('alice', runSpec());
-  await m.sweep(old.createdAt.getTime() + 3601_000);
+  const old = await m.lifecycle.create('alice', runSpec());
+  await m.lifecycle.sweep(old.createdAt.getTime() + 3601_000);
   assert.equal(old.state, 'STOPPED');
   assert.equal(old.error, 'stopped: reached the maximum lifetime of 3600s');
   await m.close(false);
@@ -177,25 +177,25 @@ test('sweep: idle runs and runs past their lifetime are STOPPED with the reason;
 
 test('after a restart, live runs are re-attached with their tenant and spec; dead ones removed', async () => {
   const provider = new FakeProvider();
-  const first = new RunManager(testConfig(), provider);
-  const kept = await first.create('alice', runSpec({ conversationId: 'conv-7', labels: { k: 'v' } }));
-  const dead = await first.create('alice', runSpec());
+  const first = assembleRuns(testConfig(), provider);
+  const kept = await first.lifecycle.create('alice', runSpec({ conversationId: 'conv-7', labels: { k: 'v' } }));
+  const dead = await first.lifecycle.create('alice', runSpec());
   await first.close(true);
   const deadSandbox = dead.sandbox as FakeSandbox;
   deadSandbox.exit();
 
-  const second = new RunManager(testConfig(), provider);
-  assert.deepEqual(await second.recover(), { recovered: 1, removed: 1 });
-  const again = second.get('alice', kept.runId);
+  const second = assembleRuns(testConfig(), provider);
+  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1 });
+  const again = second.registry.get('alice', kept.runId);
   assert.equal(again.state, 'READY');
   assert.equal(again.spec.conversationId, 'conv-7');
   assert.deepEqual(again.spec.labels, { k: 'v' });
   assert.equal(again.createdAt.getTime(), kept.createdAt.getTime());
-  assert.throws(() => second.get('bob', kept.runId), code(status.NOT_FOUND));
-  assert.throws(() => second.get('alice', dead.runId), code(status.NOT_FOUND));
+  assert.throws(() => second.registry.get('bob', kept.runId), code(status.NOT_FOUND));
+  assert.throws(() => second.registry.get('alice', dead.runId), code(status.NOT_FOUND));
   assert.ok(provider.removed.includes(deadSandbox.id));
   assert.deepEqual(
-    second.ready('alice', kept.runId).tools.map((t) => t.name),
+    second.registry.ready('alice', kept.runId).tools.map((t) => t.name),
     TOOLS.map((t) => t.name),
   );
   await second.close(false);
@@ -211,13 +211,13 @@ test('a sandbox the deployment cannot serve: CreateRun is FAILED_PRECONDITION an
   };
   const { m } = await manager({ maxPerTenant: 1 }, provider);
   await assert.rejects(
-    m.create('alice', runSpec()),
+    m.lifecycle.create('alice', runSpec()),
     (e) =>
       code(status.FAILED_PRECONDITION)(e) && /could not start the run: pod p has no address/.test((e as Error).message),
   );
-  assert.deepEqual(m.list('alice'), []);
+  assert.deepEqual(m.registry.list('alice'), []);
   // The refused run held no slot.
   refuse = false;
-  assert.equal((await m.create('alice', runSpec())).state, 'READY');
+  assert.equal((await m.lifecycle.create('alice', runSpec())).state, 'READY');
   await m.close(false);
 });

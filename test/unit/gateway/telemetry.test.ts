@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import assert from 'node:assert/strict';
-import { RunManager } from '../../../gateway/src/runs/RunManager';
+import { assembleRuns, type GatewayRuns } from '../../../gateway/src/server';
 import { Metrics } from '../../../gateway/src/observability/metrics';
 import { Telemetry } from '../../../gateway/src/observability/Telemetry';
 import { summarizeMetrics } from '../../../gateway/src/observability/metricsSummary';
@@ -21,11 +21,11 @@ async function seriesCount(m: Metrics): Promise<number> {
 }
 
 /** Runs `n` runs through create, calls (known and made-up tool names, every outcome) and delete. */
-async function session(runs: RunManager, telemetry: Telemetry, n: number, from: number): Promise<void> {
+async function session(runs: GatewayRuns, telemetry: Telemetry, n: number, from: number): Promise<void> {
   const outcomes = ['ok', 'is_error', 'cancelled', 'NOT_FOUND', 'UNAVAILABLE'];
   for (let i = from; i < from + n; i++) {
     const tenant = i % 2 ? 'alice' : 'bob';
-    const run = await runs.create(tenant, runSpec());
+    const run = await runs.lifecycle.create(tenant, runSpec());
     for (const [j, tool] of [TOOLS[0].name, `made-up-${i}`, TOOLS[1].name].entries()) {
       const call = telemetry.call(
         tenant,
@@ -35,7 +35,7 @@ async function session(runs: RunManager, telemetry: Telemetry, n: number, from: 
       if (!tool.startsWith('made-up')) call.resolved(TOOLS.find((x) => x.name === tool)!.tier, {});
       call.finish(outcomes[(i + j) % outcomes.length]);
     }
-    await runs.delete(tenant, run.runId);
+    await runs.lifecycle.delete(tenant, run.runId);
   }
 }
 
@@ -48,7 +48,7 @@ test('label cardinality: the series of 1,000 runs are those of 10 runs (no run i
     ...config.tenancy,
     default: { createRun: { perSecond: 1e6, burst: 1e6 }, memoryMb: 1e9, cpuMillis: 1e9, diskMb: 1e9 },
   };
-  const runs = new RunManager(config, new FakeProvider(), telemetry);
+  const runs = assembleRuns(config, new FakeProvider(), telemetry);
   await session(runs, telemetry, 10, 0);
   const after10 = await seriesCount(metrics);
   await session(runs, telemetry, 990, 10);
@@ -66,14 +66,14 @@ test('label cardinality: the series of 1,000 runs are those of 10 runs (no run i
 
 test('the live runs gauge is read from the runs at scrape time, by state and tenant', async () => {
   const metrics = new Metrics({ defaults: false });
-  const runs = new RunManager(testConfig(), new FakeProvider(), new Telemetry(metrics));
-  const a = await runs.create('alice', runSpec());
-  await runs.create('alice', runSpec());
-  await runs.create('bob', runSpec());
+  const runs = assembleRuns(testConfig(), new FakeProvider(), new Telemetry(metrics));
+  const a = await runs.lifecycle.create('alice', runSpec());
+  await runs.lifecycle.create('alice', runSpec());
+  await runs.lifecycle.create('bob', runSpec());
   let text = await metrics.text();
   assert.match(text, /tether_runs\{state="READY",tenant="alice"\} 2/);
   assert.match(text, /tether_runs\{state="READY",tenant="bob"\} 1/);
-  await runs.delete('alice', a.runId);
+  await runs.lifecycle.delete('alice', a.runId);
   text = await metrics.text();
   assert.match(text, /tether_runs\{state="READY",tenant="alice"\} 1/);
   await runs.close(false);
@@ -136,9 +136,9 @@ test('the Grafana dashboard queries only series the gateway exports', async () =
 test('language servers and kernels: gauges from the live runs reports, counters from what each report adds', async () => {
   const metrics = new Metrics({ defaults: false });
   const telemetry = new Telemetry(metrics);
-  const runs = new RunManager(testConfig(), new FakeProvider(), telemetry);
-  const a = runs.get('alice', (await runs.create('alice', runSpec())).runId);
-  const b = runs.get('bob', (await runs.create('bob', runSpec())).runId);
+  const runs = assembleRuns(testConfig(), new FakeProvider(), telemetry);
+  const a = runs.registry.get('alice', (await runs.lifecycle.create('alice', runSpec())).runId);
+  const b = runs.registry.get('bob', (await runs.lifecycle.create('bob', runSpec())).runId);
   const lsp = (alive: number, starts: number, crash = 0, request = 0) => ({
     kind: 'language_server' as const,
     name: 'pyright',
@@ -168,7 +168,7 @@ test('language servers and kernels: gauges from the live runs reports, counters 
   telemetry.runResources(b, { resources: [lsp(1, 6, 5)], replay: true });
   text = await metrics.text();
   assert.match(text, /^tether_language_server_restarts_total\{server="pyright",cause="crash"\} 2$/m);
-  await runs.delete('alice', a.runId);
+  await runs.lifecycle.delete('alice', a.runId);
   text = await metrics.text();
   assert.match(text, /^tether_language_servers\{server="pyright"\} 1$/m, 'a deleted run leaves the gauge');
   assert.ok(!/^tether_kernels\{/m.test(text), 'nor any kernel');
@@ -178,8 +178,8 @@ test('language servers and kernels: gauges from the live runs reports, counters 
 test('resource names a runner sends are labels only while well-formed and few', async () => {
   const metrics = new Metrics({ defaults: false });
   const telemetry = new Telemetry(metrics);
-  const runs = new RunManager(testConfig(), new FakeProvider(), telemetry);
-  const run = runs.get('alice', (await runs.create('alice', runSpec())).runId);
+  const runs = assembleRuns(testConfig(), new FakeProvider(), telemetry);
+  const run = runs.registry.get('alice', (await runs.lifecycle.create('alice', runSpec())).runId);
   const resources = Array.from({ length: 60 }, (_, i) => ({
     kind: 'language_server' as const,
     name: i === 0 ? 'Bad Name/../x' : `server-${i}`,

@@ -5,7 +5,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { status } from '@grpc/grpc-js';
 import { GatewayError } from '../../../gateway/src/errors';
-import { RunManager, type RunStarted } from '../../../gateway/src/runs/RunManager';
+import type { RunStarted } from '../../../gateway/src/runs/RunRecord';
+import { normalizeSpec } from '../../../gateway/src/runs/specChecks';
+import { assembleRuns, type GatewayRuns } from '../../../gateway/src/server';
 import { Metrics } from '../../../gateway/src/observability/metrics';
 import { Telemetry } from '../../../gateway/src/observability/Telemetry';
 import { classKey, WarmPool } from '../../../gateway/src/pool/WarmPool';
@@ -53,12 +55,12 @@ function recordingProvider() {
   return { provider, inits, prepares };
 }
 
-const idle = (m: RunManager) => m.pool?.stats().classes[0]?.idle ?? 0;
+const idle = (m: GatewayRuns) => m.pool.warm?.stats().classes[0]?.idle ?? 0;
 
 test('the pool fills to its size with labelled, prepared and unbound sandboxes', async () => {
   const { provider, inits, prepares } = recordingProvider();
-  const m = new RunManager(poolConfig(), provider);
-  await m.startPool();
+  const m = assembleRuns(poolConfig(), provider);
+  await m.pool.start();
   await until(() => idle(m) === 2);
   assert.equal(provider.sandboxes.size, 2);
   for (const sb of provider.sandboxes.values()) {
@@ -73,14 +75,14 @@ test('the pool fills to its size with labelled, prepared and unbound sandboxes',
 
 test('CreateRun claims a warm sandbox, each at most once, and the pool refills', async () => {
   const { provider, inits } = recordingProvider();
-  const m = new RunManager(poolConfig(), provider);
+  const m = assembleRuns(poolConfig(), provider);
   const started: RunStarted[] = [];
-  m.onRunStarted((e) => started.push(e));
-  await m.startPool();
+  m.lifecycle.onRunStarted((e) => started.push(e));
+  await m.pool.start();
   await until(() => idle(m) === 2);
-  const a = await m.create('alice', runSpec());
-  const b = await m.create('bob', runSpec());
-  const c = await m.create('carol', runSpec({ limits: { memoryMb: 512 } }));
+  const a = await m.lifecycle.create('alice', runSpec());
+  const b = await m.lifecycle.create('bob', runSpec());
+  const c = await m.lifecycle.create('carol', runSpec({ limits: { memoryMb: 512 } }));
   assert.deepEqual([a.start, b.start, c.start], ['pool', 'pool', 'cold']);
   assert.deepEqual(
     started.map((e) => [e.start, e.ok]),
@@ -96,43 +98,43 @@ test('CreateRun claims a warm sandbox, each at most once, and the pool refills',
   // always the same run.
   assert.deepEqual(new Set(inits.get(a.sandbox!.id)!.map((p) => p.runId)), new Set([a.runId]));
   await until(() => idle(m) === 2);
-  await m.delete('alice', a.runId);
+  await m.lifecycle.delete('alice', a.runId);
   assert.ok(provider.removed.includes(a.sandbox!.id), 'a pooled sandbox is removed after its run');
-  const d = await m.create('alice', runSpec());
+  const d = await m.lifecycle.create('alice', runSpec());
   assert.equal(d.start, 'pool');
   assert.ok(!ids.includes(d.sandbox!.id), 'never the sandbox of an earlier run');
-  assert.equal(m.pool!.stats().claims, 3);
+  assert.equal(m.pool.warm!.stats().claims, 3);
   await m.close(false);
 });
 
 test('the pool keeps within its total and its memory budget', async () => {
   const provider = new FakeProvider();
-  const m = new RunManager(poolConfig({ size: 10, maxTotal: 3, maxMemoryMb: 4096 }), provider);
-  await m.startPool();
+  const m = assembleRuns(poolConfig({ size: 10, maxTotal: 3, maxMemoryMb: 4096 }), provider);
+  await m.pool.start();
   await until(() => idle(m) === 3);
   await new Promise((r) => setTimeout(r, 30));
   assert.equal(provider.sandboxes.size, 3);
   await m.close(false);
 
   const p2 = new FakeProvider();
-  const m2 = new RunManager(poolConfig({ size: 10, maxTotal: 10, maxMemoryMb: 600 }), p2);
-  await m2.startPool();
+  const m2 = assembleRuns(poolConfig({ size: 10, maxTotal: 10, maxMemoryMb: 600 }), p2);
+  await m2.pool.start();
   await until(() => idle(m2) === 2);
   await new Promise((r) => setTimeout(r, 30));
   assert.equal(p2.sandboxes.size, 2, '2 × 256 MiB fit in 600 MiB, a third does not');
-  assert.equal(m2.pool!.stats().memoryMb, 512);
+  assert.equal(m2.pool.warm!.stats().memoryMb, 512);
   await m2.close(false);
 });
 
 test('a pooled sandbox that dies while idle is replaced', async () => {
   const provider = new FakeProvider();
-  const m = new RunManager(poolConfig({ size: 1 }), provider);
-  await m.startPool();
+  const m = assembleRuns(poolConfig({ size: 1 }), provider);
+  await m.pool.start();
   await until(() => idle(m) === 1);
   const first = [...provider.sandboxes.values()][0];
   first.exit({ reason: 'killed' });
   await until(() => idle(m) === 1 && !provider.sandboxes.has(first.id));
-  const run = await m.create('alice', runSpec());
+  const run = await m.lifecycle.create('alice', runSpec());
   assert.notEqual(run.sandbox!.id, first.id);
   assert.equal(run.start, 'pool');
   await m.close(false);
@@ -142,18 +144,18 @@ test('over its memory quota with the pool full: refused before anything is claim
   const provider = new FakeProvider();
   const config = poolConfig({ size: 2, maxTotal: 2 });
   config.tenancy = { ...config.tenancy, default: { memoryMb: 300 } };
-  const m = new RunManager(config, provider);
-  await m.startPool();
+  const m = assembleRuns(config, provider);
+  await m.pool.start();
   await until(() => idle(m) === 2);
-  const a = await m.create('alice', runSpec());
+  const a = await m.lifecycle.create('alice', runSpec());
   assert.equal(a.start, 'pool');
   await until(() => idle(m) === 2);
   await assert.rejects(
-    m.create('alice', runSpec()),
+    m.lifecycle.create('alice', runSpec()),
     (err) => err instanceof GatewayError && err.code === status.RESOURCE_EXHAUSTED && /memoryMb/.test(err.message),
   );
   assert.equal(idle(m), 2, 'the pool is untouched');
-  assert.equal(m.list('alice').length, 1, 'no half-made run');
+  assert.equal(m.registry.list('alice').length, 1, 'no half-made run');
   assert.equal(provider.sandboxes.size, 3);
   await m.close(false);
 });
@@ -161,14 +163,14 @@ test('over its memory quota with the pool full: refused before anything is claim
 test('restart: a claimed sandbox is found again as its run, idle ones are adopted, the untrusted removed', async () => {
   const { provider, inits, prepares } = recordingProvider();
   const config = poolConfig({ size: 2 });
-  const first = new RunManager(config, provider);
-  await first.startPool();
+  const first = assembleRuns(config, provider);
+  await first.pool.start();
   await until(() => idle(first) === 2);
-  const run = await first.create('alice', runSpec({ conversationId: 'c9', labels: { team: 'x' } }));
+  const run = await first.lifecycle.create('alice', runSpec({ conversationId: 'c9', labels: { team: 'x' } }));
   await until(() => idle(first) === 2);
   // The gateway dies: nothing is cleaned up (no close).
-  first.pool!.stop();
-  for (const r of first.list('alice')) r.runner?.dispose();
+  first.pool.warm!.stop();
+  for (const r of first.registry.list('alice')) r.runner?.dispose();
   const claimsDir = path.join(config.stateDir, 'pool', config.instance, 'claims');
   await fs.writeFile(
     path.join(claimsDir, 'sb-gone.json'),
@@ -179,9 +181,9 @@ test('restart: a claimed sandbox is found again as its run, idle ones are adopte
   const [kept, bound] = [...provider.sandboxes.values()].filter((sb) => sb.id !== run.sandbox!.id);
   bound.boundTo = 'run-elsewhere';
 
-  const second = new RunManager(config, provider);
-  assert.deepEqual(await second.recover(), { recovered: 1, removed: 1 });
-  const again = second.get('alice', run.runId);
+  const second = assembleRuns(config, provider);
+  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1 });
+  const again = second.registry.get('alice', run.runId);
   assert.equal(again.state, 'READY');
   assert.equal(again.start, 'pool');
   assert.equal(again.spec.conversationId, 'c9');
@@ -191,18 +193,18 @@ test('restart: a claimed sandbox is found again as its run, idle ones are adopte
   assert.ok(provider.removed.includes(bound.id), 'a bound runner without a claim is removed');
   assert.equal(prepares.get(kept.id), 2, 'the idle one is prepared again by its new gateway');
   assert.deepEqual(await fs.readdir(claimsDir), [`${run.sandbox!.id}.json`]);
-  await second.startPool();
+  await second.pool.start();
   await until(() => idle(second) === 2);
   assert.equal(provider.sandboxes.size, 3, 'one adopted, one new, the claimed one');
-  const next = await second.create('bob', runSpec());
+  const next = await second.lifecycle.create('bob', runSpec());
   assert.equal(next.start, 'pool');
   assert.equal(next.sandbox!.id, kept.id, 'the adopted sandbox is claimed first');
   assert.deepEqual(
     inits.get(kept.id)!.map((p) => p.runId),
     [next.runId],
   );
-  await second.delete('alice', run.runId);
-  await second.delete('bob', next.runId);
+  await second.lifecycle.delete('alice', run.runId);
+  await second.lifecycle.delete('bob', next.runId);
   assert.deepEqual(await fs.readdir(claimsDir), []);
   await second.close(false);
   assert.equal(provider.sandboxes.size, 0);
@@ -211,22 +213,22 @@ test('restart: a claimed sandbox is found again as its run, idle ones are adopte
 test('restart: a claim whose record was written but whose bind never came is bound by recovery', async () => {
   const { provider, inits } = recordingProvider();
   const config = poolConfig({ size: 1 });
-  const first = new RunManager(config, provider);
-  await first.startPool();
+  const first = assembleRuns(config, provider);
+  await first.pool.start();
   await until(() => idle(first) === 1);
-  first.pool!.stop();
+  first.pool.warm!.stop();
   const [sb] = [...provider.sandboxes.values()];
   // The gateway died between the record and the bind.
   const claimsDir = path.join(config.stateDir, 'pool', config.instance, 'claims');
   await fs.mkdir(claimsDir, { recursive: true });
-  const spec = first.normalize(runSpec({ conversationId: 'mid-claim' }));
+  const spec = normalizeSpec(config, runSpec({ conversationId: 'mid-claim' }));
   await fs.writeFile(
     path.join(claimsDir, `${sb.id}.json`),
     JSON.stringify({ runId: 'run-mid', tenant: 'alice', spec, createdAt: new Date().toISOString() }),
   );
-  const second = new RunManager(config, provider);
-  assert.deepEqual(await second.recover(), { recovered: 1, removed: 0 });
-  assert.equal(second.get('alice', 'run-mid').state, 'READY');
+  const second = assembleRuns(config, provider);
+  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 0 });
+  assert.equal(second.registry.get('alice', 'run-mid').state, 'READY');
   assert.deepEqual(
     inits.get(sb.id)!.map((p) => p.runId),
     ['run-mid'],
@@ -239,16 +241,16 @@ test('restart: idle pooled sandboxes are removed when the pool is off or keeps a
   for (const over of [{ size: 0 }, {}]) {
     const provider = new FakeProvider();
     const config = poolConfig({ size: 2 });
-    const first = new RunManager(config, provider);
-    await first.startPool();
+    const first = assembleRuns(config, provider);
+    await first.pool.start();
     await until(() => idle(first) === 2);
     await first.close(true);
     assert.equal(provider.sandboxes.size, 2, 'a graceful stop keeping runs leaves the idle pool for the next gateway');
     const next = poolConfig({ size: 2, ...over }, config.stateDir);
     // Another default class: what the earlier gateway pooled does not fit it.
     if (!('size' in over)) next.limits = { ...next.limits, default: { ...LIMITS, memoryMb: 320 } };
-    const second = new RunManager(next, provider);
-    assert.deepEqual(await second.recover(), { recovered: 0, removed: 2 });
+    const second = assembleRuns(next, provider);
+    assert.deepEqual(await second.recovery.recover(), { recovered: 0, removed: 2 });
     assert.equal(provider.sandboxes.size, 0);
     await second.close(false);
   }
@@ -326,13 +328,13 @@ test('a template is a pool class of its own: its sandboxes run its image and onl
 
 test('/metrics shows the pool: idle and starting sandboxes per class', async () => {
   const metrics = new Metrics({ defaults: false });
-  const m = new RunManager(poolConfig(), new FakeProvider(), new Telemetry(metrics));
-  await m.startPool();
+  const m = assembleRuns(poolConfig(), new FakeProvider(), new Telemetry(metrics));
+  await m.pool.start();
   await until(() => idle(m) === 2);
   const text = await metrics.text();
   assert.match(text, new RegExp(`tether_pool_sandboxes\\{class="${classKey(LIMITS)}",state="idle"\\} 2`));
   assert.match(text, new RegExp(`tether_pool_sandboxes\\{class="${classKey(LIMITS)}",state="starting"\\} 0`));
-  assert.equal((await m.create('alice', runSpec())).start, 'pool');
+  assert.equal((await m.lifecycle.create('alice', runSpec())).start, 'pool');
   await until(() => idle(m) === 2);
   assert.match(await metrics.text(), /tether_create_run_duration_seconds_count\{start="pool",outcome="ready"\} 1/);
   await m.close(false);

@@ -10,6 +10,7 @@ import {
   LABELS,
   SandboxPreconditionError,
   type RunnerStream,
+  type ProviderCapabilities,
   type Sandbox,
   type SandboxExit,
   type SandboxInfo,
@@ -64,7 +65,15 @@ const CAUSES = ['Evicted', 'OOMKilling', 'Preempting', 'TaintManagerEviction', '
  */
 export class KubernetesProvider implements SandboxProvider {
   readonly name = 'kubernetes';
-  readonly shared = true;
+  /** Replicas are stateless: every one serves every run, and a run outlives the replica that created it. */
+  readonly capabilities: ProviderCapabilities = {
+    sharedState: true,
+    keepsRunsOnShutdown: true,
+    egress: {
+      carried: false,
+      reason: 'the kubernetes provider cannot carry egress yet (only the docker provider can)',
+    },
+  };
   readonly kc: k8s.KubeConfig;
   private readonly core: k8s.CoreV1Api;
   private readonly ns: string;

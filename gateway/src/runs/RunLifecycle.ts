@@ -1,0 +1,291 @@
+import { randomUUID } from 'node:crypto';
+import { status } from '@grpc/grpc-js';
+import { ResourcesEvent } from '../../../protocol/src/resources';
+import { TETHER_VERSION } from '../../../protocol/src/version';
+import type { GatewayConfig } from '../config';
+import type { EgressService } from '../egress/service';
+import { GatewayError } from '../errors';
+import { logger } from '../log';
+import type { Telemetry } from '../observability/Telemetry';
+import type { ClaimStore } from '../pool/ClaimStore';
+import type { RunPool } from '../pool/RunPool';
+import type { Warm } from '../pool/WarmPool';
+import { LABELS, type Sandbox, SandboxPreconditionError, type SandboxProvider } from '../sandbox/provider';
+import type { TemplateCatalog } from '../templates/catalog';
+import type { Tenancy } from '../tenancy/Tenancy';
+import { RunnerClient } from './RunnerClient';
+import { type ClaimSteps, RunRecord, type RunSpec, type RunStarted, type RunState } from './RunRecord';
+import type { RunRegistry } from './RunRegistry';
+import { checkWorkspace, normalizeSpec } from './specChecks';
+
+export interface RunLifecycleDeps {
+  config: GatewayConfig;
+  provider: SandboxProvider;
+  registry: RunRegistry;
+  tenancy: Tenancy;
+  templates: Pick<TemplateCatalog, 'imageFor'>;
+  egress: EgressService;
+  claims: ClaimStore;
+  pool: RunPool;
+  telemetry: Telemetry;
+}
+
+/**
+ * A run from CreateRun to its end: admission, a cold start or a claim from the warm pool, the
+ * runner connection and its watch, DeleteRun, and the sweep of runs idle or alive too long.
+ * Every entry point on a tenant's behalf is scoped by tenant.
+ */
+export class RunLifecycle {
+  private sweeper?: NodeJS.Timeout;
+  private readonly startedListeners: ((e: RunStarted) => void)[] = [];
+
+  constructor(private readonly deps: RunLifecycleDeps) {}
+
+  /** Called after every CreateRun that got past the admission checks, with its latency and origin. */
+  onRunStarted(listener: (e: RunStarted) => void): void {
+    this.startedListeners.push(listener);
+  }
+
+  async create(tenant: string, requested: RunSpec): Promise<RunRecord> {
+    const { config, provider, registry, tenancy, templates, egress, pool, telemetry } = this.deps;
+    tenancy.limitRate(tenant, 'createRun');
+    const spec = normalizeSpec(config, requested);
+    const hostWorkspace = spec.workspace ? await checkWorkspace(config.workspaceRoots, spec.workspace) : undefined;
+    // Template and egress are checked before anything exists, so a refusal leaves nothing behind.
+    const image = await templates.imageFor(tenant, spec.template ?? '');
+    if (spec.egress) spec.egress = egress.grant(tenant, spec.egress, provider.capabilities.egress);
+    // From here to registry.add nothing awaits: the quota check sees every run, queued ones too,
+    // and a refusal leaves nothing behind.
+    tenancy.checkQuota(tenant, registry.reservedBy(tenant), spec.limits);
+    const t0 = performance.now();
+    // A warm sandbox needs no engine work, so a claim skips the admission queue. Pooled
+    // sandboxes have no egress and an empty managed workspace: runs with either start cold.
+    const pooled = hostWorkspace || spec.egress ? undefined : pool.claim(spec.limits, image);
+    const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date(), pooled ? 'pool' : 'cold');
+    const started = pooled
+      ? this.startClaimed(run, pooled, t0)
+      : tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
+    registry.add(run);
+    let steps: Awaited<typeof started>;
+    try {
+      steps = await started;
+    } catch (err) {
+      // Refused whole (a precondition the deployment cannot meet): nothing of the run is left.
+      registry.remove(run.runId);
+      throw err;
+    }
+    const ms = performance.now() - t0;
+    telemetry.runCreated(run, ms, hostWorkspace !== undefined);
+    const e: RunStarted = {
+      runId: run.runId,
+      tenant,
+      start: run.start,
+      ms,
+      ok: run.state === 'READY',
+      ...(steps ? { steps } : {}),
+    };
+    for (const l of this.startedListeners) l(e);
+    return run;
+  }
+
+  /**
+   * Binds a pooled sandbox to its run: the claim record (the container's labels cannot change)
+   * and `bind` over the runner connection the pool holds open, side by side. Either order is
+   * safe across a crash before CreateRun answers: a record without a bind is bound on recovery
+   * (`initialize`), a bound runner without a record is removed (it answers `ping` with a run).
+   */
+  private async startClaimed(run: RunRecord, warm: Warm, t0: number): Promise<ClaimSteps | undefined> {
+    const { config, provider, claims } = this.deps;
+    const { sandbox, runner } = warm;
+    const taken = performance.now();
+    try {
+      this.watch(run, sandbox, runner);
+      let recorded = 0;
+      const record = claims
+        .write(sandbox.id, {
+          runId: run.runId,
+          tenant: run.tenant,
+          spec: run.spec,
+          createdAt: run.createdAt.toISOString(),
+        })
+        .then(() => (recorded = performance.now()));
+      const bind = runner.bind(
+        { runId: run.runId, conversationId: run.spec.conversationId, features: run.spec.features },
+        config.runs.startTimeoutSeconds * 1000,
+      );
+      const [, init] = await Promise.all([record, bind]);
+      if ((run.state as RunState) === 'STOPPED') throw new Error('deleted while starting');
+      run.becomeReady(init.tools);
+      const ready = performance.now();
+      return { take: taken - t0, record: recorded - taken, bind: ready - taken };
+    } catch (err) {
+      this.markFailed(run, `could not start the run: ${(err as Error).message}`);
+      runner.dispose();
+      await provider.remove(sandbox.id).catch(() => undefined);
+      await claims.remove(sandbox.id).catch(() => undefined);
+      run.sandboxRemoved();
+      return undefined;
+    }
+  }
+
+  private async start(run: RunRecord, hostWorkspace: string | undefined, image: string | undefined): Promise<void> {
+    const { provider, egress } = this.deps;
+    if (run.state !== 'STARTING') return; // deleted while it waited for admission
+    try {
+      const { spec } = run;
+      const grant = spec.egress ? await egress.open(run.runId, run.tenant, spec.egress) : undefined;
+      const sandbox = await provider.create({
+        runId: run.runId,
+        tenant: run.tenant,
+        hostWorkspace,
+        limits: run.spec.limits,
+        labels: this.labelsFor(run),
+        image,
+        egress: grant,
+      });
+      if ((run.state as RunState) === 'STOPPED') return void (await provider.remove(sandbox.id).catch(() => undefined)); // deleted meanwhile
+      await this.connect(run, sandbox);
+    } catch (err) {
+      this.markFailed(run, `could not start the run: ${(err as Error).message}`);
+      if (run.sandbox) await provider.remove(run.sandbox.id).catch(() => undefined);
+      await egress.close(run.runId);
+      // Its workspace is gone with it: it no longer holds disk.
+      run.sandboxRemoved();
+      if (err instanceof SandboxPreconditionError)
+        throw new GatewayError(status.FAILED_PRECONDITION, `could not start the run: ${err.message}`);
+    }
+  }
+
+  /** Everything a restarted gateway needs to find the run again is in its sandbox's labels. */
+  private labelsFor(run: RunRecord): Record<string, string> {
+    return {
+      ...run.spec.labels,
+      [LABELS.managed]: 'true',
+      [LABELS.instance]: this.deps.config.instance,
+      [LABELS.runId]: run.runId,
+      [LABELS.tenant]: run.tenant,
+      [LABELS.version]: TETHER_VERSION,
+      [LABELS.spec]: Buffer.from(JSON.stringify({ spec: run.spec, createdAt: run.createdAt.toISOString() })).toString(
+        'base64',
+      ),
+    };
+  }
+
+  /**
+   * Talks to a sandbox's runner until it answers `initialize`, then watches it: for a cold
+   * start, and for a run recovery re-attaches to.
+   */
+  async connect(run: RunRecord, sandbox: Sandbox): Promise<void> {
+    const { config } = this.deps;
+    const runner = new RunnerClient(sandbox);
+    this.watch(run, sandbox, runner);
+    const init = await runner.initialize(
+      {
+        runId: run.runId,
+        conversationId: run.spec.conversationId,
+        workspace: sandbox.workspacePath,
+        features: run.spec.features,
+        settings: config.runner,
+      },
+      config.runs.startTimeoutSeconds * 1000,
+    );
+    run.becomeReady(init.tools);
+  }
+
+  /** The run takes the sandbox and its runner: their end is the run's failure. */
+  private watch(run: RunRecord, sandbox: Sandbox, runner: RunnerClient): void {
+    run.attach(sandbox, runner);
+    // The connection often notices a dead runner before the sandbox's exit is reported: the
+    // run is FAILED from that moment, and the exit's reason (OOM, signal) replaces the
+    // provisional one when it arrives.
+    runner.onRunEvent(ResourcesEvent.type, (payload) => this.deps.telemetry.runResources(run, payload));
+    runner.onGone((err) => this.markFailed(run, `the runner stopped answering: ${err.message}`, true));
+    void sandbox.exited.then((exit) => {
+      const reason = exit.oomKilled
+        ? `the run ran out of memory and its sandbox was killed (OOM)${exit.detail ? `: ${exit.detail}` : ''}`
+        : `the run's sandbox ended: ${exit.reason}`;
+      this.failed(run, reason, run.sandboxExited(reason));
+    });
+  }
+
+  private markFailed(run: RunRecord, reason: string, provisional = false): void {
+    this.failed(run, reason, run.fail(reason, provisional));
+  }
+
+  /** What follows a transition to FAILED: the log line, and the runner let go. */
+  private failed(run: RunRecord, reason: string, left: { runner?: RunnerClient } | undefined): void {
+    if (!left) return;
+    logger.warn({ runId: run.runId, tenant: run.tenant, reason }, 'run failed');
+    this.deps.telemetry.runFailed(run, reason);
+    left.runner?.dispose();
+  }
+
+  async delete(tenant: string, runId: string): Promise<void> {
+    const { registry, telemetry } = this.deps;
+    const run = registry.get(tenant, runId);
+    const before = run.state;
+    await this.stopRun(run, '');
+    registry.remove(runId);
+    telemetry.runDeleted(run, before);
+  }
+
+  /** Stops a run for `why` (empty for a plain delete) and removes its sandbox. */
+  private async stopRun(run: RunRecord, why: string): Promise<void> {
+    const { provider, claims, egress, telemetry } = this.deps;
+    const left = run.stop(why);
+    if (left.state !== 'STOPPED') telemetry.runStopped(run);
+    if (left.state === 'STARTING' || left.state === 'READY') {
+      await left.runner?.shutdown(1500);
+      left.runner?.dispose();
+    }
+    if (run.sandbox) {
+      await provider
+        .remove(run.sandbox.id)
+        .catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'remove failed'));
+      // A pooled sandbox serves one run: its claim goes with it, it never returns to the pool.
+      if (run.start === 'pool') await claims.remove(run.sandbox.id).catch(() => undefined);
+    }
+    await egress.close(run.runId);
+    logger.info({ runId: run.runId, why: why || 'deleted' }, 'run stopped');
+  }
+
+  /** Stops runs idle too long or alive past the maximum lifetime, every `everyMs`. */
+  startSweeper(everyMs = 5000): void {
+    this.sweeper = setInterval(() => void this.sweep(), everyMs);
+    this.sweeper.unref();
+  }
+
+  async sweep(now = Date.now()): Promise<void> {
+    const { config, provider, registry } = this.deps;
+    const { idleTimeoutSeconds, maxLifetimeSeconds } = config.runs;
+    for (const run of registry.all()) {
+      const ready = run.ready();
+      if (!ready) continue;
+      if (maxLifetimeSeconds > 0 && now - run.createdAt.getTime() > maxLifetimeSeconds * 1000) {
+        await this.stopRun(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
+      } else if (
+        // A replica sees only the calls made through it: idleness is not its to judge alone.
+        !provider.capabilities.sharedState &&
+        idleTimeoutSeconds > 0 &&
+        !ready.runner.busy &&
+        now - ready.runner.lastActivity > idleTimeoutSeconds * 1000
+      ) {
+        await this.stopRun(run, `stopped: idle for more than ${idleTimeoutSeconds}s`);
+      }
+    }
+  }
+
+  /** On gateway shutdown: stops every run, or only lets go of them when they stay for the next gateway. */
+  async close(keep: boolean): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    const { registry } = this.deps;
+    if (keep) {
+      for (const run of registry.all()) run.runner?.dispose();
+    } else {
+      await Promise.all(
+        registry.all().map((r) => (r.state === 'STOPPED' ? undefined : this.stopRun(r, 'gateway shutdown'))),
+      );
+    }
+    registry.clear();
+  }
+}

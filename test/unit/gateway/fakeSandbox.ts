@@ -109,7 +109,8 @@ export class FakeSandbox implements Sandbox {
 
 export class FakeProvider implements SandboxProvider {
   readonly name = 'fake';
-  readonly capabilities: ProviderCapabilities = {
+  /** What a fake declares; a test may swap it for a provider that shares its sandboxes, or carries egress. */
+  capabilities: ProviderCapabilities = {
     sharedState: false,
     keepsRunsOnShutdown: false,
     egress: { carried: false, reason: 'the fake provider cannot carry egress' },

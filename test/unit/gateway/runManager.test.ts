@@ -221,3 +221,28 @@ test('a sandbox the deployment cannot serve: CreateRun is FAILED_PRECONDITION an
   assert.equal((await m.lifecycle.create('alice', runSpec())).state, 'READY');
   await m.close(false);
 });
+
+test('egress on a provider that cannot carry it: FAILED_PRECONDITION with its reason, nothing started', async () => {
+  const { m, provider } = await manager();
+  await assert.rejects(
+    m.lifecycle.create('alice', runSpec({ egress: { allow: ['pypi.org'] } })),
+    (e) =>
+      code(status.FAILED_PRECONDITION)(e) &&
+      (e as Error).message === 'egress is not available: the fake provider cannot carry egress',
+  );
+  assert.deepEqual(m.registry.list('alice'), []);
+  assert.equal(provider.sandboxes.size, 0);
+  await m.close(false);
+});
+
+test('a provider whose sandboxes other replicas share: idleness is not swept, the lifetime still is', async () => {
+  const provider = new FakeProvider();
+  provider.capabilities = { ...provider.capabilities, sharedState: true };
+  const { m } = await manager({ idleTimeoutSeconds: 60, maxLifetimeSeconds: 3600 }, provider);
+  const run = await m.lifecycle.create('alice', runSpec());
+  await m.lifecycle.sweep(Date.now() + 61_000);
+  assert.equal(run.state, 'READY', 'this replica does not see the calls made through the others');
+  await m.lifecycle.sweep(run.createdAt.getTime() + 3601_000);
+  assert.equal(run.error, 'stopped: reached the maximum lifetime of 3600s');
+  await m.close(false);
+});

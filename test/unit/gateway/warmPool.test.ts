@@ -339,3 +339,15 @@ test('/metrics shows the pool: idle and starting sandboxes per class', async () 
   assert.match(await metrics.text(), /tether_create_run_duration_seconds_count\{start="pool",outcome="ready"\} 1/);
   await m.close(false);
 });
+
+test("a provider whose sandboxes other replicas share keeps no pool: claims live in one replica's state", async () => {
+  const provider = new FakeProvider();
+  provider.capabilities = { ...provider.capabilities, sharedState: true };
+  const m = assembleRuns(poolConfig(), provider);
+  await m.pool.start();
+  assert.equal(m.pool.warm, undefined);
+  assert.equal(provider.sandboxes.size, 0);
+  const run = await m.lifecycle.create('alice', runSpec());
+  assert.equal(run.start, 'cold');
+  await m.close(false);
+});

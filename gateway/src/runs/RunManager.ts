@@ -1,6 +1,5 @@
 import { ResourcesEvent } from '../../../protocol/src/resources';
 import { randomUUID } from 'node:crypto';
-import type Docker from 'dockerode';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import type { GatewayConfig } from '../config';
@@ -83,7 +82,7 @@ export class RunManager {
   ) {
     this.tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
     this.tenancy.onRefusals((r) => telemetry.rateLimited(r));
-    this.templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
+    this.templates = new TemplateCatalog(config, provider.capabilities.templateImages);
     this.egress = new EgressService(config, (r) => telemetry.egress(r));
     telemetry.watchRuns({
       states: () => [...this.runs.values()].map((r) => [r.tenant, r.state] as const),

@@ -13,11 +13,13 @@ import {
   type Sandbox,
   type SandboxExit,
   type SandboxInfo,
+  type ProviderCapabilities,
   type SandboxProvider,
   type SandboxSpec,
   type SandboxUsage,
 } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
+import { DockerTemplateImages } from './dockerTemplateImages';
 
 /** Where the runner image keeps the workspace and the run user's home. */
 export const WORKSPACE = '/workspace';
@@ -54,6 +56,7 @@ const ignoreMissing = (err: unknown) => {
 export class DockerProvider implements SandboxProvider {
   readonly name = 'docker';
   readonly docker: Docker;
+  readonly capabilities: ProviderCapabilities;
   private readonly live = new Map<string, Live>();
   private events?: Readable;
   private watching?: Promise<void>;
@@ -64,6 +67,7 @@ export class DockerProvider implements SandboxProvider {
 
   constructor(private readonly config: GatewayConfig) {
     this.docker = new Docker({ socketPath: config.docker.socketPath });
+    this.capabilities = { templateImages: new DockerTemplateImages(config, this.docker) };
     this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance));
   }
 

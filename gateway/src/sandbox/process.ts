@@ -4,7 +4,15 @@ import * as path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { logger } from '../log';
 import { bootRunner, runSecret, socketDir } from './boot';
-import type { Sandbox, SandboxExit, SandboxInfo, SandboxProvider, SandboxSpec, SandboxUsage } from './provider';
+import type {
+  ProviderCapabilities,
+  Sandbox,
+  SandboxExit,
+  SandboxInfo,
+  SandboxProvider,
+  SandboxSpec,
+  SandboxUsage,
+} from './provider';
 import { extractConfined, packConfined } from './safeTar';
 
 /** The built runner entry point, found relative to this file in dist/. */
@@ -31,6 +39,8 @@ interface Child {
  */
 export class ProcessProvider implements SandboxProvider {
   readonly name = 'process';
+  /** No templates: a template is an image, and this provider runs no images. */
+  readonly capabilities: ProviderCapabilities = {};
   private readonly children = new Map<string, Child>();
 
   constructor(

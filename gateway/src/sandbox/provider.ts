@@ -1,6 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ResourceLimits } from '../config';
 import type { EgressGrant } from '../egress/service';
+import type { TemplateImageSource } from './templateImages';
 
 /** Labels every sandbox carries, so a restarted gateway can find its runs again. */
 export const LABELS = {
@@ -101,6 +102,12 @@ export interface SandboxInfo {
   running: boolean;
 }
 
+/** What differs between providers, declared by each, so nothing above them asks which one it has. */
+export interface ProviderCapabilities {
+  /** Where runs of a template find its image; absent: the provider runs no templates. */
+  readonly templateImages?: TemplateImageSource;
+}
+
 /**
  * Where runs live. Nothing above this interface knows which provider it talks to: the
  * gateway asks for a sandbox, talks JSON-RPC on its stdio, and moves tar streams.
@@ -112,6 +119,7 @@ export interface SandboxProvider {
    * creates are found by the others, and none may treat a run as its own alone.
    */
   readonly shared?: boolean;
+  readonly capabilities: ProviderCapabilities;
   create(spec: SandboxSpec): Promise<Sandbox>;
   /** Re-attaches to a sandbox that outlived a gateway restart. */
   attach(id: string): Promise<Sandbox>;

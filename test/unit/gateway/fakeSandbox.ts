@@ -11,6 +11,7 @@ import { defaultConfig, type GatewayConfig } from '../../../gateway/src/config';
 import { specFromRequest } from '../../../gateway/src/grpc/convert';
 import type { RunSpec } from '../../../gateway/src/runs/RunManager';
 import type {
+  ProviderCapabilities,
   Sandbox,
   SandboxExit,
   SandboxInfo,
@@ -108,6 +109,7 @@ export class FakeSandbox implements Sandbox {
 
 export class FakeProvider implements SandboxProvider {
   readonly name = 'fake';
+  readonly capabilities: ProviderCapabilities = {};
   readonly sandboxes = new Map<string, FakeSandbox>();
   readonly removed: string[] = [];
   /** The image each sandbox was created from (a template's), by sandbox id. */

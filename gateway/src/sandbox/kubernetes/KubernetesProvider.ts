@@ -13,6 +13,7 @@ import {
   type Sandbox,
   type SandboxExit,
   type SandboxInfo,
+  type ProviderCapabilities,
   type SandboxProvider,
   type SandboxSpec,
 } from '../provider';
@@ -22,6 +23,7 @@ import { eventsAbout, eventTime } from './events';
 import { podExit, startFailure } from './podExit';
 import { CONTAINER, podName, runLabels, runPod, SOCKET_PATH, TERMINATION_MESSAGE_PATH, WORKSPACE } from './podSpec';
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
+import { KubernetesTemplateImages } from './templateImages';
 import { claimName, WorkspaceClaims } from './workspaceVolume';
 
 /**
@@ -65,6 +67,7 @@ const CAUSES = ['Evicted', 'OOMKilling', 'Preempting', 'TaintManagerEviction', '
 export class KubernetesProvider implements SandboxProvider {
   readonly name = 'kubernetes';
   readonly shared = true;
+  readonly capabilities: ProviderCapabilities;
   readonly kc: k8s.KubeConfig;
   private readonly core: k8s.CoreV1Api;
   private readonly ns: string;
@@ -79,6 +82,7 @@ export class KubernetesProvider implements SandboxProvider {
     this.kc = loadKubeConfig(config.kubernetes.kubeconfig);
     this.core = this.kc.makeApiClient(k8s.CoreV1Api);
     this.ns = config.kubernetes.namespace;
+    this.capabilities = { templateImages: new KubernetesTemplateImages(config.kubernetes.templates) };
     const storage = config.kubernetes.workspace;
     if (storage.storageClassName) this.claims = new WorkspaceClaims(this.core, this.ns, storage);
   }

@@ -10,10 +10,10 @@ import { EGRESS_MOUNT, egressEnvironment } from '../egress/service';
 import { LoopDisks } from './loopDisk';
 import {
   LABELS,
+  type ProviderCapabilities,
   type Sandbox,
   type SandboxExit,
   type SandboxInfo,
-  type ProviderCapabilities,
   type SandboxProvider,
   type SandboxSpec,
   type SandboxUsage,

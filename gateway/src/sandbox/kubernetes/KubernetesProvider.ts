@@ -9,11 +9,11 @@ import { resolveImage } from '../image';
 import {
   LABELS,
   SandboxPreconditionError,
+  type ProviderCapabilities,
   type RunnerStream,
   type Sandbox,
   type SandboxExit,
   type SandboxInfo,
-  type ProviderCapabilities,
   type SandboxProvider,
   type SandboxSpec,
 } from '../provider';

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import Ajv from 'ajv';
+import { refuseDisallowedProvider } from './sandbox/allowed';
 import { checkTenancy } from './tenancy/config';
 import { CONFIG_ANNOTATIONS, configLeaves, configSchema, partialSchema, type GatewayConfig } from './configSchema';
 
@@ -104,11 +105,7 @@ export function loadConfig(
   cfg = merge(cfg, fromEnvironment(env, cfg));
   cfg = merge(cfg, opts.overrides);
   if (!checkConfig(cfg)) throw new Error(`invalid config in the effective config: ${why(checkConfig.errors)}`);
-  if (cfg.provider === 'process' && !cfg.allowProcessProvider) {
-    throw new Error(
-      'the process provider runs tools without isolation; enable it explicitly with allowProcessProvider (TETHER_ALLOW_PROCESS_PROVIDER=1)',
-    );
-  }
+  refuseDisallowedProvider(cfg);
   if (Object.keys(cfg.tokens).length === 0)
     throw new Error('no tokens configured: set "tokens" in the config file or TETHER_TOKENS=token=tenant');
   checkTenancy(cfg.tenancy, cfg.tokens);

@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { DEFAULT_PROVIDER, PROVIDERS, type ProviderName } from './sandbox/names';
 import { tenancySchema } from './tenancy/config';
 
 /**
@@ -13,7 +14,6 @@ import { tenancySchema } from './tenancy/config';
  */
 export const CONFIG_ANNOTATIONS = ['env', 'docDefault'] as const;
 
-const PROVIDERS = ['docker', 'process', 'kubernetes'] as const;
 const KUBERNETES_TRANSPORTS = ['exec', 'tcp'] as const;
 
 const limits = (whose: string, memoryMb: number, cpuMillis: number, pids: number, diskMb: number) =>
@@ -51,9 +51,9 @@ export const configSchema = Type.Object(
       docDefault: '— (required)',
       description: "bearer token → tenant; the variable takes `tok=tenant,…` and adds to the file's tokens",
     }),
-    provider: Type.Unsafe<(typeof PROVIDERS)[number]>({
+    provider: Type.Unsafe<ProviderName>({
       enum: [...PROVIDERS],
-      default: 'docker',
+      default: DEFAULT_PROVIDER,
       env: 'TETHER_PROVIDER',
       description: '`docker`, `kubernetes` (a pod per run; docs/kubernetes.md), or `process` (no isolation)',
     }),
@@ -386,7 +386,7 @@ export const configSchema = Type.Object(
 );
 
 export type GatewayConfig = Static<typeof configSchema>;
-export type ProviderName = GatewayConfig['provider'];
+export type { ProviderName } from './sandbox/names';
 export type ResourceLimits = GatewayConfig['limits']['default'];
 
 /** One settable key: a value that is not itself a set of keys. */

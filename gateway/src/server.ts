@@ -1,5 +1,4 @@
 import * as path from 'node:path';
-import type Docker from 'dockerode';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
@@ -52,8 +51,7 @@ export function assembleRuns(
 ): GatewayRuns {
   const tenancy = new Tenancy(config.tenancy, config.runs.maxPerTenant);
   tenancy.onRefusals((r) => telemetry.rateLimited(r));
-  // replaced by the provider's templateImages capability
-  const templates = new TemplateCatalog(config, (provider as { docker?: Docker }).docker);
+  const templates = new TemplateCatalog(config, provider.capabilities.templateImages);
   const egress = new EgressService(config, (r) => telemetry.egress(r));
   const claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
   const registry = new RunRegistry(provider);

@@ -1,4 +1,5 @@
 import { FramedMessageReader, FramedMessageWriter } from '../../protocol/src/framing';
+import { TETHER_VERSION } from '../../protocol/src/version';
 import { readBoot } from './connections/boot';
 import { listen } from './connections/listeners';
 import { Sessions } from './connections/sessions';
@@ -12,14 +13,12 @@ console.log =
   console.warn =
     (...args: unknown[]) => logger.info({ console: args.map(String).join(' ') });
 
-const VERSION = process.env.TETHER_VERSION ?? '0.1.0';
-
 async function stop(code: number): Promise<never> {
   await sessions.context?.stop();
   process.exit(code);
 }
 
-const sessions = new Sessions(VERSION, stop);
+const sessions = new Sessions(TETHER_VERSION, stop);
 
 // A bug in one tool must not take the whole run down with it.
 process.on('uncaughtException', (err) => logger.error({ err }, 'uncaught exception'));

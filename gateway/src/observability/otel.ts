@@ -10,7 +10,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { TraceSpan, Tracer, TracingConfig } from './tracing';
+import type { TraceSpan, Tracer, TracingConfig } from './tracer';
 
 /** Spans exported over OTLP/HTTP. Nothing is registered globally: each gateway owns its provider. */
 export function otlpTracer(config: TracingConfig): Tracer {

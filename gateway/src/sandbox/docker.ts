@@ -19,6 +19,7 @@ import {
   type SandboxUsage,
 } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
+import { DockerTemplateImages } from './dockerTemplateImages';
 
 /** Where the runner image keeps the workspace and the run user's home. */
 export const WORKSPACE = '/workspace';
@@ -55,6 +56,7 @@ const ignoreMissing = (err: unknown) => {
 export class DockerProvider implements SandboxProvider {
   readonly name = 'docker';
   readonly docker: Docker;
+  readonly capabilities: ProviderCapabilities;
   private readonly live = new Map<string, Live>();
   private events?: Readable;
   private watching?: Promise<void>;
@@ -63,15 +65,14 @@ export class DockerProvider implements SandboxProvider {
   private readonly disks: LoopDisks;
   private readonly diskImages = new Map<string, string>();
 
-  readonly capabilities: ProviderCapabilities;
-
   constructor(private readonly config: GatewayConfig) {
+    this.docker = new Docker({ socketPath: config.docker.socketPath });
     this.capabilities = {
       sharedState: false,
       keepsRunsOnShutdown: config.docker.keepOnShutdown,
       egress: { carried: true },
+      templateImages: new DockerTemplateImages(config, this.docker),
     };
-    this.docker = new Docker({ socketPath: config.docker.socketPath });
     this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance));
   }
 

@@ -39,6 +39,7 @@ interface Child {
  */
 export class ProcessProvider implements SandboxProvider {
   readonly name = 'process';
+  /** No templates: a template is an image, and this provider runs no images. */
   readonly capabilities: ProviderCapabilities = {
     sharedState: false,
     keepsRunsOnShutdown: false,

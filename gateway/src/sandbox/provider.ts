@@ -1,6 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ResourceLimits } from '../config';
 import type { EgressCapability, EgressGrant } from '../egress/service';
+import type { TemplateImageSource } from './templateImages';
 
 /** Labels every sandbox carries, so a restarted gateway can find its runs again. */
 export const LABELS = {
@@ -101,6 +102,7 @@ export interface SandboxInfo {
   running: boolean;
 }
 
+/** What differs between providers, declared by each, so nothing above them asks which one it has. */
 /**
  * What a provider declares about itself. The gateway decides by these, never by the
  * provider's name.
@@ -117,6 +119,8 @@ export interface ProviderCapabilities {
   /** Runs outlive a gateway shutdown unless the caller asks otherwise (the next gateway recovers them). */
   readonly keepsRunsOnShutdown: boolean;
   readonly egress: EgressCapability;
+  /** Where runs of a template find its image; absent: the provider runs no templates. */
+  readonly templateImages?: TemplateImageSource;
 }
 
 /**

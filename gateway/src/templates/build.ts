@@ -1,11 +1,8 @@
-import { spawn, execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
-import { TEMPLATE_LABELS, TEMPLATE_NAME, BASE_TEMPLATE, templateRepository } from './catalog';
-
-const run = promisify(execFile);
+import type { TemplateImageBuilder } from '../sandbox/templateImages';
+import { BASE_TEMPLATE, TEMPLATE_LABELS, TEMPLATE_NAME, templateRepository } from './naming';
 
 /** The build argument a template's Dockerfile names its base by. */
 export const BASE_ARG = 'TETHER_IMAGE';
@@ -16,6 +13,8 @@ export interface TemplateBuildOptions {
   dir: string;
   /** The runner image to build on. */
   baseImage: string;
+  /** The engine that builds it (`templateBuilder()` of sandbox/templateEngine). */
+  builder: TemplateImageBuilder;
   /** Where the build's progress goes. */
   progress?: NodeJS.WritableStream;
 }
@@ -59,21 +58,12 @@ async function hashTree(hash: ReturnType<typeof createHash>, dir: string, rel = 
   }
 }
 
-async function imageId(ref: string): Promise<string | undefined> {
-  try {
-    return (await run('docker', ['image', 'inspect', '--format', '{{.Id}}', ref])).stdout.trim();
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Builds a template image tagged by what went into it (context, Dockerfile, base image id),
- * like the runner image: an unchanged template is not rebuilt. Uses the docker CLI with the
- * host network, as scripts/setup.sh does, so the build's package managers reach registries.
+ * like the runner image: an unchanged template is not rebuilt.
  */
 export async function buildTemplate(opts: TemplateBuildOptions): Promise<TemplateBuildResult> {
-  const { name, dir, baseImage } = opts;
+  const { name, dir, baseImage, builder } = opts;
   const out = opts.progress ?? process.stderr;
   if (!TEMPLATE_NAME.test(name) || name === BASE_TEMPLATE)
     throw new Error(`template name ${JSON.stringify(name)} must match ${TEMPLATE_NAME} and not be "${BASE_TEMPLATE}"`);
@@ -87,7 +77,7 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
     );
   }
   const dockerfile = effectiveDockerfile(text);
-  const baseId = await imageId(baseImage);
+  const baseId = await builder.imageId(baseImage);
   if (!baseId) throw new Error(`runner image ${baseImage} not found: run scripts/setup.sh first`);
 
   const hash = createHash('sha256');
@@ -95,55 +85,26 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
   await hashTree(hash, dir);
   const inputs = hash.digest('hex').slice(0, 16);
   const tag = `${templateRepository(name)}:${inputs}`;
-  if (await imageId(tag)) {
+  if (await builder.imageId(tag)) {
     out.write(`${tag} exists, not rebuilding\n`);
     return { tag, built: false, seconds: 0 };
   }
 
   out.write(`building ${tag} on ${baseImage}\n`);
   const t0 = Date.now();
-  const args = [
-    'build',
-    '--network',
-    'host',
-    '--force-rm',
-    '--build-arg',
-    `${BASE_ARG}=${baseImage}`,
-    '--label',
-    `${TEMPLATE_LABELS.name}=${name}`,
-    '--label',
-    `${TEMPLATE_LABELS.base}=${baseImage}`,
-    '--label',
-    `${TEMPLATE_LABELS.inputs}=${inputs}`,
-    '-t',
-    tag,
-    '-f',
-    '-',
-    dir,
-  ];
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    child.stdout.pipe(out, { end: false });
-    child.stderr.pipe(out, { end: false });
-    child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0 ? resolve() : reject(new Error(`docker build of template ${name} failed (exit code ${code})`)),
-    );
-    child.stdin.end(dockerfile);
-  });
-  await checkRunnerKept(tag, baseImage);
+  const labels = { [TEMPLATE_LABELS.name]: name, [TEMPLATE_LABELS.base]: baseImage, [TEMPLATE_LABELS.inputs]: inputs };
+  await builder.build({ name, dir, dockerfile, buildArgs: { [BASE_ARG]: baseImage }, labels, tag }, out);
+  await checkRunnerKept(builder, tag, baseImage);
   const seconds = Math.round((Date.now() - t0) / 100) / 10;
   out.write(`built ${tag} in ${seconds}s\n`);
   return { tag, built: true, seconds };
 }
 
 /** A template adds to the runner image; it may not replace how the runner starts. */
-async function checkRunnerKept(tag: string, baseImage: string): Promise<void> {
-  const entry = async (ref: string) =>
-    (await run('docker', ['image', 'inspect', '--format', '{{json .Config.Entrypoint}}', ref])).stdout.trim();
-  const [mine, base] = await Promise.all([entry(tag), entry(baseImage)]);
-  if (mine !== base) {
-    await run('docker', ['image', 'rm', tag]).catch(() => undefined);
+async function checkRunnerKept(builder: TemplateImageBuilder, tag: string, baseImage: string): Promise<void> {
+  const [mine, base] = await Promise.all([builder.entrypoint(tag), builder.entrypoint(baseImage)]);
+  if (JSON.stringify(mine) !== JSON.stringify(base)) {
+    await builder.remove(tag).catch(() => undefined);
     throw new Error(
       `template ${tag} changes the runner's ENTRYPOINT; a template may add to the runner image but not replace its entrypoint`,
     );

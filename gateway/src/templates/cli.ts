@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import Docker from 'dockerode';
 import { defaultConfig, loadConfig, type GatewayConfig } from '../config';
 import { resolveImage } from '../sandbox/image';
+import { builtTemplateImages, templateBuilder } from '../sandbox/templateEngine';
 import { buildTemplate } from './build';
 import { TemplateCatalog } from './catalog';
 
@@ -35,7 +35,7 @@ export function registerTemplateCommands(program: Command, fail: (err: unknown) 
       try {
         const base = o.base ?? resolveImage(adminConfig(o.config));
         if (!base) throw new Error('no runner image: run scripts/setup.sh, or pass --base');
-        const r = await buildTemplate({ name, dir, baseImage: base });
+        const r = await buildTemplate({ name, dir, baseImage: base, builder: templateBuilder() });
         console.log(r.tag);
       } catch (err) {
         fail(err);
@@ -49,7 +49,7 @@ export function registerTemplateCommands(program: Command, fail: (err: unknown) 
       try {
         const config = adminConfig(o.config);
         const current = resolveImage(config);
-        const all = await new TemplateCatalog(config, new Docker({ socketPath: config.docker.socketPath })).list();
+        const all = await new TemplateCatalog(config, builtTemplateImages(config)).list();
         for (const t of all)
           console.log(
             `${t.name}\t${t.image}\t${t.created.toISOString()}\t${t.base === current ? 'current' : `stale (built on ${t.base})`}`,

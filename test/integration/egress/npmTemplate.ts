@@ -3,6 +3,7 @@ import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, renameSync, r
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { buildTemplate, type TemplateBuildResult } from '../../../gateway/src/templates/build';
+import { templateBuilder } from '../../../gateway/src/sandbox/templateEngine';
 
 const REPO = path.resolve(__dirname, '../../../..');
 /** The npm that ships with the runner's Node 22. */
@@ -29,7 +30,7 @@ export async function buildNpmTemplate(name: string): Promise<TemplateBuildResul
   try {
     cpSync(path.join(REPO, 'test/fixtures/templates/npm'), ctx, { recursive: true });
     copyFileSync(tgz, path.join(ctx, 'npm.tgz'));
-    return await buildTemplate({ name, dir: ctx, baseImage: base });
+    return await buildTemplate({ name, dir: ctx, baseImage: base, builder: templateBuilder() });
   } finally {
     rmSync(ctx, { recursive: true, force: true });
   }

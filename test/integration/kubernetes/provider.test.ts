@@ -20,6 +20,7 @@ import { diagnose } from '../../../gateway/src/doctor';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import { OOM_EXIT_CODE } from '../../../protocol/src/transport';
 import { buildTemplate } from '../../../gateway/src/templates/build';
+import { templateBuilder } from '../../../gateway/src/sandbox/templateEngine';
 import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { fixture as debugFixture } from '../debug/helpers';
@@ -397,6 +398,7 @@ describe('a template run', () => {
       name: TEMPLATE,
       dir: path.resolve(__dirname, '../../../../test/fixtures/templates/python-entry'),
       baseImage: runnerImage(),
+      builder: templateBuilder(),
     });
     // No registry here: the image goes onto the node as the runner image did.
     execFileSync('bash', [path.resolve(__dirname, '../../../../scripts/cluster.sh'), 'load-image', built.tag], {

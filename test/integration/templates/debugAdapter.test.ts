@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
 import { resultText } from '../../../gateway/src/client';
 import { buildTemplate } from '../../../gateway/src/templates/build';
+import { templateBuilder } from '../../../gateway/src/sandbox/templateEngine';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { fixture } from '../debug/helpers';
 
@@ -19,7 +20,7 @@ let runId = '';
 before(async () => {
   const base = process.env.TETHER_IMAGE;
   if (!base) throw new Error('TETHER_IMAGE is not set: run this through scripts/test.sh');
-  const built = await buildTemplate({ name: TEMPLATE, dir: FIXTURE, baseImage: base });
+  const built = await buildTemplate({ name: TEMPLATE, dir: FIXTURE, baseImage: base, builder: templateBuilder() });
   console.error(`template ${built.tag}: ${built.built ? `built in ${built.seconds}s` : 'already built'}`);
   t = await startTestGateway({ provider: 'docker', templates: { allowed: { alice: [TEMPLATE] } } });
 });

@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from '
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { buildTemplate, type TemplateBuildResult } from '../../../gateway/src/templates/build';
+import { templateBuilder } from '../../../gateway/src/sandbox/templateEngine';
 
 const REPO = path.resolve(__dirname, '../../../..');
 const FORTLS = 'fortls==3.2.2';
@@ -45,7 +46,7 @@ export async function buildFortranTemplate(name: string): Promise<TemplateBuildR
   try {
     cpSync(path.join(REPO, 'test/fixtures/templates/fortran'), ctx, { recursive: true });
     cpSync(wheels, path.join(ctx, 'wheels'), { recursive: true });
-    return await buildTemplate({ name, dir: ctx, baseImage: base });
+    return await buildTemplate({ name, dir: ctx, baseImage: base, builder: templateBuilder() });
   } finally {
     rmSync(ctx, { recursive: true, force: true });
   }

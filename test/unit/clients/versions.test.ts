@@ -3,15 +3,17 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import { VERSION as TS_CLIENT_VERSION } from '../../../clients/typescript/src/version';
+import { TETHER_VERSION } from '../../../protocol/src/version';
 
 // One version for the proto contract and every client: VERSION at the root, and each client's
 // manifest (whichever exist: package.json, pyproject.toml, a Go version.go) must agree with it.
 const ROOT = path.resolve(__dirname, '../../../..');
 const VERSION = readFileSync(path.join(ROOT, 'VERSION'), 'utf8').trim();
 
-/** Every file under `dir` named `name`, skipping installed and built trees. */
-function find(dir: string, name: string): string[] {
+/** Every file under `dir` whose name passes `match`, skipping installed and built trees. */
+function find(dir: string, match: string | ((name: string) => boolean)): string[] {
   if (!existsSync(dir)) return [];
+  const wanted = typeof match === 'string' ? (n: string) => n === match : match;
   const out: string[] = [];
   for (const entry of readdirSync(dir)) {
     if (
@@ -20,8 +22,8 @@ function find(dir: string, name: string): string[] {
     )
       continue;
     const p = path.join(dir, entry);
-    if (statSync(p).isDirectory()) out.push(...find(p, name));
-    else if (entry === name) out.push(p);
+    if (statSync(p).isDirectory()) out.push(...find(p, wanted));
+    else if (wanted(entry)) out.push(p);
   }
   return out;
 }
@@ -59,6 +61,27 @@ test('the root package and every client manifest declare the VERSION', () => {
     assert.equal(v, VERSION, `${path.relative(ROOT, m)} declares ${v}, VERSION is ${VERSION}`);
   }
   assert.equal(TS_CLIENT_VERSION, VERSION, 'clients/typescript/src/version.ts');
+});
+
+// The TypeScript client keeps a version.ts of its own: it is published alone and may import
+// nothing outside its package.
+const VERSION_SOURCE = path.join(ROOT, 'protocol', 'src', 'version.ts');
+
+test('the gateway, the runner and the protocol take their version from protocol/src/version.ts', () => {
+  assert.equal(TETHER_VERSION, VERSION, 'protocol/src/version.ts');
+  const literal = /(['"`])v?\d+\.\d+\.\d+\1/;
+  const copies: string[] = [];
+  for (const dir of ['gateway/src', 'runner/src', 'protocol/src'])
+    for (const file of find(path.join(ROOT, dir), (n) => /\.[cm]?[jt]s$/.test(n))) {
+      const rel = path.relative(ROOT, file).split(path.sep).join('/');
+      if (file === VERSION_SOURCE) continue;
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          if (literal.test(line)) copies.push(`${rel}:${i + 1}: ${line.trim()}`);
+        });
+    }
+  assert.deepEqual(copies, [], 'a version literal: import TETHER_VERSION from protocol/src/version.ts instead');
 });
 
 test('the newest released contract is not newer than VERSION', () => {

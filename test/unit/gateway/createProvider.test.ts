@@ -14,7 +14,7 @@ const config = (allowProcessProvider: boolean) => ({
 });
 
 test('the process provider is refused unless the config allows it', async () => {
-  await assert.rejects(createProvider(config(false)), /the process provider is disabled/);
+  await assert.rejects(createProvider(config(false)), /without isolation/);
 });
 
 test('the process provider declares what it cannot do: no shared state, runs not kept, no egress', async () => {

@@ -8,6 +8,7 @@ import { defaultConfig } from '../../../gateway/src/config';
 import type { GatewayError } from '../../../gateway/src/errors';
 import { effectiveDockerfile } from '../../../gateway/src/templates/build';
 import { allowedTemplates, TemplateCatalog } from '../../../gateway/src/templates/catalog';
+import { KubernetesTemplateImages } from '../../../gateway/src/sandbox/kubernetes/templateImages';
 import { loadLanguages } from '../../../runner/src/tools/lsp/languages';
 import { SERVERS } from '../../../runner/src/tools/lsp/servers';
 
@@ -50,7 +51,7 @@ test('under the kubernetes provider a template is the image the config names for
     templates: { allowed: { alice: ['fortran', 'rust'] } },
     kubernetes: { ...base.kubernetes, templates: { fortran: 'registry.local/tether-template-fortran:abc' } },
   };
-  const catalog = new TemplateCatalog(config, undefined);
+  const catalog = new TemplateCatalog(config, new KubernetesTemplateImages(config.kubernetes.templates));
   assert.equal(await catalog.imageFor('alice', 'fortran'), 'registry.local/tether-template-fortran:abc');
   await assert.rejects(
     catalog.imageFor('alice', 'rust'),

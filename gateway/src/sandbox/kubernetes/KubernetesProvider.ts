@@ -9,8 +9,8 @@ import { resolveImage } from '../image';
 import {
   LABELS,
   SandboxPreconditionError,
-  type RunnerStream,
   type ProviderCapabilities,
+  type RunnerStream,
   type Sandbox,
   type SandboxExit,
   type SandboxInfo,
@@ -23,6 +23,7 @@ import { eventsAbout, eventTime } from './events';
 import { podExit, startFailure } from './podExit';
 import { CONTAINER, podName, runLabels, runPod, SOCKET_PATH, TERMINATION_MESSAGE_PATH, WORKSPACE } from './podSpec';
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
+import { KubernetesTemplateImages } from './templateImages';
 import { claimName, WorkspaceClaims } from './workspaceVolume';
 
 /**
@@ -66,14 +67,7 @@ const CAUSES = ['Evicted', 'OOMKilling', 'Preempting', 'TaintManagerEviction', '
 export class KubernetesProvider implements SandboxProvider {
   readonly name = 'kubernetes';
   /** Replicas are stateless: every one serves every run, and a run outlives the replica that created it. */
-  readonly capabilities: ProviderCapabilities = {
-    sharedState: true,
-    keepsRunsOnShutdown: true,
-    egress: {
-      carried: false,
-      reason: 'the kubernetes provider cannot carry egress yet (only the docker provider can)',
-    },
-  };
+  readonly capabilities: ProviderCapabilities;
   readonly kc: k8s.KubeConfig;
   private readonly core: k8s.CoreV1Api;
   private readonly ns: string;
@@ -88,6 +82,15 @@ export class KubernetesProvider implements SandboxProvider {
     this.kc = loadKubeConfig(config.kubernetes.kubeconfig);
     this.core = this.kc.makeApiClient(k8s.CoreV1Api);
     this.ns = config.kubernetes.namespace;
+    this.capabilities = {
+      sharedState: true,
+      keepsRunsOnShutdown: true,
+      egress: {
+        carried: false,
+        reason: 'the kubernetes provider cannot carry egress yet (only the docker provider can)',
+      },
+      templateImages: new KubernetesTemplateImages(config.kubernetes.templates),
+    };
     const storage = config.kubernetes.workspace;
     if (storage.storageClassName) this.claims = new WorkspaceClaims(this.core, this.ns, storage);
   }

@@ -1,6 +1,6 @@
 import * as k8s from '@kubernetes/client-node';
 import type { GatewayConfig } from '../../config';
-import type { Check } from '../../doctor';
+import type { Check } from '../../checks';
 import { resolveImage } from '../image';
 import { loadKubeConfig } from './KubernetesProvider';
 

@@ -1,19 +1,19 @@
 import type { CallToolInput, CallToolStart } from '../../../gen/tether/v1/gateway_pb';
-import type { CallSink } from '../calls/CallSink';
-import { CallStream } from '../calls/CallStream';
-import { errorResult } from '../calls/results';
-import { ToolAbsentError, type ToolInvoker } from '../calls/ToolInvoker';
+import type { ToolResult } from '../../../protocol/src/tools';
+import type { ToolInvoker } from '../calls/ToolInvoker';
 import { invalid } from '../errors';
 import { logger } from '../log';
 import { statusName, Telemetry, type ObservedCall } from '../observability/Telemetry';
-import type { RunManager } from '../runs/RunManager';
-import type { ToolResult } from '../../../protocol/src/tools';
-import { maxTierOf, visible } from '../surfaces';
-import { parseArguments } from '../validation';
+import type { ReadyRun } from '../runs/RunRecord';
+import { maxTierOf } from '../surfaces';
+import type { Tenancy } from '../tenancy/Tenancy';
+import type { CallSink } from './callSink';
+import { CallStream } from './callStream';
 import { toStatus } from './edge';
 
 export interface CallDeps {
-  runs: RunManager;
+  runs: { ready(tenant: string, runId: string): ReadyRun };
+  tenancy: Tenancy;
   invoker: ToolInvoker;
   questionTimeoutSeconds: number;
   telemetry?: Telemetry;
@@ -22,8 +22,9 @@ export interface CallDeps {
 /**
  * One tool call from its first message to its result or status, whatever stream carries it
  * (its own CallTool stream, or its id on a Calls stream): the first message starts it and
- * takes one of the tenant's slots (or waits in the tenant's line); later ones (answers, bridge
- * results, cancel) go to its CallStream.
+ * takes one of the tenant's slots (or waits in the tenant's line) and hands the call to the
+ * ToolInvoker with its CallStream as the port; later ones (answers, bridge results, cancel) go
+ * to that CallStream.
  */
 export class CallDriver {
   private stream?: CallStream;
@@ -68,7 +69,7 @@ export class CallDriver {
     const start = msg.msg.value;
     this.waitingStart = start;
     // The tenant's slots in flight: past them the call waits in the tenant's own line.
-    const slots = this.deps.runs.tenancy.callSlots(this.tenant);
+    const slots = this.deps.tenancy.callSlots(this.tenant);
     this.leaveLine = slots.enter((release) => {
       this.waitingStart = undefined;
       this.leaveLine = undefined;
@@ -78,7 +79,7 @@ export class CallDriver {
     });
     if (!this.leaveLine) {
       this.waitingStart = undefined;
-      this.abortWith(this.deps.runs.tenancy.callLineFull(this.tenant));
+      this.abortWith(this.deps.tenancy.callLineFull(this.tenant));
     }
   }
 
@@ -125,21 +126,15 @@ export class CallDriver {
         start,
         run.spec.features.questions.targetSpace,
         deps.questionTimeoutSeconds,
-        obs,
       ));
       for (const m of this.early.splice(0)) s.receive(m);
       if (this.endedEarly) s.inputEnded();
-      const cap = maxTierOf(start.surface);
-      const desc = run.tool(start.tool);
-      if (!desc || !visible(desc.tier, cap)) throw new ToolAbsentError(start.tool);
-      const parsed = parseArguments(start.argumentsJson);
-      obs.resolved(desc.tier, parsed.ok ? parsed.value : {});
-      if (!parsed.ok) {
-        this.finish(s, obs, errorResult(parsed.error));
-        return;
-      }
       const invoked = Date.now();
-      const result = await deps.invoker.invoke(run, start.tool, parsed.value, { cap, stream: s });
+      const result = await deps.invoker.invoke(run, start.tool, start.argumentsJson, {
+        cap: maxTierOf(start.surface),
+        port: s,
+        observed: obs,
+      });
       logger.debug(
         {
           runId: run.runId,

@@ -7,10 +7,10 @@ import {
   type CallsOutput,
   type CallToolOutput,
 } from '../../../gen/tether/v1/gateway_pb';
-import type { CallSink } from '../calls/CallSink';
 import { GatewayError, invalid } from '../errors';
 import { ResourceExhausted } from '../tenancy/statusDetails';
 import { CallDriver, type CallDeps } from './callDriver';
+import type { CallSink } from './callSink';
 
 /** The open Calls streams, told to finish their calls and end when the gateway shuts down. */
 export class CallsDrain {
@@ -114,7 +114,7 @@ export function serveCalls(
     if (input.msg.case !== 'start') return live.get(callId)?.driver.receive(input);
     if (live.has(callId)) return failStream(invalid(`Calls: call ${callId} is already in flight on this stream`));
     if (draining) return send(callId, { case: 'error', value: callError(SHUTTING_DOWN) });
-    const refused = deps.runs.tenancy.refusal(tenant, 'callTool');
+    const refused = deps.tenancy.refusal(tenant, 'callTool');
     if (refused) return send(callId, { case: 'error', value: callError(refused) });
     const sink = sinkOf(callId);
     const traceparent = msg.traceparent || (typeof streamTraceparent === 'string' ? streamTraceparent : undefined);

@@ -44,6 +44,7 @@ export function gatewayHandlers(
   const edge = new Edge(auth, telemetry);
   const callDeps = {
     runs,
+    tenancy: runs.tenancy,
     invoker: new ToolInvoker(),
     questionTimeoutSeconds: config.questions.timeoutSeconds,
     telemetry,

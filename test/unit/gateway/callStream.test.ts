@@ -12,9 +12,9 @@ import {
   type CallToolOutput,
   type CallToolStart,
 } from '../../../gen/tether/v1/gateway_pb';
-import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import { serveCallTool, streamSink } from '../../../gateway/src/grpc/callTool';
+import { CallStream } from '../../../gateway/src/grpc/callStream';
 import { RunManager } from '../../../gateway/src/runs/RunManager';
 import { CallToolRequest, type CallToolParams, type ToolResult } from '../../../protocol/src/tools';
 import { AskRequest, BridgeRequest, ProgressNotification, type QuestionOutcome } from '../../../protocol/src/calls';
@@ -91,7 +91,7 @@ async function callOn(handler: ToolHandler, start: { acceptsQuestions?: boolean;
       call.failure = err;
       call.emit('ended');
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
   );
   call.send({ case: 'start', value: { runId: run.runId, callId: 'c-1', tool: 'echo', argumentsJson: '{}', ...start } });
   return { call, close: () => runs.close(false) };
@@ -257,7 +257,7 @@ test('the first message must be start; an unknown tool is NOT_FOUND', async () =
     (err) => {
       bad.failure = err;
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
   );
   bad.send({ case: 'cancel', value: { reason: 'x' } });
   assert.match(String((bad.failure as Error).message), /first message must be start/);
@@ -270,7 +270,7 @@ test('the first message must be start; an unknown tool is NOT_FOUND', async () =
       absent.failure = err;
       absent.emit('ended');
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
   );
   absent.send({ case: 'start', value: { runId: run.runId, tool: 'nope', argumentsJson: '{}' } });
   await absent.ended;

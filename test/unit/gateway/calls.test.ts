@@ -83,7 +83,7 @@ async function streamOn(handler: Handler, perSecond = 1000) {
     (err) => {
       stream.failure = err as GatewayError;
     },
-    { runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs, tenancy: runs.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
     drain,
   );
   const start = (callId: string, args: object = {}, more: { acceptsQuestions?: boolean; runId?: string } = {}) =>
@@ -212,11 +212,12 @@ test('at shutdown, calls in flight finish, new ones are refused, and the stream 
   assert.equal(stream.writableEnded, true);
   // A stream that opens while the gateway drains ends as soon as it has nothing in flight.
   const late = new FakeStream();
+  const other = (await streamOn(async () => 'x')).runs;
   serveCalls(
     late as unknown as ServerDuplexStream<CallsInput, CallsOutput>,
     'alice',
     () => undefined,
-    { runs: (await streamOn(async () => 'x')).runs, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
+    { runs: other, tenancy: other.tenancy, invoker: new ToolInvoker(), questionTimeoutSeconds: 5 },
     drain,
   );
   await until(() => late.writableEnded);

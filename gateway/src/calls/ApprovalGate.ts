@@ -1,7 +1,7 @@
 import type { Tier } from '../../../protocol/src/tools';
-import type { ApprovalDecision } from '../observability/metrics';
+import type { AnswerKind, ApprovalDecision } from '../observability/metrics';
 import type { ApprovalPolicy } from '../runs/RunRecord';
-import type { CallStream } from './CallStream';
+import type { CallPort } from './CallPort';
 
 /** A short, readable rendering of a call's arguments for a permission card. */
 export function summarizeArguments(args: Record<string, unknown>, maxValue = 160): string {
@@ -15,9 +15,11 @@ export function summarizeArguments(args: Record<string, unknown>, maxValue = 160
   return parts.join('\n');
 }
 
-export type GateDecision =
-  | { allowed: true; decision: ApprovalDecision }
-  | { allowed: false; decision: ApprovalDecision; message: string };
+/** The gate's decision; `card` is how a PERMISSION card shown for it was answered. */
+export type GateDecision = { decision: ApprovalDecision; card?: AnswerKind } & (
+  | { allowed: true }
+  | { allowed: false; message: string }
+);
 
 /**
  * The approval prompt for write- and exec-tier tools, applied once per call wherever a call
@@ -28,7 +30,7 @@ export async function checkApproval(
   tool: string,
   tier: Tier,
   args: Record<string, unknown>,
-  stream: CallStream,
+  port: CallPort,
 ): Promise<GateDecision> {
   if (tier === 'read') return { allowed: true, decision: 'not_required' };
   const policy = policies[tier];
@@ -40,11 +42,12 @@ export async function checkApproval(
       message: `refused: this run's policy denies ${tier}-tier tools, so ${tool} cannot run here. Do not retry; continue without it or ask the user how to proceed.`,
     };
   }
-  const outcome = await stream.askPermission(`Allow ${tool} (${tier} tier)?`, summarizeArguments(args));
-  if (outcome.kind === 'approved') return { allowed: true, decision: 'approved' };
+  const outcome = await port.askPermission(`Allow ${tool} (${tier} tier)?`, summarizeArguments(args));
+  if (outcome.kind === 'approved') return { allowed: true, decision: 'approved', card: 'approved' };
   return {
     allowed: false,
     decision: 'denied',
+    card: outcome.card,
     message: `refused: ${tool} was not approved (${outcome.reason}). Do not retry the same call; adjust the plan or ask the user.`,
   };
 }

@@ -1,12 +1,14 @@
-import type { Tier, ToolResult } from '../../../protocol/src/tools';
-import type { ReadyRun } from '../runs/RunRecord';
-import { visible } from '../surfaces';
-import { checkApproval } from './ApprovalGate';
-import type { CallStream } from './CallStream';
-import { errorResult } from './results';
+import { ResponseError } from 'vscode-jsonrpc/node';
+import type { Tier, ToolDescriptor, ToolResult } from '../../../protocol/src/tools';
 import { logger } from '../log';
 import { recordRunnerPhases } from '../observability/runnerPhases';
-import { ResponseError } from 'vscode-jsonrpc/node';
+import type { ObservedCall } from '../observability/Telemetry';
+import type { ReadyRun } from '../runs/RunRecord';
+import { visible } from '../surfaces';
+import { parseArguments } from '../validation';
+import { checkApproval } from './ApprovalGate';
+import type { CallPort } from './CallPort';
+import { errorResult } from './results';
 
 /** Raised when the caller's surface has no tool of that name (absent, or above its tier). */
 export class ToolAbsentError extends Error {
@@ -15,10 +17,13 @@ export class ToolAbsentError extends Error {
   }
 }
 
+/** Who a call is for; a bridged call inherits all of it from the call it came out of. */
 export interface Caller {
   /** The highest tier the caller's surface may see. */
   cap: Tier;
-  stream: CallStream;
+  port: CallPort;
+  /** Where the model's call is reported: its tier, approval, questions and bridged calls. */
+  observed: ObservedCall;
 }
 
 const MAX_BRIDGE_DEPTH = 4;
@@ -28,16 +33,29 @@ const MAX_BRIDGE_DEPTH = 4;
  * an eval cell alike: visibility by tier, schema validation, approval, then the runner.
  */
 export class ToolInvoker {
-  async invoke(
+  /**
+   * A model's call. A tool its surface does not show is ToolAbsentError (the call's status);
+   * arguments that are not a JSON object are an is_error result, like any other bad argument.
+   */
+  async invoke(run: ReadyRun, tool: string, argumentsJson: string, caller: Caller): Promise<ToolResult> {
+    const desc = shownTo(caller, run, tool);
+    if (!desc) throw new ToolAbsentError(tool);
+    const parsed = parseArguments(argumentsJson);
+    caller.observed.resolved(desc.tier, parsed.ok ? parsed.value : {});
+    if (!parsed.ok) return errorResult(parsed.error);
+    return this.gated(run, desc, parsed.value, caller, 0);
+  }
+
+  /** A tool the caller may see, through the gate: validation and approval, then the runner. */
+  private async gated(
     run: ReadyRun,
-    tool: string,
+    desc: ToolDescriptor,
     args: Record<string, unknown>,
     caller: Caller,
-    depth = 0,
+    depth: number,
   ): Promise<ToolResult> {
-    const desc = run.tool(tool);
-    if (!desc || !visible(desc.tier, caller.cap)) throw new ToolAbsentError(tool);
-    const obs = caller.stream.observed;
+    const { name: tool, tier } = desc;
+    const { port, observed: obs } = caller;
     const validating = obs.phase('validate', { 'tether.tool': tool });
     const problems = run.validator.check(tool, args);
     validating?.end();
@@ -47,13 +65,15 @@ export class ToolInvoker {
         structured: { invalidArguments: problems },
       };
     }
-    const approving = desc.tier === 'read' ? undefined : obs.phase('approval', { 'tether.tier': desc.tier });
-    const gate = await checkApproval(run.spec.approvals, tool, desc.tier, args, caller.stream);
+    const approving = tier === 'read' ? undefined : obs.phase('approval', { 'tether.tier': tier });
+    const gate = await checkApproval(run.spec.approvals, tool, tier, args, port);
     approving?.set({ 'tether.approval': gate.decision });
     approving?.end();
-    obs.approvalDecided(desc.tier, gate.decision, depth === 0);
+    // An approval card has two options: Approve and Deny.
+    if (gate.card) obs.question('permission', gate.card, 2);
+    obs.approvalDecided(tier, gate.decision, depth === 0);
     if (!gate.allowed) return errorResult(gate.message);
-    if (caller.stream.signal.aborted) return errorResult(`cancelled: ${String(caller.stream.signal.reason)}`);
+    if (port.signal.aborted) return errorResult(`cancelled: ${String(port.signal.reason)}`);
     const running = obs.phase('runner', { 'tether.tool': tool });
     try {
       return await run.runner.callTool(
@@ -61,12 +81,17 @@ export class ToolInvoker {
         args,
         { maxTier: caller.cap },
         {
-          progress: (text) => caller.stream.progress(text),
-          ask: (card) => caller.stream.ask(card),
+          progress: (text) => port.progress(text),
+          ask: async (card) => {
+            const outcome = await port.ask(card);
+            // Without a human on the call no card was shown: nothing was asked to report.
+            if (port.acceptsQuestions) obs.question('ask', outcome.kind, card.options.length);
+            return outcome;
+          },
           bridge: (name, bridgedArgs) => this.bridge(run, name, bridgedArgs, caller, depth + 1),
           phases: running ? (phases) => recordRunnerPhases(running, phases) : undefined,
         },
-        caller.stream.signal,
+        port.signal,
         running?.traceparent(),
       );
     } catch (err) {
@@ -89,15 +114,15 @@ export class ToolInvoker {
         ? 'refused'
         : typeof tool === 'string' && run.tool(tool)
           ? 'gateway'
-          : caller.stream.acceptsBridgeCalls
+          : caller.port.acceptsBridgeCalls
             ? 'client'
             : 'refused';
-    const result = await caller.stream.during(() => this.route(run, tool, args, caller, depth));
-    caller.stream.observed.bridgedCall(String(tool).slice(0, 128), target, result);
+    const result = await caller.port.during(() => this.route(run, tool, args, caller, depth));
+    caller.observed.bridgedCall(String(tool).slice(0, 128), target, result);
     return result;
   }
 
-  /** Re-enters the registry as the same caller, or hands a tool the run does not own to the client. */
+  /** Re-enters the gate as the same caller, or hands a tool the run does not own to the client. */
   private async route(run: ReadyRun, tool: string, args: unknown, caller: Caller, depth: number): Promise<ToolResult> {
     if (depth > MAX_BRIDGE_DEPTH)
       return errorResult(`bridged calls nest deeper than ${MAX_BRIDGE_DEPTH}; refusing ${tool}`);
@@ -105,22 +130,25 @@ export class ToolInvoker {
     const objectArgs = args === undefined || args === null ? {} : args;
     if (typeof objectArgs !== 'object' || Array.isArray(objectArgs))
       return errorResult(`arguments of ${tool} must be an object`);
-    const owned = run.tool(tool);
-    if (owned) {
+    const desc = shownTo(caller, run, tool);
+    if (desc) {
       try {
-        return await this.invoke(run, tool, objectArgs as Record<string, unknown>, caller, depth);
+        return await this.gated(run, desc, objectArgs as Record<string, unknown>, caller, depth);
       } catch (err) {
-        // Visible to nobody on this surface: the same answer as a tool that does not exist,
-        // and never handed to the client, which would bypass the tier cap.
-        if (err instanceof ToolAbsentError) return errorResult(`unknown tool: ${tool}`);
         logger.warn({ runId: run.runId, tool, err: (err as Error).message }, 'bridged call failed');
         return errorResult(`${tool} failed: ${(err as Error).message}`);
       }
     }
-    if (!caller.stream.acceptsBridgeCalls) {
-      // Word for word the answer for a tool above the caller's tier: a capped cell cannot tell them apart.
-      return errorResult(`unknown tool: ${tool}`);
-    }
-    return caller.stream.bridgeToClient(tool, JSON.stringify(objectArgs));
+    // A tool of the run's above the caller's tier is never handed to the client (that would
+    // bypass the cap), and is answered word for word as one nobody has: a capped cell cannot
+    // tell them apart.
+    if (run.tool(tool) || !caller.port.acceptsBridgeCalls) return errorResult(`unknown tool: ${tool}`);
+    return caller.port.bridgeToClient(tool, JSON.stringify(objectArgs));
   }
+}
+
+/** The run's tool as the caller's surface shows it: above the caller's tier, it is no tool at all. */
+function shownTo(caller: Caller, run: ReadyRun, tool: string): ToolDescriptor | undefined {
+  const desc = run.tool(tool);
+  return desc && visible(desc.tier, caller.cap) ? desc : undefined;
 }

@@ -1,16 +1,14 @@
 import type { CallToolInput, CallToolStart } from '../../../gen/tether/v1/gateway_pb';
-import type { CallSink } from '../calls/CallSink';
-import { CallStream } from '../calls/CallStream';
-import { errorResult } from '../calls/results';
-import { ToolAbsentError, type ToolInvoker } from '../calls/ToolInvoker';
+import type { ToolResult } from '../../../protocol/src/tools';
+import type { ToolInvoker } from '../calls/ToolInvoker';
 import { invalid } from '../errors';
 import { logger } from '../log';
 import { statusName, Telemetry, type ObservedCall } from '../observability/Telemetry';
 import type { RunRegistry } from '../runs/RunRegistry';
+import { maxTierOf } from '../surfaces';
 import type { Tenancy } from '../tenancy/Tenancy';
-import type { ToolResult } from '../../../protocol/src/tools';
-import { maxTierOf, visible } from '../surfaces';
-import { parseArguments } from '../validation';
+import type { CallSink } from './callSink';
+import { CallStream } from './callStream';
 import { toStatus } from './edge';
 
 export interface CallDeps {
@@ -24,8 +22,9 @@ export interface CallDeps {
 /**
  * One tool call from its first message to its result or status, whatever stream carries it
  * (its own CallTool stream, or its id on a Calls stream): the first message starts it and
- * takes one of the tenant's slots (or waits in the tenant's line); later ones (answers, bridge
- * results, cancel) go to its CallStream.
+ * takes one of the tenant's slots (or waits in the tenant's line) and hands the call to the
+ * ToolInvoker with its CallStream as the port; later ones (answers, bridge results, cancel) go
+ * to that CallStream.
  */
 export class CallDriver {
   private stream?: CallStream;
@@ -127,21 +126,15 @@ export class CallDriver {
         start,
         run.spec.features.questions.targetSpace,
         deps.questionTimeoutSeconds,
-        obs,
       ));
       for (const m of this.early.splice(0)) s.receive(m);
       if (this.endedEarly) s.inputEnded();
-      const cap = maxTierOf(start.surface);
-      const desc = run.tool(start.tool);
-      if (!desc || !visible(desc.tier, cap)) throw new ToolAbsentError(start.tool);
-      const parsed = parseArguments(start.argumentsJson);
-      obs.resolved(desc.tier, parsed.ok ? parsed.value : {});
-      if (!parsed.ok) {
-        this.finish(s, obs, errorResult(parsed.error));
-        return;
-      }
       const invoked = Date.now();
-      const result = await deps.invoker.invoke(run, start.tool, parsed.value, { cap, stream: s });
+      const result = await deps.invoker.invoke(run, start.tool, start.argumentsJson, {
+        cap: maxTierOf(start.surface),
+        port: s,
+        observed: obs,
+      });
       logger.debug(
         {
           runId: run.runId,

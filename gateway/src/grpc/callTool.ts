@@ -1,7 +1,7 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { CallToolInput, CallToolOutput } from '../../../gen/tether/v1/gateway_pb';
-import type { CallSink } from '../calls/CallSink';
 import { CallDriver, type CallDeps } from './callDriver';
+import type { CallSink } from './callSink';
 
 /** A CallTool stream as the sink of its one call. */
 export function streamSink(

@@ -7,10 +7,10 @@ import {
   type CallsOutput,
   type CallToolOutput,
 } from '../../../gen/tether/v1/gateway_pb';
-import type { CallSink } from '../calls/CallSink';
 import { GatewayError, invalid } from '../errors';
 import { ResourceExhausted } from '../tenancy/statusDetails';
 import { CallDriver, type CallDeps } from './callDriver';
+import type { CallSink } from './callSink';
 
 /** The open Calls streams, told to finish their calls and end when the gateway shuts down. */
 export class CallsDrain {

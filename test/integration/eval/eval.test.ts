@@ -5,9 +5,10 @@ import { create } from '@bufbuild/protobuf';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { Approval, CallToolStartSchema, SurfaceMode, type ToolResult } from '../../../gen/tether/v1/gateway_pb';
 import { resultText, type CallOptions } from '../../../clients/typescript/src';
-import type { CallSink } from '../../../gateway/src/calls/CallSink';
-import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
+import type { CallSink } from '../../../gateway/src/grpc/callSink';
+import { CallStream } from '../../../gateway/src/grpc/callStream';
+import { Telemetry } from '../../../gateway/src/observability/Telemetry';
 import type { ToolResult as RunnerResult } from '../../../protocol/src/tools';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 
@@ -420,7 +421,9 @@ test('a read-capped surface never reaches eval, and a bridged write under a read
     fail: () => undefined,
     onGone: () => undefined,
   };
-  const stream = new CallStream(sink, create(CallToolStartSchema, { acceptsBridgeCalls: false }), '', 60);
+  const start = create(CallToolStartSchema, { acceptsBridgeCalls: false });
+  const stream = new CallStream(sink, start, '', 60);
+  const caller = { cap: 'read', port: stream, observed: Telemetry.off.call('alice', start, undefined) };
   const invoker = new ToolInvoker() as unknown as {
     bridge(r: unknown, tool: string, args: unknown, caller: unknown, depth: number): Promise<RunnerResult>;
   };
@@ -433,7 +436,7 @@ test('a read-capped surface never reaches eval, and a bridged write under a read
     {
       progress: () => undefined,
       ask: async () => ({ kind: 'unavailable', reason: 'none' }),
-      bridge: (name, args) => invoker.bridge(run, name, args, { cap: 'read', stream }, 1),
+      bridge: (name, args) => invoker.bridge(run, name, args, caller, 1),
     },
     new AbortController().signal,
   );

@@ -12,10 +12,10 @@ import {
   type CallToolOutput,
   type CallToolStart,
 } from '../../../gen/tether/v1/gateway_pb';
-import { CallStream } from '../../../gateway/src/calls/CallStream';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import { serveCallTool, streamSink } from '../../../gateway/src/grpc/callTool';
 import { assembleRuns } from '../../../gateway/src/server';
+import { CallStream } from '../../../gateway/src/grpc/callStream';
 import { CallToolRequest, type CallToolParams, type ToolResult } from '../../../protocol/src/tools';
 import { AskRequest, BridgeRequest, ProgressNotification, type QuestionOutcome } from '../../../protocol/src/calls';
 import { answersInitialize, FakeProvider, runSpec, testConfig } from './fakeSandbox';

@@ -211,8 +211,8 @@ test('at shutdown, calls in flight finish, new ones are refused, and the stream 
   assert.equal(await stream.outcome('busy'), 'done');
   assert.equal(stream.writableEnded, true);
   // A stream that opens while the gateway drains ends as soon as it has nothing in flight.
-  const other = (await streamOn(async () => 'x')).runs;
   const late = new FakeStream();
+  const other = (await streamOn(async () => 'x')).runs;
   serveCalls(
     late as unknown as ServerDuplexStream<CallsInput, CallsOutput>,
     'alice',

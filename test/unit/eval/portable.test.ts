@@ -105,6 +105,27 @@ test('python: variables, a function and imports survive a pause; an open file is
   }
 });
 
+test('python: a 100 MB pandas DataFrame round-trips', {
+  skip: hasPandas ? false : `pandas is not importable by ${PYTHON}`,
+}, async () => {
+  const first = await runnerFor({ eval: true }, { eval: { python: PYTHON } });
+  await cell(
+    first,
+    'import numpy as np\nimport pandas as pd\nbig = pd.DataFrame({"v": np.arange(13_107_200, dtype="float64")})\nbig.memory_usage(index=False).sum()',
+  );
+  const { suspended, second, restored } = await pauseAndResume(first, { eval: { python: PYTHON } });
+  try {
+    assert.ok(suspended.bytes > 100 * 1024 * 1024, String(suspended.bytes));
+    assert.equal(restored.outcome, 'restored', restored.problem);
+    assert.equal(
+      await cell(second, 'len(big), float(big["v"].iloc[-1]), type(big).__name__'),
+      "(13107200, 13107199.0, 'DataFrame')",
+    );
+  } finally {
+    await second.run.stop();
+  }
+});
+
 test('python with only the standard pickle: data comes back, cell functions are named', {
   skip: existsSync('/usr/bin/python3') ? false : 'no /usr/bin/python3 on this machine',
 }, async (t) => {

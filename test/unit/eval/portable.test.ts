@@ -67,6 +67,7 @@ test('python: variables, a function and imports survive a pause; an open file is
       'def bump(k):\n    return n + k',
       'f = open(os.devnull)',
       'g = (i for i in range(3))',
+      'show = display',
     ].join('\n'),
   );
   if (hasPandas)
@@ -81,6 +82,7 @@ test('python: variables, a function and imports survive a pause; an open file is
       JSON.stringify(suspended.notKept),
     );
     assert.ok(suspended.notKept.some((n) => /variable g\b/.test(n.what) && /generator/.test(n.why)));
+    assert.ok(suspended.notKept.some((n) => /variable show\b/.test(n.what) && /kernel's own helpers/.test(n.why)));
     assert.equal(restored.outcome, 'restored', restored.problem);
     assert.match(restored.notice, /paused .* resumed/);
     assert.match(restored.notice, /Not kept:\n.*python variable f \(TextIOWrapper\): an open file/);

@@ -948,6 +948,8 @@ def state_serializer(name: str | None = None) -> tuple[str, Any]:
 
 def unkeepable(value: object, serializer: str) -> str | None:
     """Why a value cannot be kept across a pause, for the kinds whose reason is known in advance."""
+    if getattr(value, '__globals__', None) is globals() or isinstance(value, (CellStream, Magics)):
+        return "one of the kernel's own helpers: a new kernel has it again under its own name"
     if isinstance(value, io.IOBase):
         name = getattr(value, 'name', None)
         where = ' (' + str(name) + ')' if isinstance(name, (str, int)) else ''

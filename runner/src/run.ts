@@ -9,6 +9,9 @@ import type {
 import type { ContentItem } from '../../protocol/src/tools';
 import { ResourcesEvent } from '../../protocol/src/resources';
 import { FilesArrivedCommand } from '../../protocol/src/workspace';
+import { RestoreCommand, SuspendCommand } from '../../protocol/src/suspend';
+import * as path from 'node:path';
+import { DEFAULT_MAX_STATE_MB, PortableState } from './portable';
 import { ResourceLedger } from './resources';
 import { StartingProcesses } from './startups';
 import type { ToolContext } from './tool';
@@ -37,6 +40,8 @@ export class RunContext {
   readonly resources = new ResourceLedger((payload) => this.emit(ResourcesEvent.type, payload));
   /** Processes starting now (language servers): background work (the ast index) holds off meanwhile. */
   readonly startups = new StartingProcesses();
+  /** What of the run a pause keeps: each family registers its hooks (run/suspend, run/restore). */
+  readonly portable: PortableState;
 
   constructor(init: InitializeParams) {
     this.runId = init.runId;
@@ -45,11 +50,15 @@ export class RunContext {
     this.features = init.features;
     this.settings = init.settings ?? {};
     // The gateway says when files arrived from outside the tools (PutFiles).
-    this.handleCommand(FilesArrivedCommand.type, async ({ path }) => {
-      if (typeof path !== 'string') throw new Error('filesArrived needs a path');
-      this.filesArrived(await this.workspace.resolve(path));
+    this.handleCommand(FilesArrivedCommand.type, async ({ path: arrived }) => {
+      if (typeof arrived !== 'string') throw new Error('filesArrived needs a path');
+      this.filesArrived(await this.workspace.resolve(arrived));
       return {};
     });
+    const { maxStateMB } = this.settingsFor('portable', { maxStateMB: DEFAULT_MAX_STATE_MB });
+    this.portable = new PortableState(path.join(this.workspace.stateDir, 'state'), this, maxStateMB * 1024 * 1024);
+    this.handleCommand(SuspendCommand.type, (params) => this.portable.suspend(params ?? {}));
+    this.handleCommand(RestoreCommand.type, (params) => this.portable.restore(params ?? {}));
   }
 
   /** A family's settings from the server config, merged over its defaults. */

@@ -2,10 +2,13 @@ import { closeSync, promises as fs, constants as fsc, openSync, readlinkSync, re
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ToolError } from './tool';
+import { PORTABLE_STATE_DIR } from '../../protocol/src/suspend';
 
 /**
  * The run's workspace, and the only way tools touch files in it. Every path is confined:
- * `..`, absolute paths outside the root, and symlinks that lead outside are refused.
+ * `..`, absolute paths outside the root, and symlinks that lead outside are refused, and so is
+ * the reserved directory `.tether/` at the root, which holds the run's saved state (see
+ * portable.ts) and is the runner's alone.
  */
 export class Workspace {
   readonly root: string;
@@ -27,7 +30,13 @@ export class Workspace {
     if (abs !== this.root && !abs.startsWith(this.root + path.sep)) {
       throw new ToolError(`path escapes the workspace: ${p}`);
     }
+    if (isReserved(this.root, abs)) throw reservedError(p);
     return abs;
+  }
+
+  /** The reserved directory of the run's saved state, absolute: for the runner's own use, never a tool's. */
+  get stateDir(): string {
+    return path.join(this.root, PORTABLE_STATE_DIR);
   }
 
   /**
@@ -49,6 +58,7 @@ export class Workspace {
         if (full !== realRoot && !full.startsWith(realRoot + path.sep)) {
           throw new ToolError(`path leads outside the workspace through a symlink: ${p}`);
         }
+        if (isReserved(realRoot, full)) throw reservedError(p);
         return full;
       } catch (err) {
         if (err instanceof ToolError) throw err;
@@ -89,6 +99,7 @@ export class Workspace {
     if (
       real !== undefined &&
       (real === realRoot || real.startsWith(realRoot + path.sep)) &&
+      !isReserved(realRoot, real) &&
       !real.endsWith(' (deleted)')
     )
       return { fd, real };
@@ -134,6 +145,18 @@ export class Workspace {
     }
     return abs;
   }
+}
+
+/** Whether an absolute path inside `root` is the reserved state directory or under it. */
+export function isReserved(root: string, abs: string): boolean {
+  const reserved = path.join(root, PORTABLE_STATE_DIR);
+  return abs === reserved || abs.startsWith(reserved + path.sep);
+}
+
+function reservedError(p: string): ToolError {
+  return new ToolError(
+    `${p} is inside ${PORTABLE_STATE_DIR}/, which holds the run's saved state and is reserved: no tool reads or writes it`,
+  );
 }
 
 /** Largest text file the tools load whole. */

@@ -5,7 +5,8 @@ import { grepTool } from './grep';
 import { BackgroundIndexer } from './indexer';
 import { resolveTool } from './resolve';
 import { DEFAULT_AST_SETTINGS } from './schemas';
-import { StagedEdits } from './staging';
+import { StagedEdits, type PortableEdits } from './staging';
+import { jsonHook } from '../../portable';
 import { InProcessEngine, WorkerPoolEngine, type SearchEngine } from './pool';
 
 /** What a run's ast family holds besides its tools (benchmarks and tests look into it). */
@@ -31,6 +32,22 @@ export function registerAst(registry: ToolRegistry, run: RunContext, options: As
       ? undefined
       : new BackgroundIndexer(settings.maxFileBytes, engine, settings.workers);
   const staged = new StagedEdits(settings.editTtlMinutes * 60_000);
+  // Staged edits outlive a pause: resolve after the resume applies them, or refuses as ever.
+  run.portable.keep(
+    'ast',
+    jsonHook(
+      'staged-edits.json',
+      () => {
+        const data = staged.toPortable();
+        const pending = data.edits.filter((e) => e.state === 'pending' && e.files.length > 0).length;
+        return { data, counts: { 'staged edits pending': pending }, notKept: [] };
+      },
+      (data: PortableEdits) => ({
+        counts: { 'staged edits pending': staged.fromPortable(data, run.workspace.root) },
+        notKept: [],
+      }),
+    ),
+  );
   // Any tool that writes files tells the cache, so a search right after an edit sees it.
   run.observeWrites({
     async afterWrite(paths) {

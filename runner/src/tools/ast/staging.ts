@@ -1,3 +1,4 @@
+import * as path from 'node:path';
 import { ToolError } from '../../tool';
 import { count } from './words';
 
@@ -8,6 +9,12 @@ export interface StagedFile {
   expected: string;
   next: string;
   replacements: number;
+}
+
+/** The run's staged edits as a pause writes them. */
+export interface PortableEdits {
+  counter: number;
+  edits: { id: string; ageMs: number; state: EditState; files: Omit<StagedFile, 'abs'>[] }[];
 }
 
 export type EditState = 'pending' | 'accepted' | 'discarded' | 'rejected';
@@ -67,6 +74,39 @@ export class StagedEdits {
     if (e.state !== 'pending')
       throw new ToolError(`${id} was already resolved (${e.state}); run ast_edit again for a new change`);
     return e;
+  }
+
+  /**
+   * The edits as data for a pause: files by workspace-relative path, and each edit's age rather
+   * than its start, so the time a run spends paused does not count against the edits' life.
+   */
+  toPortable(): PortableEdits {
+    this.sweep();
+    const now = this.now();
+    return {
+      counter: this.counter,
+      edits: [...this.edits.values()].map((e) => ({
+        id: e.id,
+        ageMs: now - e.createdAt,
+        state: e.state,
+        files: e.files.map(({ rel, expected, next, replacements }) => ({ rel, expected, next, replacements })),
+      })),
+    };
+  }
+
+  /** Takes back what toPortable gave, in a run whose workspace is at `root`; returns the pending count. */
+  fromPortable(saved: PortableEdits, root: string): number {
+    const now = this.now();
+    this.counter = Math.max(this.counter, saved.counter);
+    for (const e of saved.edits) {
+      this.edits.set(e.id, {
+        id: e.id,
+        createdAt: now - e.ageMs,
+        state: e.state,
+        files: e.files.map((f) => ({ ...f, abs: path.join(root, ...f.rel.split('/')) })),
+      });
+    }
+    return saved.edits.filter((e) => e.state === 'pending' && e.files.length > 0).length;
   }
 
   settle(e: StagedEdit, state: Exclude<EditState, 'pending'>): void {

@@ -1,5 +1,7 @@
 import type { ToolRegistry } from '../../registry';
 import type { RunContext } from '../../run';
+import * as path from 'node:path';
+import { jsonHook } from '../../portable';
 import { debugTool } from './debugTool';
 import { DEFAULT_DEBUG_SETTINGS, DebugSupervisor } from './supervisor';
 
@@ -13,6 +15,33 @@ export function registerDebug(registry: ToolRegistry, run: RunContext): void {
     run.conversationId,
     run.workspace,
     run.settingsFor('debug', DEFAULT_DEBUG_SETTINGS),
+  );
+  // Breakpoints outlive a pause; a live session (the adapter and its program) cannot.
+  const root = run.workspace.root;
+  run.portable.keep(
+    'debug',
+    jsonHook(
+      'breakpoints.json',
+      () => {
+        const live = supervisor.live;
+        return {
+          data: [...supervisor.breakpoints].map(([file, lines]) => [path.relative(root, file), lines] as const),
+          counts: { 'files with breakpoints': supervisor.breakpoints.size },
+          notKept: live
+            ? [
+                {
+                  what: `the debug session (${live.adapter})`,
+                  why: 'a paused run keeps no processes: the program under the debugger was stopped; launch it again (the breakpoints are kept)',
+                },
+              ]
+            : [],
+        };
+      },
+      (data: (readonly [string, number[]])[]) => {
+        for (const [rel, lines] of data) supervisor.breakpoints.set(path.join(root, rel), lines);
+        return { counts: { 'files with breakpoints': data.length }, notKept: [] };
+      },
+    ),
   );
   registry.register(debugTool(supervisor));
   run.onStop(() => supervisor.stop());

@@ -12,4 +12,10 @@ export function registerEval(registry: ToolRegistry, run: RunContext): void {
   kernels.lifecycle = run.resources.lifecycle('kernel');
   registry.register(evalTool(kernels, settings));
   run.onStop(() => kernels.stopAll());
+  // Each kernel's variables outlive a pause, as far as they serialize.
+  run.portable.keep('eval', {
+    large: true,
+    suspend: (dir, budget) => kernels.suspend(dir, budget),
+    restore: (dir) => kernels.restore(dir),
+  });
 }

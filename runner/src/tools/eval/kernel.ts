@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import type { ToolResult } from '../../../../protocol/src/tools';
 import { nameChild } from '../../oom/children';
-import { JsonLineDecoder, type KernelCommand, type KernelMessage } from './wire';
+import { JsonLineDecoder, type KernelCommand, type KernelMessage, type KernelStateReport } from './wire';
 
 export type Language = 'python' | 'javascript';
 
@@ -167,6 +167,11 @@ export class Kernel {
 
   /** Runs one cell; settles when the kernel reports it done or the process exits. */
   execute(code: string, listener: CellListener): Promise<CellEnd> {
+    return this.turn((cell) => ({ t: 'exec', cell, code }), listener);
+  }
+
+  /** Sends one command that the kernel answers as a cell (messages with its number, then done). */
+  private turn(command: (cell: number) => KernelCommand, listener: CellListener): Promise<CellEnd> {
     if (this.busy) throw new Error(`the ${this.language} kernel is already running a cell`);
     if (this.exitInfo) return Promise.resolve({ kind: 'exited', ...this.exitInfo });
     const cell = ++this.cellId;
@@ -177,8 +182,38 @@ export class Kernel {
         this.listener = undefined;
         resolve(end);
       };
-      this.send({ t: 'exec', cell, code });
+      this.send(command(cell));
     });
+  }
+
+  /**
+   * Writes the user's variables to `path` (save_state, at most `limit` bytes) or reads them back
+   * into this kernel (load_state). Takes a turn like a cell: the kernel must be idle. Rejects
+   * when the kernel fails the command as a whole (it died, or could not open the file).
+   */
+  async state(
+    command: { t: 'save_state'; path: string; limit: number } | { t: 'load_state'; path: string },
+  ): Promise<KernelStateReport> {
+    let report: KernelStateReport | undefined;
+    let failure = '';
+    const end = await this.turn((cell) => ({ ...command, cell }), {
+      message(msg) {
+        if (msg.t === 'state') report = msg.report;
+        else if (msg.t === 'error') failure = `${msg.ename}: ${msg.evalue}`;
+      },
+      raw: () => undefined,
+      tool: async () => ({
+        content: [{ type: 'text', text: 'no tool calls while the state is saved' }],
+        isError: true,
+      }),
+    });
+    if (end.kind === 'exited')
+      throw new Error(`the ${this.language} kernel exited (${end.signal ?? `code ${end.code}`}) during ${command.t}`);
+    if (!report)
+      throw new Error(
+        `the ${this.language} kernel could not ${command.t.replace('_', ' ')}: ${failure || 'no report'}`,
+      );
+    return report;
   }
 
   /** Asks the running cell to stop (KeyboardInterrupt in Python); the state is kept. */

@@ -1,11 +1,25 @@
-import { cpSync, existsSync, readdirSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, rmSync } from 'node:fs';
+import type { KernelStateSummary, NotKept } from '../../../../protocol/src/suspend';
+import type { FamilyState } from '../../portable';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Kernel, type KernelLaunch, type Language } from './kernel';
 import type { EvalSettings } from './schemas';
-import type { KernelLimits } from './wire';
+import type { KernelLimits, KernelStateReport } from './wire';
 import { phase } from '../../util/phases';
 import { noLifecycle, type ProcessLifecycle, type RestartCause } from '../../resources';
+
+const LANGUAGES: Language[] = ['python', 'javascript'];
+
+function summaryOf(language: Language, r: KernelStateReport): KernelStateSummary {
+  return {
+    language,
+    variables: r.variables.length,
+    modules: Object.keys(r.modules).length,
+    bytes: r.bytes,
+    serializer: r.serializer,
+  };
+}
 
 /** The Python kernel's driver script: copied beside the compiled runner by the build (scripts/copy-assets.sh). */
 const PYTHON_DRIVER = path.join(__dirname, 'python', 'driver.py');
@@ -134,6 +148,59 @@ export class KernelManager {
   /** Whether a cell of this language is running now. */
   busy(language: Language): boolean {
     return this.running.has(language);
+  }
+
+  /**
+   * Writes each live kernel's variables into `dir` (`python.state`, `javascript.state`), within
+   * `budget` bytes in all, each after the cell running now (if any) ends. A kernel that fails to
+   * write is named, whole, in what is not kept.
+   */
+  async suspend(dir: string, budget: number): Promise<FamilyState> {
+    const kernels: KernelStateSummary[] = [];
+    const notKept: NotKept[] = [];
+    let left = budget;
+    for (const language of LANGUAGES) {
+      const k = await this.kernels.get(language)?.catch(() => undefined);
+      if (!k?.alive) continue;
+      const file = path.join(dir, `${language}.state`);
+      try {
+        const report = await this.exclusive(language, () => k.state({ t: 'save_state', path: file, limit: left }));
+        left = Math.max(0, left - report.bytes);
+        kernels.push(summaryOf(language, report));
+        notKept.push(...report.notKept.map((n) => ({ what: `${language} ${n.what}`, why: n.why })));
+      } catch (err) {
+        rmSync(file, { force: true });
+        notKept.push({ what: `the ${language} kernel's variables`, why: (err as Error).message });
+      }
+    }
+    return {
+      counts: Object.fromEntries(kernels.map((k) => [`${k.language} variables`, k.variables])),
+      notKept,
+      kernels,
+    };
+  }
+
+  /** Starts a kernel for each state file in `dir` and loads its variables into it. */
+  async restore(dir: string): Promise<FamilyState> {
+    const kernels: KernelStateSummary[] = [];
+    const notKept: NotKept[] = [];
+    for (const language of LANGUAGES) {
+      const file = path.join(dir, `${language}.state`);
+      if (!existsSync(file)) continue;
+      try {
+        const k = await this.kernel(language, false);
+        const report = await this.exclusive(language, () => k.state({ t: 'load_state', path: file }));
+        kernels.push(summaryOf(language, report));
+        notKept.push(...report.notKept.map((n) => ({ what: `${language} ${n.what}`, why: n.why })));
+      } catch (err) {
+        notKept.push({ what: `the ${language} kernel's variables`, why: (err as Error).message });
+      }
+    }
+    return {
+      counts: Object.fromEntries(kernels.map((k) => [`${k.language} variables`, k.variables])),
+      notKept,
+      kernels,
+    };
   }
 
   async stopAll(): Promise<void> {

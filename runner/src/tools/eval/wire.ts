@@ -17,7 +17,22 @@ export const KERNEL_OUT_FD: number = wire.fds.out;
 /** Runner → kernel. */
 export type KernelCommand =
   | { t: 'exec'; cell: number; code: string }
-  | { t: 'tool_result'; id: number; result: ToolResult };
+  | { t: 'tool_result'; id: number; result: ToolResult }
+  /** Writes the user's variables to `path` (at most `limit` bytes), answered by `state` then `done`. */
+  | { t: 'save_state'; cell: number; path: string; limit: number }
+  /** Reads back what save_state wrote into the (fresh) namespace, answered by `state` then `done`. */
+  | { t: 'load_state'; cell: number; path: string };
+
+/** What a kernel says it kept (save_state) or got back (load_state). */
+export interface KernelStateReport {
+  serializer: string;
+  /** Names of the variables written or restored. */
+  variables: string[];
+  /** Alias → module name, for modules kept by name and imported again. */
+  modules: Record<string, string>;
+  bytes: number;
+  notKept: { what: string; why: string }[];
+}
 
 /** Kernel → runner. */
 export type KernelMessage =
@@ -29,7 +44,9 @@ export type KernelMessage =
   | { t: 'error'; cell: number; ename: string; evalue: string; traceback: string }
   | { t: 'done'; cell: number; status: 'ok' | 'error' | 'interrupted' }
   /** A bridged tool call from inside the cell; answered by a tool_result with the same id. */
-  | { t: 'tool'; id: number; name: string; args: unknown };
+  | { t: 'tool'; id: number; name: string; args: unknown }
+  /** The answer to save_state or load_state. */
+  | { t: 'state'; cell: number; report: KernelStateReport };
 
 /**
  * Limits the kernel applies itself, so a runaway print never crosses the pipe whole: characters

@@ -1,4 +1,15 @@
-import { closeSync, constants, fstatSync, openSync, promises as fs, readSync, statSync, type Stats } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  openSync,
+  promises as fs,
+  readSync,
+  realpathSync,
+  statSync,
+  type Stats,
+} from 'node:fs';
+import { PORTABLE_STATE_DIR } from '../../../../protocol/src/suspend';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
 import { MAX_READ_BYTES, MAX_READ_LINES, readSchema, type ReadArgs } from './schemas';
@@ -17,7 +28,11 @@ export function readTool(run: RunContext): ToolDefinition<ReadArgs> {
       const stat = small.stat;
       if (stat.isDirectory()) {
         const entries = await fs.readdir(abs, { withFileTypes: true });
-        const names = entries.map((e) => (e.isDirectory() ? `${e.name}/` : e.name)).sort();
+        // The reserved state directory at the root is not shown.
+        const names = entries
+          .filter((e) => !(e.name === PORTABLE_STATE_DIR && abs === realpathSync.native(run.workspace.root)))
+          .map((e) => (e.isDirectory() ? `${e.name}/` : e.name))
+          .sort();
         return {
           content: [{ type: 'text', text: `${args.path} is a directory:\n${names.join('\n')}` }],
           structured: { directory: true, entries: names },

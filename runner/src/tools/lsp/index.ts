@@ -1,4 +1,6 @@
+import * as path from 'node:path';
 import { ProbeCommand } from '../../../../protocol/src/lsp';
+import { jsonHook } from '../../portable';
 import type { ToolRegistry } from '../../registry';
 import type { RunContext } from '../../run';
 import { ToolError, type ToolDefinition } from '../../tool';
@@ -33,6 +35,27 @@ export function registerLsp(registry: ToolRegistry, run: RunContext): void {
   session.supervisor.startups = run.startups;
   const ledger = new DiagnosticsLedger();
   run.observeWrites(new DiagnosticsOnWrite(session, ledger));
+  // What the agent was told about each file's diagnostics outlives a pause (the servers do not:
+  // they start again on first use).
+  const root = run.workspace.root;
+  run.portable.keep(
+    'lsp',
+    jsonHook(
+      'diagnostics-ledger.json',
+      () => {
+        const data = Object.fromEntries(
+          Object.entries(ledger.toPortable()).map(([abs, keys]) => [path.relative(root, abs), keys]),
+        );
+        return { data, counts: { 'files in the diagnostics ledger': Object.keys(data).length }, notKept: [] };
+      },
+      (data: Record<string, string[]>) => {
+        const files = ledger.fromPortable(
+          Object.fromEntries(Object.entries(data).map(([rel, keys]) => [path.join(root, rel), keys])),
+        );
+        return { counts: { 'files in the diagnostics ledger': files }, notKept: [] };
+      },
+    ),
+  );
   run.onStop(() => session.supervisor.stopAll());
   run.handleCommand(ProbeCommand.type, (params) => probe(session, params));
 

@@ -28,6 +28,17 @@ export class DiagnosticsLedger {
     return fresh;
   }
 
+  /** What has been reported, per file, as a pause writes it. */
+  toPortable(): Record<string, string[]> {
+    return Object.fromEntries([...this.reported].map(([file, keys]) => [file, [...keys]]));
+  }
+
+  /** Takes back what toPortable gave; returns the number of files. */
+  fromPortable(saved: Record<string, string[]>): number {
+    for (const [file, keys] of Object.entries(saved)) this.reported.set(file, new Set(keys));
+    return Object.keys(saved).length;
+  }
+
   /** Marks diagnostics as known without reporting them (e.g. shown by an explicit `lsp diagnostics`). */
   note(file: string, current: Diagnostic[]): void {
     this.admit(file, current);

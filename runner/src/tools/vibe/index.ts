@@ -10,7 +10,8 @@ import {
   type ReportReply,
   type WorkerTier,
 } from '../../../../protocol/src/workers';
-import { WorkerRoster, type WorkerBackend } from './roster';
+import { WorkerRoster, type PortableRoster, type WorkerBackend } from './roster';
+import { jsonHook } from '../../portable';
 import { MAX_TOTAL_BRIEF_CHARS } from './schemas';
 import { vibeSettings } from './settings';
 import { vibeTools } from './tools';
@@ -46,6 +47,29 @@ export function registerVibe(registry: ToolRegistry, run: RunContext): void {
   });
   run.handleCommand(ReportCommand.type, (payload) => report(roster, payload, settings.outputLimitBytes));
   run.onStop(() => roster.stopAll());
+  // The roster outlives a pause; its running rounds cannot.
+  run.portable.keep(
+    'vibe',
+    jsonHook(
+      'workers.json',
+      () => {
+        const data = roster.toPortable();
+        const running = data.workers.filter((w) => w.status === 'running');
+        return {
+          data,
+          counts: { workers: data.workers.length },
+          notKept: running.map((w) => ({
+            what: `worker ${w.id} (${w.label}), running`,
+            why: 'a paused run keeps no processes: its round was stopped and comes back killed; vibe_send it to run again',
+          })),
+        };
+      },
+      (data: PortableRoster) => {
+        roster.fromPortable(data);
+        return { counts: { workers: data.workers.length }, notKept: [] };
+      },
+    ),
+  );
   for (const tool of vibeTools(roster, settings.waitDefaultSeconds)) registry.register(tool);
 }
 

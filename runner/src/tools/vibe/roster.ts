@@ -32,6 +32,12 @@ export interface WorkerBackend {
   stop(worker: Worker, why: 'kill' | 'superseded'): Promise<void>;
 }
 
+/** The roster as a pause writes it. */
+export interface PortableRoster {
+  nextId: number;
+  workers: Worker[];
+}
+
 export interface RosterLimits {
   maxLiveWorkers: number;
   maxWorkers: number;
@@ -212,6 +218,33 @@ export class WorkerRoster {
       set.add(wake);
       signal.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  /** The roster as a pause writes it: every worker, those running included, and the next id. */
+  toPortable(): PortableRoster {
+    return { nextId: this.nextId, workers: this.list().map((w) => ({ ...w })) };
+  }
+
+  /**
+   * Takes back what toPortable gave. A worker that was running is not running now (a pause
+   * keeps no processes): it comes back killed, saying so, and vibe_send starts it again.
+   * Returns the ids of those.
+   */
+  fromPortable(saved: PortableRoster): string[] {
+    const stopped: string[] = [];
+    this.nextId = Math.max(this.nextId, saved.nextId);
+    for (const w of saved.workers) {
+      const worker: Worker = { ...w };
+      if (worker.status === 'running') {
+        worker.status = 'killed';
+        worker.settledAt = this.now();
+        worker.lastResult = `stopped by a pause of the run while running${w.progress ? ` (last progress: ${w.progress})` : ''}; vibe_send it a message to run it again`;
+        worker.progress = '';
+        stopped.push(worker.id);
+      }
+      this.workers.set(worker.id, worker);
+    }
+    return stopped;
   }
 
   /** Workers die with their run. */

@@ -21,6 +21,7 @@ import {
 } from '../wire';
 import type { ContentItem, ToolResult } from '../../../../../protocol/src/tools';
 import { CellSyntaxError, prepareCell } from './cellSource';
+import { loadGlobals, saveGlobals } from './state';
 
 const limits = JSON.parse(process.argv[2] ?? '{}') as KernelLimits;
 const wireOut = new net.Socket({ fd: KERNEL_OUT_FD, readable: false, writable: true });
@@ -245,13 +246,42 @@ async function runCell(id: number, code: string): Promise<void> {
   }
 }
 
+/** Module exports a cell required, with the id it required them by. */
+const required = new Map<unknown, string>();
+/** The globals before any cell ran: those are the kernel's, not the user's. */
+let baseline: ReadonlySet<string> = new Set();
+
+/** save_state or load_state, answered as a cell: a state message (or an error), then done. */
+function runState(cmd: Extract<KernelCommand, { t: 'save_state' | 'load_state' }>): void {
+  cell = cmd.cell;
+  let status: 'ok' | 'error' = 'ok';
+  try {
+    const report =
+      cmd.t === 'save_state'
+        ? saveGlobals(cmd.path, cmd.limit, baseline, required)
+        : loadGlobals(cmd.path, (globalThis as unknown as { require: (id: string) => unknown }).require);
+    send({ t: 'state', cell: cmd.cell, report });
+  } catch (err) {
+    status = 'error';
+    send({ t: 'error', cell: cmd.cell, ...formatError(err) });
+  } finally {
+    send({ t: 'done', cell: cmd.cell, status });
+  }
+}
+
 function installGlobals(): void {
   const g = globalThis as Record<string, unknown>;
   g.console = new Console({ stdout, stderr });
   g.display = display;
   g.tool = tool;
   g.ToolError = ToolError;
-  g.require = createRequire(path.join(process.cwd(), 'cell.js'));
+  // What a cell requires is remembered, so a pause keeps a module by its id (see state.ts).
+  const base = createRequire(path.join(process.cwd(), 'cell.js'));
+  g.require = Object.assign((id: string) => {
+    const exports: unknown = base(id);
+    if (exports !== null && (typeof exports === 'object' || typeof exports === 'function')) required.set(exports, id);
+    return exports;
+  }, base);
   // Background failures of earlier cells are reported, not fatal: the kernel keeps its state.
   process.on('uncaughtException', (err) => stderr.add(`Uncaught ${formatError(err).traceback}\n`));
   process.on('unhandledRejection', (err) => stderr.add(`Unhandled rejection: ${formatError(err).traceback}\n`));
@@ -267,6 +297,8 @@ const decoder = new JsonLineDecoder(
       settle?.(cmd.result);
     } else if (cmd.t === 'exec') {
       queue = queue.then(() => runCell(cmd.cell, cmd.code));
+    } else if (cmd.t === 'save_state' || cmd.t === 'load_state') {
+      queue = queue.then(() => runState(cmd));
     }
   },
   () => undefined,
@@ -275,4 +307,5 @@ wireIn.on('data', (chunk: Buffer) => decoder.push(chunk));
 wireIn.on('end', () => process.exit(0));
 
 installGlobals();
+baseline = new Set([...Object.getOwnPropertyNames(globalThis), '_']);
 send({ t: 'ready', language: 'javascript', version: process.version, pid: process.pid });

@@ -69,6 +69,8 @@ def command(kind: str, *fields: str) -> str:
 
 EXEC = command('exec', 'cell', 'code')
 TOOL_RESULT = command('tool_result', 'id', 'result')
+SAVE_STATE = command('save_state', 'cell', 'path', 'limit')
+LOAD_STATE = command('load_state', 'cell', 'path')
 
 LIMITS: dict[str, int] = json.loads(sys.argv[1])
 if set(LIMITS) != set(WIRE['limits']):
@@ -916,6 +918,158 @@ def run_cell(cell: int, code: str) -> None:
         send('done', cell=cell, status=status)
 
 
+# ---- keeping the namespace across a pause ---------------------------------------------------
+# save_state writes the user's variables, one pickle record each, to a file; load_state reads
+# them back into a fresh kernel. Objects go through dill when it is importable (functions and
+# classes defined in cells by value), else cloudpickle, else the standard pickle. Modules are
+# kept by name and imported again. The file is a standard-pickle stream of records: a header,
+# then ('module', alias, name) and ('variable', name, payload) records, then ('end', count).
+
+STATE_FORMAT = 'tether-python-state'
+# Names the driver puts in the namespace itself: a new kernel has its own.
+DRIVER_NAMES = frozenset(('__builtins__', 'display', 'tool', 'ToolError', '__tether__'))
+
+
+def state_serializer(name: str | None = None) -> tuple[str, Any]:
+    """The serializer by that name, or the first importable of dill, cloudpickle, pickle."""
+    import pickle
+
+    for candidate in (name,) if name else ('dill', 'cloudpickle'):
+        if candidate == 'pickle':
+            return 'pickle', pickle
+        try:
+            return candidate, importlib.import_module(candidate)
+        except Exception:
+            continue
+    if name:
+        raise ImportError(name + ' is not importable by this Python')
+    return 'pickle', pickle
+
+
+def unkeepable(value: object, serializer: str) -> str | None:
+    """Why a value cannot be kept across a pause, for the kinds whose reason is known in advance."""
+    if getattr(value, '__globals__', None) is globals() or isinstance(value, (CellStream, Magics)):
+        return "one of the kernel's own helpers: a new kernel has it again under its own name"
+    if isinstance(value, io.IOBase):
+        name = getattr(value, 'name', None)
+        where = ' (' + str(name) + ')' if isinstance(name, (str, int)) else ''
+        return 'an open file' + where + ': a pause closes it; open it again'
+    if isinstance(value, socket.socket):
+        return 'a socket: a pause closes its connection; connect again'
+    if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType, types.CoroutineType)):
+        return 'a ' + type(value).__name__ + ': where it stood cannot be saved; create it again'
+    if isinstance(value, threading.Thread):
+        return 'a thread: a pause stops it; start it again'
+    if isinstance(value, subprocess.Popen):
+        return 'a child process: a pause stops it; start it again'
+    if serializer == 'pickle' and isinstance(value, (types.FunctionType, type)) and getattr(value, '__module__', None) == '__main__':
+        return (
+            'defined in a cell, and the standard pickle keeps functions and classes by name only (dill would keep it); '
+            'run its definition again'
+        )
+    return None
+
+
+def save_state(path: str, limit: int) -> dict[str, Any]:
+    import pickle
+
+    serializer, ser = state_serializer()
+    kept: list[str] = []
+    modules: dict[str, str] = {}
+    not_kept: list[dict[str, str]] = []
+    options: dict[str, Any] = {}
+    with open(path, 'xb') as f:
+        os.chmod(path, 0o600)
+        pickle.dump({'format': STATE_FORMAT, 'version': 1, 'serializer': serializer, 'python': sys.version.split()[0]}, f)
+        for name, value in list(user_ns.items()):
+            if name in DRIVER_NAMES or (name.startswith('__') and name.endswith('__')):
+                continue
+            if isinstance(value, types.ModuleType):
+                modules[name] = value.__name__
+                pickle.dump(('module', name, value.__name__), f)
+                continue
+            why = unkeepable(value, serializer)
+            if why is None:
+                try:
+                    payload = ser.dumps(value, **options)
+                except Exception as e:
+                    why = 'it does not serialize (' + type(e).__name__ + ': ' + clip(str(e), 200) + ')'
+                else:
+                    if f.tell() + len(payload) > limit:
+                        why = 'its ' + str(len(payload)) + ' bytes would pass the limit of the saved state (' + str(limit) + ' bytes left)'
+                    else:
+                        pickle.dump(('variable', name, payload), f, protocol=pickle.HIGHEST_PROTOCOL)
+                        kept.append(name)
+                        continue
+            not_kept.append({'what': 'variable ' + name + ' (' + type(value).__name__ + ')', 'why': why})
+        pickle.dump(('end', len(kept) + len(modules)), f)
+        f.flush()
+        os.fsync(f.fileno())
+        size = f.tell()
+    return {'serializer': serializer, 'variables': kept, 'modules': modules, 'bytes': size, 'notKept': not_kept}
+
+
+def load_state(path: str) -> dict[str, Any]:
+    import pickle
+
+    kept: list[str] = []
+    modules: dict[str, str] = {}
+    not_kept: list[dict[str, str]] = []
+    with open(path, 'rb') as f:
+        header = pickle.load(f)
+        if not isinstance(header, dict) or header.get('format') != STATE_FORMAT:
+            raise ValueError(path + ' is not a saved Python state')
+        serializer = str(header.get('serializer'))
+        try:
+            _, ser = state_serializer(serializer)
+        except ImportError as e:
+            ser, missing = None, str(e)
+        size = os.fstat(f.fileno()).st_size
+        while True:
+            record = pickle.load(f)
+            if record[0] == 'end':
+                break
+            if record[0] == 'module':
+                _, alias, module = record
+                try:
+                    user_ns[alias] = importlib.import_module(module)
+                    modules[alias] = module
+                except Exception as e:
+                    not_kept.append(
+                        {
+                            'what': 'module ' + alias + ' (' + module + ')',
+                            'why': 'it could not be imported again (' + type(e).__name__ + ': ' + clip(str(e), 200) + ')',
+                        }
+                    )
+                continue
+            _, name, payload = record
+            if ser is None:
+                not_kept.append({'what': 'variable ' + name, 'why': 'it was saved with ' + serializer + ', but ' + missing})
+                continue
+            try:
+                user_ns[name] = ser.loads(payload)
+                kept.append(name)
+            except Exception as e:
+                not_kept.append(
+                    {'what': 'variable ' + name, 'why': 'it could not be read back (' + type(e).__name__ + ': ' + clip(str(e), 200) + ')'}
+                )
+    return {'serializer': serializer, 'variables': kept, 'modules': modules, 'bytes': size, 'notKept': not_kept}
+
+
+def run_state(cell: int, kind: str, msg: dict[str, Any]) -> None:
+    """save_state or load_state, answered as a cell: a state message (or an error), then done."""
+    state.cell = cell
+    status = 'ok'
+    try:
+        report = save_state(msg['path'], int(msg['limit'])) if kind == SAVE_STATE else load_state(msg['path'])
+        send('state', cell=cell, report=report)
+    except BaseException as e:
+        status = 'error'
+        send('error', cell=cell, ename=type(e).__name__, evalue=str(e), traceback=format_error(e))
+    finally:
+        send('done', cell=cell, status=status)
+
+
 def on_sigint(signum: int, frame: types.FrameType | None) -> None:
     # Only a running cell is interrupted; a signal between cells must not kill the driver.
     if not state.running:
@@ -940,6 +1094,9 @@ def main() -> None:
             if msg.get(TAG) == EXEC:
                 state.done_sent = False
                 run_cell(msg['cell'], msg['code'])
+            elif msg.get(TAG) in (SAVE_STATE, LOAD_STATE):
+                state.done_sent = False
+                run_state(msg['cell'], msg[TAG], msg)
         except KeyboardInterrupt:
             # An interrupt that landed while the cell was being wrapped up: it still ends.
             state.running = False

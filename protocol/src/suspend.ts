@@ -10,7 +10,7 @@ import { FamilyCommand } from './run';
 export const RUN_FAMILY = 'run';
 
 /** The workspace-relative directory that holds a run's portable state; reserved, never a tool's. */
-export const PORTABLE_STATE_DIR = '.tether';
+export const PORTABLE_STATE_DIR = '.tether-run';
 
 /** Something of the run that a suspend or a restore could not keep, and why, in words a model can act on. */
 export interface NotKept {

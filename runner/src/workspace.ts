@@ -7,7 +7,7 @@ import { PORTABLE_STATE_DIR } from '../../protocol/src/suspend';
 /**
  * The run's workspace, and the only way tools touch files in it. Every path is confined:
  * `..`, absolute paths outside the root, and symlinks that lead outside are refused, and so is
- * the reserved directory `.tether/` at the root, which holds the run's saved state (see
+ * the reserved directory `.tether-run/` at the root, which holds the run's saved state (see
  * portable.ts) and is the runner's alone.
  */
 export class Workspace {

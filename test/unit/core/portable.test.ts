@@ -178,19 +178,19 @@ test('the state directory is reserved: file tools neither show it nor read or wr
   await suspend(r);
   assert.ok(existsSync(path.join(stateDir(r.workspace), 'manifest.json')));
   const listing = await r.call('read', { path: '.' });
-  assert.doesNotMatch(textOf(listing), /\.tether/);
-  for (const p of ['.tether/state/manifest.json', './.tether/x', 'sub/../.tether/state']) {
+  assert.doesNotMatch(textOf(listing), /\.tether-run/);
+  for (const p of ['.tether-run/state/manifest.json', './.tether-run/x', 'sub/../.tether-run/state']) {
     const read = await r.call('read', { path: p });
     assert.equal(read.isError, true, p);
     assert.match(textOf(read), /reserved/);
   }
-  const write = await r.call('write', { path: '.tether/state/manifest.json', content: '{}' });
+  const write = await r.call('write', { path: '.tether-run/state/manifest.json', content: '{}' });
   assert.equal(write.isError, true);
   assert.match(textOf(write), /reserved/);
   // A symlink into it is refused as well.
   mkdirSync(path.join(r.workspace, 'd'));
   const { symlinkSync } = await import('node:fs');
-  symlinkSync(path.join(r.workspace, '.tether'), path.join(r.workspace, 'd', 'link'));
+  symlinkSync(path.join(r.workspace, '.tether-run'), path.join(r.workspace, 'd', 'link'));
   assert.match(textOf(await r.call('read', { path: 'd/link/state/manifest.json' })), /reserved/);
   await r.run.stop();
 });

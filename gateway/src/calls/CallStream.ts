@@ -10,7 +10,7 @@ import {
   type CallToolOutput,
   type CallToolStart,
   type ToolResult as PbToolResult,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
 import type { ToolResult } from '../../../protocol/src/tools';
 import { Telemetry, type ObservedCall } from '../observability/Telemetry';

@@ -1,5 +1,5 @@
 import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
-import type { Answer } from '../../../gen/tether/v1/gateway_pb';
+import type { Answer } from '@tether/contract';
 
 /** Checks an answer against its card; returns why it is rejected, or undefined when valid. */
 export function rejectReason(card: QuestionCard, answer: Answer): string | undefined {

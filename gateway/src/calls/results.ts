@@ -1,10 +1,5 @@
 import { create } from '@bufbuild/protobuf';
-import {
-  ContentSchema,
-  TableRowSchema,
-  ToolResultSchema,
-  type ToolResult as PbToolResult,
-} from '../../../gen/tether/v1/gateway_pb';
+import { ContentSchema, TableRowSchema, ToolResultSchema, type ToolResult as PbToolResult } from '@tether/contract';
 import type { ContentItem, ToolResult } from '../../../protocol/src/tools';
 
 export function toProtoResult(r: ToolResult): PbToolResult {

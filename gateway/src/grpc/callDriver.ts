@@ -1,4 +1,4 @@
-import type { CallToolInput, CallToolStart } from '../../../gen/tether/v1/gateway_pb';
+import type { CallToolInput, CallToolStart } from '@tether/contract';
 import type { CallSink } from '../calls/CallSink';
 import { CallStream } from '../calls/CallStream';
 import { errorResult } from '../calls/results';

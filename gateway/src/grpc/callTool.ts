@@ -1,5 +1,5 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import type { CallToolInput, CallToolOutput } from '../../../gen/tether/v1/gateway_pb';
+import type { CallToolInput, CallToolOutput } from '@tether/contract';
 import type { CallSink } from '../calls/CallSink';
 import { CallDriver, type CallDeps } from './callDriver';
 

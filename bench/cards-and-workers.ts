@@ -4,7 +4,7 @@
  * under AUTO, and a command worker (`true`) spawned and waited for.
  * Usage: node dist/bench/cards-and-workers.js [calls] [provider]
  */
-import { Approval } from '../gen/tether/v1/gateway_pb';
+import { Approval } from '@tether/contract';
 import { startTestGateway } from '../test/helpers/gateway';
 import { summary, timeIt, writeResult } from './lib';
 

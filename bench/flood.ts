@@ -7,7 +7,7 @@
  * Usage: node dist/bench/flood.js <address> <token> <runId> loops|rate <n> <seconds>;
  * prints JSON counts and rates.
  */
-import { TetherClient } from '../gateway/src/client';
+import { TetherClient } from '@tether/client';
 
 const [address, token, runId, mode, nArg, seconds] = process.argv.slice(2);
 const n = Number(nArg);

@@ -12,7 +12,7 @@
  * Usage: node dist/bench/lsp.js [samples] [provider]
  */
 import * as os from 'node:os';
-import { Approval } from '../gen/tether/v1/gateway_pb';
+import { Approval } from '@tether/contract';
 import { ProbeCommand, type ProbeParams } from '../protocol/src/lsp';
 import { fixture } from '../test/integration/lsp/helpers';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';

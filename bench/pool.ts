@@ -19,7 +19,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { RunStart } from '../gen/tether/v1/gateway_pb';
+import { RunStart } from '@tether/contract';
 import { resultText } from '../clients/typescript/src';
 import { defaultConfig } from '../gateway/src/config';
 import type { ClaimSteps } from '../gateway/src/runs/RunRecord';

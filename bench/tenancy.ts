@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { resultText, TetherClient } from '../gateway/src/client';
+import { resultText, TetherClient } from '@tether/client';
 import { defaultConfig } from '../gateway/src/config';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { LoopDisks } from '../gateway/src/sandbox/loopDisk';

@@ -15,9 +15,10 @@ fi
 
 # Regenerated when any proto file or the generator's configuration changes.
 proto_hash="$(find proto buf.gen.yaml -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
-if [ ! -d gen ] || [ ! -d clients/typescript/src/gen ] || [ "$(cat .tether/gen.hash 2>/dev/null)" != "$proto_hash" ]; then
+# One output, contract/src/gen (@tether/contract), which the gateway and @tether/client import.
+if [ ! -d contract/src/gen ] || [ "$(cat .tether/gen.hash 2>/dev/null)" != "$proto_hash" ]; then
   step "generating the protocol code"
-  rm -rf gen clients/typescript/src/gen
+  rm -rf contract/src/gen
   npx buf generate proto
   echo "$proto_hash" >.tether/gen.hash
 fi
@@ -26,7 +27,9 @@ fi
 
 step "compiling TypeScript"
 npx tsc -p tsconfig.json
-# The @tether/client package as npm installs it (its own dist/, behind node_modules/@tether/client).
+# The workspace packages as npm installs them (each its own dist/, behind node_modules/@tether/*):
+# the contract first, since @tether/client compiles against its declarations.
+npx tsc -p contract/tsconfig.json
 npx tsc -p clients/typescript/tsconfig.json
 bash scripts/copy-assets.sh
 for f in dist/runner/src/main.js dist/runner/src/tools/eval/python/driver.py dist/protocol/src/run.js; do

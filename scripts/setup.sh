@@ -151,7 +151,7 @@ build_image() { # name dockerfile ctx → prints the tag
 
 step "staging the runner image context"
 runner_ctx="$state/build/ctx-runner"
-stage "$runner_ctx" dist/protocol dist/runner dist/gen
+stage "$runner_ctx" dist/protocol dist/runner
 cp "$node_tgz" "$runner_ctx/node.tgz"
 cp -al "$app_dir" "$runner_ctx/app"
 cp -al "$lsp_dir" "$runner_ctx/lsp"
@@ -161,7 +161,10 @@ gateway_tag=""
 if [ "${TETHER_SKIP_GATEWAY_IMAGE:-}" != 1 ]; then
   step "staging the gateway image context"
   gateway_ctx="$state/build/ctx-gateway"
-  stage "$gateway_ctx" dist/protocol dist/gateway dist/clients/typescript/src dist/gen proto bin
+  # The workspace packages go in as npm installs them (package.json and dist/): npm ci in app/
+  # links no workspaces, having no workspace folders.
+  stage "$gateway_ctx" dist/protocol dist/gateway proto bin \
+    contract/package.json contract/dist clients/typescript/package.json clients/typescript/dist
   cp "$node_tgz" "$gateway_ctx/node.tgz"
   cp -al "$app_dir" "$gateway_ctx/app"
   gateway_tag="$(build_image tether-gateway images/gateway/Dockerfile "$gateway_ctx")"

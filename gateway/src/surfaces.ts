@@ -1,6 +1,6 @@
 import type { Tier } from '../../protocol/src/tools';
 import { TIER_ORDER } from '../../protocol/src/tools';
-import { AgentKind, SurfaceMode, Tier as PbTier, type Surface } from '../../gen/tether/v1/gateway_pb';
+import { AgentKind, SurfaceMode, Tier as PbTier, type Surface } from '@tether/contract';
 
 /** The highest tier a surface may see: plan mode and read-only subagents are capped at read. */
 export function maxTierOf(surface: Surface | undefined): Tier {

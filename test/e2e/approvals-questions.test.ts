@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
 import { Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
-import { CallToolInputSchema, QuestionKind, type CallToolOutput, type Question } from '../../gen/tether/v1/gateway_pb';
+import { CallToolInputSchema, QuestionKind, type CallToolOutput, type Question } from '@tether/contract';
 import { resultText } from '../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 

@@ -11,7 +11,7 @@ import {
   Tier,
   type CallToolOutput,
   type Question,
-} from '../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import { resultText, type AnswerInit } from '../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 

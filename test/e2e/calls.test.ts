@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { Gateway, Status, TetherClient, isTetherError } from '@tether/client';
-import { grpcDefinition } from '../../clients/typescript/src/definition';
+import { grpcDefinition } from '@tether/contract/grpc';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 
 // The shared Calls stream against a real gateway and runner: every TetherClient carries its

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import * as tarStream from 'tar-stream';
-import { AgentKind, Approval, RunState, SurfaceMode, Tier, type Run } from '../../gen/tether/v1/gateway_pb';
+import { AgentKind, Approval, RunState, SurfaceMode, Tier, type Run } from '@tether/contract';
 import { resultText, tarOf, TetherClient } from '../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 

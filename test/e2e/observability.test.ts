@@ -6,7 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { Metadata, status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
-import { Approval, CallToolInputSchema, type CallToolOutput } from '../../gen/tether/v1/gateway_pb';
+import { Approval, CallToolInputSchema, type CallToolOutput } from '@tether/contract';
 import { resultText, TetherClient } from '../../clients/typescript/src';
 import { startTestGateway, TOKENS, type TestGateway } from '../helpers/gateway';
 import { sampleOf, startOtlpReceiver } from '../helpers/otlp';

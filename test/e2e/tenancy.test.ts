@@ -1,11 +1,10 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { RunState } from '../../gen/tether/v1/gateway_pb';
-import { resultText } from '../../gateway/src/client';
+import { RunState } from '@tether/contract';
+import { resultText, TetherClient } from '@tether/client';
 import type { TenancyConfig } from '../../gateway/src/tenancy/config';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
-import { TetherClient } from '../../clients/typescript/src';
 
 // Quotas, rate limits and admission over gRPC. The quota and rate logic sits above the
 // sandbox provider, so these run on the process provider; disk and admission against the

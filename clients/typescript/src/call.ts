@@ -12,7 +12,7 @@ import {
   type CallToolOutput,
   type Question,
   type ToolResult,
-} from './gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import { TetherError } from './errors';
 import { resultStructured, resultText } from './results';
 

@@ -3,7 +3,6 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import {
   CreateRunRequestSchema,
-  Gateway,
   type CallToolInputSchema,
   GetEgressLogRequestSchema,
   ReportWorkerRequestSchema,
@@ -20,10 +19,10 @@ import {
   type Run,
   type Tool,
   type WorkerEvent,
-} from './gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import { abortReason, driveCall, streamChannel, type CallOptions, type CallOutcome, type SurfaceInit } from './call';
 import { SharedCalls } from './sharedCalls';
-import { grpcDefinition } from './definition';
+import { gatewayDefinition } from '@tether/contract/grpc';
 import { isTetherError, TetherError } from './errors';
 import { extractTo, tarOf, tarOfFolder, untar, type FileMap } from './files';
 import { VERSION } from './version';
@@ -53,7 +52,7 @@ export interface RequestOptions {
 /** Where PutFiles takes its tar from: an archive, a tar stream, or a map of path → content. */
 export type FilesSource = Uint8Array | Readable | AsyncIterable<Uint8Array> | FileMap;
 
-const Ctor = grpc.makeGenericClientConstructor(grpcDefinition(Gateway), 'Gateway');
+const Ctor = grpc.makeGenericClientConstructor(gatewayDefinition, 'Gateway');
 const CHUNK = 256 * 1024;
 
 /** A tar stream: Node's, or any async iterable of chunks (tar-fs and streamx streams are). */

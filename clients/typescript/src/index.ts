@@ -20,4 +20,4 @@ export { tarOf, tarOfFolder, untar, extractTo, type FileMap } from './files';
 export { resultText, resultStructured } from './results';
 export { checkHealth, waitUntilServing } from './health';
 export { VERSION } from './version';
-export * from './gen/tether/v1/gateway_pb';
+export * from '@tether/contract';

@@ -1,4 +1,4 @@
-import type { ToolResult } from './gen/tether/v1/gateway_pb';
+import type { ToolResult } from '@tether/contract';
 
 /**
  * A tool result's text: its `text` and `json` content items in order, joined with newlines

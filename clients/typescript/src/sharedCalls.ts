@@ -5,7 +5,7 @@ import {
   type CallsOutput,
   type CallToolInput,
   type CallToolOutput,
-} from './gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import { create } from '@bufbuild/protobuf';
 import type { CallChannel } from './call';
 import { TetherError } from './errors';

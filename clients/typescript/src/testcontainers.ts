@@ -11,7 +11,7 @@ import {
 import { TetherClient, type ClientOptions, type CreateRunInit, type RequestOptions } from './client';
 import { isTetherError, Status } from './errors';
 import { waitUntilServing } from './health';
-import type { Run } from './gen/tether/v1/gateway_pb';
+import type { Run } from '@tether/contract';
 
 const DEFAULT_SOCKET = '/var/run/docker.sock';
 

@@ -5,7 +5,7 @@ import {
   GetEgressLogResponseSchema,
   type EgressRecord as EgressRecordProto,
   type GetEgressLogResponse,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import type { EgressRecord } from './log';
 import type { EgressPage } from './page';
 

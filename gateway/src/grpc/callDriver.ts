@@ -1,4 +1,4 @@
-import type { CallToolInput, CallToolStart } from '../../../gen/tether/v1/gateway_pb';
+import type { CallToolInput, CallToolStart } from '@tether/contract';
 import type { ToolResult } from '../../../protocol/src/tools';
 import type { ToolInvoker } from '../calls/ToolInvoker';
 import { invalid } from '../errors';

@@ -1,4 +1,4 @@
-import type { CallToolOutput } from '../../../gen/tether/v1/gateway_pb';
+import type { CallToolOutput } from '@tether/contract';
 import type { GatewayError } from '../errors';
 
 /**

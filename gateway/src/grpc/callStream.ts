@@ -1,4 +1,4 @@
-import type { CallToolInput, CallToolOutput } from '../../../gen/tether/v1/gateway_pb';
+import type { CallToolInput, CallToolOutput } from '@tether/contract';
 import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';
 import type { ToolResult } from '../../../protocol/src/tools';
 import type { CallPort, PermissionOutcome } from '../calls/CallPort';

@@ -1,5 +1,5 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import type { CallToolInput, CallToolOutput } from '../../../gen/tether/v1/gateway_pb';
+import type { CallToolInput, CallToolOutput } from '@tether/contract';
 import { CallDriver, type CallDeps } from './callDriver';
 import type { CallSink } from './callSink';
 

@@ -10,7 +10,7 @@ import {
   type CallToolInput,
   type CallToolOutput,
   type ToolResult as PbToolResult,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import type { QuestionCard } from '../../../protocol/src/calls';
 import type { ContentItem, ToolResult } from '../../../protocol/src/tools';
 import type { CardKind } from '../calls/OpenCards';

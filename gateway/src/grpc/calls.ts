@@ -6,7 +6,7 @@ import {
   type CallsInput,
   type CallsOutput,
   type CallToolOutput,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import { GatewayError, invalid } from '../errors';
 import { ResourceExhausted } from '../tenancy/statusDetails';
 import { CallDriver, type CallDeps } from './callDriver';

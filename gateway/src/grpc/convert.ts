@@ -13,7 +13,7 @@ import {
   RunUsageSchema,
   type CreateRunRequest,
   type Run,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import type { ApprovalPolicy, RunRecord, RunSpec } from '../runs/RunRecord';
 import type { SandboxUsage } from '../sandbox/provider';
 

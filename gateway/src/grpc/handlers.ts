@@ -14,7 +14,7 @@ import {
   type GetRunRequest,
   type ListRunsRequest,
   type ListToolsRequest,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import type { TokenAuthenticator } from '../auth';
 import type { Telemetry } from '../observability/Telemetry';
 import type { GatewayConfig } from '../config';

@@ -7,7 +7,7 @@ import {
   type PutFilesHeader,
   type PutFilesRequest,
   type PutFilesResponse,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import { GatewayError, invalid } from '../errors';
 import type { Sandbox } from '../sandbox/provider';
 

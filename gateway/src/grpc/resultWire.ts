@@ -1,10 +1,5 @@
 import { toBinary } from '@bufbuild/protobuf';
-import {
-  CallsOutputSchema,
-  CallToolOutputSchema,
-  type CallsOutput,
-  type CallToolOutput,
-} from '../../../gen/tether/v1/gateway_pb';
+import { CallsOutputSchema, CallToolOutputSchema, type CallsOutput, type CallToolOutput } from '@tether/contract';
 
 function reflected(msg: CallToolOutput): Buffer {
   const b = toBinary(CallToolOutputSchema, msg);

@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import { AgentKind, SurfaceMode, type Surface } from '../../../gen/tether/v1/gateway_pb';
+import { AgentKind, SurfaceMode, type Surface } from '@tether/contract';
 import type { Tier, ToolResult } from '../../../protocol/src/tools';
 import type { ResourcesPayload } from '../../../protocol/src/resources';
 import type { EgressRecord } from '../egress/log';

@@ -9,7 +9,7 @@ import {
   type ReportWorkerResponse,
   type WatchWorkersRequest,
   type WorkerEvent,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import {
   ReportCommand,
   type ReportReply,

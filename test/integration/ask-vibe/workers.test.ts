@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
-import { WorkerEventKind, WorkerStatus, type WorkerEvent } from '../../../gen/tether/v1/gateway_pb';
+import { WorkerEventKind, WorkerStatus, type WorkerEvent } from '@tether/contract';
 import { resultText, type TetherClient } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { SCRIPTED_WORKER } from '../../unit/vibe/scriptedWorker';

@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { Approval } from '../../../gen/tether/v1/gateway_pb';
+import { Approval } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 

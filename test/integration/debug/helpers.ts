@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
-import { Approval } from '../../../gen/tether/v1/gateway_pb';
+import { Approval } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import type { TestGateway } from '../../helpers/gateway';

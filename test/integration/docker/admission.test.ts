@@ -1,7 +1,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
-import { RunState } from '../../../gen/tether/v1/gateway_pb';
+import { RunState } from '@tether/contract';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { dockerConfig, removeInstance } from './support';
 

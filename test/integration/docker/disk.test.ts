@@ -2,8 +2,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import { status } from '@grpc/grpc-js';
-import { RunState } from '../../../gen/tether/v1/gateway_pb';
-import { resultText, type TetherClient } from '../../../gateway/src/client';
+import { RunState } from '@tether/contract';
+import { resultText, type TetherClient } from '@tether/client';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, containersOf, docker, dockerConfig, execIn, removeInstance } from './support';
 

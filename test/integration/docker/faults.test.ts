@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
-import { RunState, type Question } from '../../../gen/tether/v1/gateway_pb';
+import { RunState, type Question } from '@tether/contract';
 import * as tarStream from 'tar-stream';
 import { once } from 'node:events';
 import { TetherClient, resultText, tarOf } from '../../../clients/typescript/src';

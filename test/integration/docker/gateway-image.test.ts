@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { RunState } from '../../../gen/tether/v1/gateway_pb';
+import { RunState } from '@tether/contract';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { containersOf, docker, gatewayImage, removeInstance, runnerImage, until } from './support';
 

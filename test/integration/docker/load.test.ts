@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RunState } from '../../../gen/tether/v1/gateway_pb';
+import { RunState } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { dockerConfig, removeInstance } from './support';

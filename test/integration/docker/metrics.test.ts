@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { sampleOf } from '../../helpers/otlp';
-import { Approval } from '../../../gen/tether/v1/gateway_pb';
+import { Approval } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { summarizeMetrics } from '../../../gateway/src/observability/metricsSummary';
 import { fixture, killInRun, pidOf } from '../lsp/helpers';

@@ -15,7 +15,7 @@ import { after, before, test } from 'node:test';
 import { resultText, TetherClient } from '../../../clients/typescript/src';
 import { toStatus } from '../../../gateway/src/grpc/edge';
 import type { ToolResult } from '../../../protocol/src/tools';
-import { RunState } from '../../../gen/tether/v1/gateway_pb';
+import { RunState } from '@tether/contract';
 import { RunnerClient, type CallHooks } from '../../../gateway/src/runs/RunnerClient';
 import { runSecret, socketDir } from '../../../gateway/src/sandbox/boot';
 import type { Sandbox } from '../../../gateway/src/sandbox/provider';

@@ -1,8 +1,8 @@
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
-import { resultText } from '../../../gateway/src/client';
+import { Approval, RunState } from '@tether/contract';
+import { resultText } from '@tether/client';
 import { readEgressLog } from '../../../gateway/src/egress/log';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { buildNpmTemplate } from './npmTemplate';

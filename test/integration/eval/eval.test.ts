@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { inflateSync } from 'node:zlib';
 import { create } from '@bufbuild/protobuf';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { Approval, CallToolStartSchema, SurfaceMode, type ToolResult } from '../../../gen/tether/v1/gateway_pb';
+import { Approval, CallToolStartSchema, SurfaceMode, type ToolResult } from '@tether/contract';
 import { resultText, type CallOptions } from '../../../clients/typescript/src';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import type { CallSink } from '../../../gateway/src/grpc/callSink';

@@ -13,7 +13,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as tarStream from 'tar-stream';
-import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
+import { Approval, RunState } from '@tether/contract';
 import { resultText, type TetherClient } from '../../../clients/typescript/src';
 import { defaultConfig } from '../../../gateway/src/config';
 import { diagnose } from '../../../gateway/src/doctor';

@@ -13,7 +13,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
+import { Approval, RunState } from '@tether/contract';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { runnerImage } from '../docker/support';
 import { adminConfig, adminConfigFile, deleteNamespace, runsNamespace, until } from './support';

@@ -11,7 +11,7 @@ import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writ
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Approval, RunState } from '../../../gen/tether/v1/gateway_pb';
+import { Approval, RunState } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { defaultConfig } from '../../../gateway/src/config';
 import { diagnose } from '../../../gateway/src/doctor';

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import assert from 'node:assert/strict';
-import { Approval } from '../../../gen/tether/v1/gateway_pb';
+import { Approval } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import type { TestGateway } from '../../helpers/gateway';

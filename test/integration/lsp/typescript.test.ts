@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SurfaceMode } from '../../../gen/tether/v1/gateway_pb';
+import { SurfaceMode } from '@tether/contract';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { fixture, killInRun, lspRun, pidOf, type LspRun } from './helpers';
 

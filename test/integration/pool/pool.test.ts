@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { status } from '@grpc/grpc-js';
-import { RunStart, RunState } from '../../../gen/tether/v1/gateway_pb';
+import { RunStart, RunState } from '@tether/contract';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { LABELS } from '../../../gateway/src/sandbox/provider';

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
-import { AnswerSchema } from '../../../gen/tether/v1/gateway_pb';
+import { AnswerSchema } from '@tether/contract';
 import { outcomeOf, rejectReason } from '../../../gateway/src/calls/QuestionCards';
 import { GO_ON, cardOf, resultOf } from '../../../runner/src/tools/ask/askUser';
 import type { QuestionCard, QuestionOutcome } from '../../../protocol/src/calls';

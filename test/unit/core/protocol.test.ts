@@ -132,3 +132,27 @@ test('the gateway and the runner meet only in protocol/, which depends on neithe
   assert.ok(importsInto('gateway/src', ['protocol']).length > 0, 'the scan sees the imports it looks for');
   assert.deepEqual(importsInto('protocol/src', ['gateway', 'runner']), []);
 });
+
+/** The files of `from` that import the package `name` (or one of its subpaths). */
+function importersOf(from: string, name: string): string[] {
+  return sources(path.join(ROOT, from))
+    .filter((file) => new RegExp(`from '${name}(/[^']*)?'`).test(readFileSync(file, 'utf8')))
+    .map((file) => path.relative(ROOT, file));
+}
+
+test('the gateway and @tether/client share the generated contract in contract/, and neither reaches into the other', () => {
+  assert.deepEqual(importsInto('gateway/src', ['clients']), [], 'the server does not depend on its own client');
+  assert.deepEqual(
+    importersOf('gateway/src', '@tether/client'),
+    ['gateway/src/clientCommands.ts'],
+    "only the CLI's client-side commands use the client, through its package",
+  );
+  assert.ok(importersOf('gateway/src', '@tether/contract').length > 0, 'the scan sees the imports it looks for');
+  // The client compiles and installs as its own package: the contract only by package name.
+  assert.deepEqual(importsInto('clients/typescript/src', ['contract', 'gateway', 'protocol', 'runner']), []);
+  assert.deepEqual(importsInto('contract/src', ['clients', 'gateway', 'protocol', 'runner']), []);
+  const outputs = [...readFileSync(path.join(ROOT, 'buf.gen.yaml'), 'utf8').matchAll(/^\s*out:\s*(\S+)/gm)].map(
+    (m) => m[1],
+  );
+  assert.deepEqual(outputs, ['contract/src/gen'], 'one generated copy of the protocol code');
+});

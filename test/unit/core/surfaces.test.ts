@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
-import { AgentKind, SurfaceMode, SurfaceSchema } from '../../../gen/tether/v1/gateway_pb';
+import { AgentKind, SurfaceMode, SurfaceSchema } from '@tether/contract';
 import { maxTierOf, visible } from '../../../gateway/src/surfaces';
 
 test('plan mode and read-only subagents are capped at the read tier', () => {

@@ -11,7 +11,7 @@ import {
   type CallToolInput,
   type CallToolOutput,
   type CallToolStart,
-} from '../../../gen/tether/v1/gateway_pb';
+} from '@tether/contract';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import { serveCallTool, streamSink } from '../../../gateway/src/grpc/callTool';
 import { assembleRuns } from '../../../gateway/src/server';

@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Metadata, status, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { CancellationToken } from 'vscode-jsonrpc/node';
-import { CallsInputSchema, type CallsInput, type CallsOutput } from '../../../gen/tether/v1/gateway_pb';
+import { CallsInputSchema, type CallsInput, type CallsOutput } from '@tether/contract';
 import { ToolInvoker } from '../../../gateway/src/calls/ToolInvoker';
 import { CallsDrain, serveCalls } from '../../../gateway/src/grpc/calls';
 import { assembleRuns } from '../../../gateway/src/server';

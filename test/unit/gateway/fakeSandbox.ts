@@ -6,7 +6,7 @@ import {
   type MessageConnection,
 } from 'vscode-jsonrpc/node';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
-import { CreateRunRequestSchema } from '../../../gen/tether/v1/gateway_pb';
+import { CreateRunRequestSchema } from '@tether/contract';
 import { defaultConfig, type GatewayConfig } from '../../../gateway/src/config';
 import { specFromRequest } from '../../../gateway/src/grpc/convert';
 import type { RunSpec } from '../../../gateway/src/runs/RunRecord';

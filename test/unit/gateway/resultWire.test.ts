@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create, fromBinary, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
-import { CallsOutputSchema, CallToolOutputSchema } from '../../../gen/tether/v1/gateway_pb';
+import { CallsOutputSchema, CallToolOutputSchema } from '@tether/contract';
 import { toProtoResult } from '../../../gateway/src/grpc/callWire';
 import { encodeCallsOutput, encodeCallToolOutput } from '../../../gateway/src/grpc/resultWire';
 import type { ToolResult } from '../../../protocol/src/tools';

@@ -1,5 +1,6 @@
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import { fromBinary, toBinary, type DescMessage, type DescService, type MessageShape } from '@bufbuild/protobuf';
+import { Gateway } from './gen/tether/v1/gateway_pb';
 
 /**
  * A grpc-js service definition built from a protobuf-es service descriptor, so the gateway and
@@ -24,3 +25,6 @@ export function grpcDefinition(service: DescService): ServiceDefinition {
   }
   return def as ServiceDefinition;
 }
+
+/** tether.v1.Gateway as grpc-js serves and calls it. */
+export const gatewayDefinition: ServiceDefinition = grpcDefinition(Gateway);

@@ -155,6 +155,7 @@ stage "$runner_ctx" dist/protocol dist/runner
 cp "$node_tgz" "$runner_ctx/node.tgz"
 cp -al "$app_dir" "$runner_ctx/app"
 cp -al "$lsp_dir" "$runner_ctx/lsp"
+cp -a images/runner/entry "$runner_ctx/entry"
 runner_tag="$(build_image tether-runner images/runner/Dockerfile "$runner_ctx")"
 
 gateway_tag=""

@@ -76,6 +76,7 @@ export class FramedMessageReader extends AbstractMessageReader implements Messag
   private buffered = 0;
   /** The body length of the message being read, once its headers were; -1 before. */
   private bodyLength = -1;
+  private listening: Disposable | undefined;
 
   constructor(private readonly input: Readable) {
     super();
@@ -87,7 +88,16 @@ export class FramedMessageReader extends AbstractMessageReader implements Messag
     this.input.on('data', onData);
     this.input.on('error', (err: Error) => this.fireError(err));
     this.input.on('close', () => this.fireClose());
-    return { dispose: () => void this.input.off('data', onData) };
+    this.listening = { dispose: () => void this.input.off('data', onData) };
+    return this.listening;
+  }
+
+  /** A disposed connection reads nothing more: vscode-jsonrpc disposes the reader, not its listener. */
+  override dispose(): void {
+    this.listening?.dispose();
+    this.callback = undefined;
+    this.chunks = [];
+    super.dispose();
   }
 
   private onData(data: Buffer): void {

@@ -1,8 +1,8 @@
-import { FramedMessageReader, FramedMessageWriter } from '../../protocol/src/framing';
 import { TETHER_VERSION } from '../../protocol/src/version';
 import { readBoot } from './connections/boot';
 import { listen } from './connections/listeners';
 import { Sessions } from './connections/sessions';
+import { RunnerStdio } from './connections/stdio';
 import { logger } from './log';
 import { watchOomKills } from './oom/watcher';
 
@@ -28,20 +28,15 @@ process.on('SIGTERM', () => void stop(0));
 async function main(): Promise<void> {
   // The gateway's first line on stdin carries the run's secret and where to listen.
   const boot = await readBoot(process.stdin);
-  // Exits at once, without stopping the tools: the runner is PID 1 of its container, so every
-  // other process in it ends with it, and no answer may leave after the run is declared dead.
+  // Exits at once, without stopping the tools: the runner is its container's main process, so
+  // every other process in it ends with it, and no answer may leave after the run is declared dead.
   if (boot.oomExit) watchOomKills({ messagePath: boot.oomExit.messagePath, exit: (code) => process.exit(code) });
-  const hello = await listen(boot.listen, boot.secret, sessions);
+  // The runner's own stdio is the first connection and the fallback until a socket is used:
+  // only whoever started the runner can write to it. When it closes, that gateway is gone.
+  const stdio = new RunnerStdio(sessions, () => void stop(0));
+  const hello = await listen(boot.listen, boot.secret, sessions, () => stdio.retire());
   process.stdout.write(`${JSON.stringify(hello)}\n`);
-  // The runner's own stdio is the first connection and the fallback: only whoever started
-  // the runner can write to it. When it closes, the gateway that owns the run is gone.
-  sessions.serve(
-    new FramedMessageReader(process.stdin),
-    new FramedMessageWriter(process.stdout),
-    'stdio',
-    process.stdin,
-    () => void stop(0),
-  );
+  stdio.serve();
   logger.info({ pid: process.pid, listening: hello.listening, errors: hello.errors }, 'runner listening');
 }
 

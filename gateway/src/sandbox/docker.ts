@@ -32,6 +32,9 @@ const SHM_BYTES = 64 * 1024 * 1024;
 /** Where the run's socket directory is mounted inside the container. */
 const SOCKET_DIR = '/run/tether';
 const SOCKET_NAME = 'runner.sock';
+/** The runner image's init and the runner's entry point (images/runner/entry/). */
+const INIT = '/usr/local/bin/tether-init';
+const RUNNER_ENTRY = '/usr/local/bin/tether-runner';
 
 interface Live {
   runId: string;
@@ -211,6 +214,9 @@ export class DockerProvider implements SandboxProvider {
     return {
       name: `tether-${spec.runId}`,
       Image: image,
+      // PID 1 is the image's tini from an execute-only copy rather than Docker's own init, which
+      // any process of the run's uid could read (/proc/1/fd/0 and fd/1 are the runner's stdio).
+      Entrypoint: [INIT, RUNNER_ENTRY],
       Labels: spec.labels,
       User: this.user.spec,
       WorkingDir: WORKSPACE,
@@ -234,8 +240,7 @@ export class DockerProvider implements SandboxProvider {
         ReadonlyRootfs: true,
         Tmpfs: { '/tmp': tmpfs('1777'), [HOME]: tmpfs('700') },
         ShmSize: SHM_BYTES,
-        // A small init as PID 1 reaps the zombies of debuggees and language servers.
-        Init: true,
+        Init: false,
         PidsLimit: limits.pids,
         Memory: memory,
         MemorySwap: memory,
@@ -422,9 +427,11 @@ export class DockerProvider implements SandboxProvider {
     if (!info.State.Running) throw new Error(`container ${id} is not running`);
     const runId = info.Config.Labels?.[LABELS.runId] ?? '';
     const sandbox = this.sandbox(id, runId, await runSecret(this.config.stateDir, runId), Promise.resolve());
-    // A restarted gateway reaches the runner through its socket again, without the engine.
+    // A restarted gateway reaches the runner through its socket again, without the engine. The
+    // gateway before it used that socket, so the runner has retired its stdio: no fall back.
     const hostSocket = path.join(socketDir(this.config.stateDir, runId), SOCKET_NAME);
-    if (this.config.fastPath && existsSync(hostSocket)) return { ...sandbox, socket: { path: hostSocket } };
+    if (this.config.fastPath && existsSync(hostSocket))
+      return { ...sandbox, socket: { path: hostSocket }, socketOnly: true };
     return { ...sandbox, noSocketReason: this.config.fastPath ? `no socket at ${hostSocket}` : 'fastPath is off' };
   }
 

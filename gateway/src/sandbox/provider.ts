@@ -51,8 +51,9 @@ export interface Sandbox {
   /** Why there is no socket, for the log. */
   readonly noSocketReason?: string;
   /**
-   * The socket is the only way to the runner (Kubernetes over TCP): a failed connection is an
-   * error, never a fall back to stdio, and a dropped one is opened again.
+   * The socket is the only way to the runner (Kubernetes over TCP; a re-attached run whose
+   * socket was used before): a failed connection is an error, never a fall back to stdio, and a
+   * dropped one is opened again.
    */
   readonly socketOnly?: boolean;
   /**

@@ -10,15 +10,21 @@ import type { Sessions } from './sessions';
 /**
  * Opens the listeners the boot line asks for. Node opens every descriptor close-on-exec, so
  * the processes the tools spawn (language servers, kernels, adapters) inherit no listener.
+ * `onAuthenticated` is told each time a connection passes the challenge.
  */
-export async function listen(want: BootLine['listen'], secret: Buffer, sessions: Sessions): Promise<HelloLine> {
+export async function listen(
+  want: BootLine['listen'],
+  secret: Buffer,
+  sessions: Sessions,
+  onAuthenticated: () => void,
+): Promise<HelloLine> {
   const hello: HelloLine = { pid: process.pid, listening: {}, errors: [] };
   if (want.unix) {
     const file = want.unix;
     try {
       await fs.mkdir(path.dirname(file), { recursive: true });
       await fs.rm(file, { force: true });
-      const server = await open(secret, sessions, 'unix', (s) => s.listen(file));
+      const server = await open(secret, sessions, onAuthenticated, 'unix', (s) => s.listen(file));
       // The gateway may run as another user; the handshake, not the mode, keeps others out.
       await fs.chmod(file, 0o666);
       hello.listening.unix = file;
@@ -30,7 +36,7 @@ export async function listen(want: BootLine['listen'], secret: Buffer, sessions:
   if (want.tcp) {
     const { host, port } = want.tcp;
     try {
-      const server = await open(secret, sessions, 'tcp', (s) => s.listen(port, host));
+      const server = await open(secret, sessions, onAuthenticated, 'tcp', (s) => s.listen(port, host));
       const addr = server.address() as net.AddressInfo;
       hello.listening.tcp = { host: addr.address, port: addr.port };
       server.unref();
@@ -43,13 +49,20 @@ export async function listen(want: BootLine['listen'], secret: Buffer, sessions:
 
 let nextId = 1;
 
-function open(secret: Buffer, sessions: Sessions, kind: string, start: (s: net.Server) => void): Promise<net.Server> {
+function open(
+  secret: Buffer,
+  sessions: Sessions,
+  onAuthenticated: () => void,
+  kind: string,
+  start: (s: net.Server) => void,
+): Promise<net.Server> {
   const server = net.createServer((socket) => {
     const label = `${kind}#${nextId++}`;
     socket.on('error', () => undefined);
     acceptHandshake(socket, secret).then(
       () => {
         socket.setNoDelay(true);
+        onAuthenticated();
         sessions.serve(new FramedMessageReader(socket), new FramedMessageWriter(socket), label, socket, () =>
           socket.destroy(),
         );

@@ -134,6 +134,17 @@ export class Sessions {
   }
 
   /**
+   * Stops serving one connection without ending the run: the runner's stdio once a socket is in
+   * use. Nothing read from it afterwards reaches a handler, and nothing more is written to it.
+   */
+  retire(connection: MessageConnection, label: string, reason: string): void {
+    if (!this.open.delete(connection)) return;
+    this.watchers.delete(connection);
+    connection.dispose();
+    logger.info({ connection: label, reason, open: this.open.size }, 'connection retired');
+  }
+
+  /**
    * Everything that does not depend on the run. Until bound it may be asked again (a restarted
    * gateway re-adopting an idle pooled runner): the newer settings win, nothing of a run exists.
    */

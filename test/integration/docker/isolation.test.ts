@@ -91,8 +91,8 @@ test('no process is root, none holds capabilities, none can gain privileges', as
     `the runner is among the processes:\n${r.stdout}`,
   );
   assert.ok(
-    seen.some((l) => /Name: docker-init /.test(l)),
-    `init is among the processes:\n${r.stdout}`,
+    seen.some((l) => /Name: tini-private /.test(l)),
+    `init (the execute-only tini) is among the processes:\n${r.stdout}`,
   );
   for (const p of seen.map((l) => `${l.trim()} `)) {
     assert.match(p, /Uid: 1000 /, p);

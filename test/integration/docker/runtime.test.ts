@@ -4,6 +4,7 @@ import { RunState } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, docker, dockerConfig, execIn, removeInstance } from './support';
+import { PID1_PROBE, pid1Findings } from './pid1Probe';
 
 // The OCI runtime is configurable: a run under gVisor (runsc), when the engine has it
 // registered (see docs/containers.md). Skipped, saying so, where it does not.
@@ -43,5 +44,28 @@ test(`a run under the ${RUNTIME} runtime answers tools, moves files and stays ha
   ]);
   assert.match(probe.stdout, /^1000\nro\n/, probe.stdout + probe.stderr);
   assert.doesNotMatch(probe.stdout, /eth0/);
+  await t.alice.deleteRun(run.runId);
+});
+
+test(`under ${RUNTIME}: what code in the run reaches of PID 1 and the runner, and that stdin is not heard`, async (ctx) => {
+  if (skip || !t) return ctx.skip(skip || 'no gateway');
+  const run = await t.alice.createRun({ conversationId: 'runtime-pid1', features: { eval: true } });
+  assert.equal(run.state, RunState.READY, run.error);
+  await t.alice.putFileMap(run.runId, { 'a.txt': 'still served\n' });
+  // The socket is in use (the engine registers runsc with --host-uds=all), so the runner has
+  // retired its stdio: a `runner/shutdown` written into PID 1's or the runner's stdin is not heard.
+  assert.equal(t.gateway.runs.ready('alice', run.runId).runner.transport, 'unix');
+  const out = await t.alice.callTool(run.runId, 'eval', {
+    code: PID1_PROBE,
+    description: 'probe PID 1 and the runner',
+  });
+  const found = pid1Findings(resultText(out.result));
+  ctx.diagnostic(`under ${RUNTIME}: ${JSON.stringify(found)}`);
+  // The execute-only binaries cannot load here: the entry points use the readable ones.
+  assert.equal(found.init, '/usr/bin/tini');
+  await new Promise((r) => setTimeout(r, 1000));
+  const read = await t.alice.callTool(run.runId, 'read', { path: 'a.txt' });
+  assert.match(resultText(read.result), /still served/, 'the run goes on whatever reached its stdin');
+  assert.equal((await t.alice.getRun(run.runId)).state, RunState.READY);
   await t.alice.deleteRun(run.runId);
 });

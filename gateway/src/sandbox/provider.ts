@@ -80,6 +80,13 @@ export interface Sandbox {
  */
 export class SandboxPreconditionError extends Error {}
 
+/**
+ * The sandbox is alive but this gateway cannot prove itself to its runner (it was started with
+ * another state directory, whose transport key the runner knows). Not the run's end: the
+ * sandbox is left as it is for the gateway that can reach it.
+ */
+export class SandboxUnreachableError extends Error {}
+
 /** A byte stream to a runner's socket that the gateway did not open itself. */
 export interface RunnerStream {
   readable: Readable;
@@ -103,7 +110,6 @@ export interface SandboxInfo {
   running: boolean;
 }
 
-/** What differs between providers, declared by each, so nothing above them asks which one it has. */
 /**
  * What a provider declares about itself. The gateway decides by these, never by the
  * provider's name.
@@ -133,7 +139,10 @@ export interface SandboxProvider {
   /** What this provider can do, so that nothing above it has to know it by name. */
   readonly capabilities: ProviderCapabilities;
   create(spec: SandboxSpec): Promise<Sandbox>;
-  /** Re-attaches to a sandbox that outlived a gateway restart. */
+  /**
+   * Re-attaches to a sandbox that outlived a gateway restart. Throws SandboxUnreachableError
+   * for a live sandbox this gateway cannot reach.
+   */
   attach(id: string): Promise<Sandbox>;
   stop(id: string): Promise<void>;
   /** Removes the sandbox and the workspace it created. */

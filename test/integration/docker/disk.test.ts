@@ -1,6 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, promises as fs, readFileSync } from 'node:fs';
+import { existsSync, promises as fs, mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { status } from '@grpc/grpc-js';
 import { RunState } from '@tether/contract';
 import { resultText, type TetherClient } from '@tether/client';
@@ -10,7 +12,10 @@ import { containerOf, containersOf, docker, dockerConfig, execIn, removeInstance
 // Disk limits against the real engine: a loop-backed ext4 workspace per run.
 let t: TestGateway;
 const instance = `disk-${process.pid}`;
-const start = (over = {}) => startTestGateway({ provider: 'docker', docker: dockerConfig(), instance, ...over });
+// A restart is the same gateway again: the same instance and the same state directory.
+const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-disk-'));
+const start = (over = {}) =>
+  startTestGateway({ provider: 'docker', docker: dockerConfig(), instance, stateDir, ...over });
 const MiB = 2 ** 20;
 
 before(async () => {

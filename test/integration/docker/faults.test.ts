@@ -4,6 +4,9 @@ import { status } from '@grpc/grpc-js';
 import { RunState, type Question } from '@tether/contract';
 import * as tarStream from 'tar-stream';
 import { once } from 'node:events';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { TetherClient, resultText, tarOf } from '../../../clients/typescript/src';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { containerOf, containersOf, docker, dockerConfig, removeInstance, serveGateway, until } from './support';
@@ -15,7 +18,10 @@ let t: TestGateway;
 const instance = `faults-${process.pid}`;
 const features = { questions: { enabled: true, targetSpace: 'test' } };
 
-const start = () => startTestGateway({ provider: 'docker', docker: dockerConfig(), instance });
+// A restart is the same gateway again: the same instance and the same state directory (its
+// transport key proves it to the runners it started).
+const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-faults-'));
+const start = () => startTestGateway({ provider: 'docker', docker: dockerConfig(), instance, stateDir });
 
 before(async () => {
   t = await start();

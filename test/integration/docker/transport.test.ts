@@ -18,7 +18,7 @@ import type { ToolResult } from '../../../protocol/src/tools';
 import { RunState } from '@tether/contract';
 import { RunnerClient, type CallHooks } from '../../../gateway/src/runs/RunnerClient';
 import { runSecret, socketDir } from '../../../gateway/src/sandbox/boot';
-import type { Sandbox } from '../../../gateway/src/sandbox/provider';
+import { type Sandbox, SandboxUnreachableError } from '../../../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { DockerProvider } from '../../../gateway/src/sandbox/docker';
 import { containerOf, containersOf, dockerConfig, execIn, removeInstance, until } from './support';
@@ -280,7 +280,7 @@ test('a restarted gateway that finds the socket taken over removes the run; it n
   }
 });
 
-test('a restarted gateway re-attaches through the socket', async () => {
+test('a restarted gateway re-attaches through the socket; one with another state directory leaves the run be', async () => {
   const restartInstance = `${instance}-restart`;
   const first = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: restartInstance });
   let second: TestGateway | undefined;
@@ -291,6 +291,21 @@ test('a restarted gateway re-attaches through the socket', async () => {
     first.alice.close();
     first.bob.close();
     await first.gateway.close({ keepRuns: true });
+
+    // The same instance with another state directory holds another transport key: it cannot
+    // prove itself to the runner (whose stdio is retired), says so at once, and removes nothing.
+    const elsewhere = await startTestGateway({ provider: 'docker', docker: dockerConfig(), instance: restartInstance });
+    assert.deepEqual(await elsewhere.alice.listRuns(), []);
+    const provider = new DockerProvider(elsewhere.config);
+    await assert.rejects(
+      provider.attach((await containerOf(run.runId)).id),
+      (e) =>
+        e instanceof SandboxUnreachableError &&
+        e.message.includes(`started with state directory ${first.config.stateDir}, not ${elsewhere.config.stateDir}`),
+    );
+    await provider.close();
+    await elsewhere.close();
+    assert.equal((await containersOf(run.runId)).length, 1, 'the run is left in place');
     second = await startTestGateway({
       provider: 'docker',
       docker: dockerConfig(),

@@ -4,7 +4,7 @@ import { status } from '@grpc/grpc-js';
 import { GatewayError } from '../../../gateway/src/errors';
 import { assembleRuns } from '../../../gateway/src/server';
 import { RunnerGoneError } from '../../../gateway/src/runs/RunnerClient';
-import { SandboxPreconditionError } from '../../../gateway/src/sandbox/provider';
+import { SandboxPreconditionError, SandboxUnreachableError } from '../../../gateway/src/sandbox/provider';
 import { InitializeRequest, ShutdownRequest } from '../../../protocol/src/run';
 import { CallToolRequest } from '../../../protocol/src/tools';
 import { answersInitialize, FakeProvider, runSpec, testConfig, TOOLS, until, type FakeSandbox } from './fakeSandbox';
@@ -185,7 +185,7 @@ test('after a restart, live runs are re-attached with their tenant and spec; dea
   deadSandbox.exit();
 
   const second = assembleRuns(testConfig(), provider);
-  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1 });
+  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1, left: 0 });
   const again = second.registry.get('alice', kept.runId);
   assert.equal(again.state, 'READY');
   assert.equal(again.spec.conversationId, 'conv-7');
@@ -199,6 +199,22 @@ test('after a restart, live runs are re-attached with their tenant and spec; dea
     TOOLS.map((t) => t.name),
   );
   await second.close(false);
+});
+
+test('after a restart, a live run this gateway cannot reach is left in place, not removed', async () => {
+  const provider = new FakeProvider();
+  const first = assembleRuns(testConfig(), provider);
+  const run = await first.lifecycle.create('alice', runSpec());
+  await first.close(true);
+  provider.attach = async () => {
+    throw new SandboxUnreachableError('started with another state directory');
+  };
+  const second = assembleRuns(testConfig(), provider);
+  assert.deepEqual(await second.recovery.recover(), { recovered: 0, removed: 0, left: 1 });
+  assert.deepEqual(provider.removed, []);
+  assert.throws(() => second.registry.get('alice', run.runId), code(status.NOT_FOUND));
+  await second.close(false);
+  assert.ok(provider.sandboxes.has(run.sandbox!.id), 'closing the gateway does not touch it either');
 });
 
 test('a sandbox the deployment cannot serve: CreateRun is FAILED_PRECONDITION and no run is left; quota freed', async () => {

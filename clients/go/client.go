@@ -124,6 +124,27 @@ func (c *Client) DeleteRun(ctx context.Context, runID string) error {
 	return wrap(err)
 }
 
+// PauseRun keeps what of the run is data and lets go of its sandbox; the next call resumes it.
+func (c *Client) PauseRun(ctx context.Context, runID string) (*pb.Run, error) {
+	run, err := c.rpc.PauseRun(c.Authorize(ctx), &pb.PauseRunRequest{RunId: runID})
+	return run, wrap(err)
+}
+
+// ResumeRun brings a paused run back before its next call needs it; a ready run is returned as it is.
+func (c *Client) ResumeRun(ctx context.Context, runID string) (*pb.Run, error) {
+	run, err := c.rpc.ResumeRun(c.Authorize(ctx), &pb.ResumeRunRequest{RunId: runID})
+	return run, wrap(err)
+}
+
+// ForkRun makes count new runs that start from the run's state now; the run goes on.
+func (c *Client) ForkRun(ctx context.Context, runID string, count int32) ([]*pb.Run, error) {
+	res, err := c.rpc.ForkRun(c.Authorize(ctx), &pb.ForkRunRequest{RunId: runID, Count: count})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return res.GetRuns(), nil
+}
+
 // ListTools lists the tools the given surface may see (nil: the default surface).
 func (c *Client) ListTools(ctx context.Context, runID string, surface *pb.Surface) ([]*pb.Tool, error) {
 	res, err := c.rpc.ListTools(c.Authorize(ctx), &pb.ListToolsRequest{RunId: runID, Surface: surface})

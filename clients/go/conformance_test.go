@@ -259,6 +259,16 @@ func (r *runner) perform(ctx context.Context, op string, step map[string]any) (a
 		return c.CreateRun(ctx, req)
 	case "getRun":
 		return c.GetRun(ctx, run)
+	case "pauseRun":
+		return c.PauseRun(ctx, run)
+	case "resumeRun":
+		return c.ResumeRun(ctx, run)
+	case "forkRun":
+		count := int32(1)
+		if n, ok := step["count"].(float64); ok {
+			count = int32(n)
+		}
+		return c.ForkRun(ctx, run, count)
 	case "listRuns":
 		return c.ListRuns(ctx)
 	case "deleteRun":
@@ -371,7 +381,7 @@ func strings_(v any) []string {
 
 func verify(op string, value any, expect map[string]any) error {
 	switch op {
-	case "createRun", "getRun":
+	case "createRun", "getRun", "pauseRun", "resumeRun":
 		run := value.(*pb.Run)
 		if want, ok := expect["state"].(string); ok && run.GetState().String() != want {
 			return fmt.Errorf("state %s, expected %s (error: %q)", run.GetState(), want, run.GetError())

@@ -25,7 +25,7 @@ const surfaceOf = (o: { plan?: boolean; readOnly?: boolean }) => ({
   agent: o.readOnly ? AgentKind.READ_ONLY_SUBAGENT : AgentKind.MAIN,
 });
 
-/** Registers `run create|list|delete`, `tools` and `call`, which talk to a running gateway. */
+/** Registers `run create|list|delete|pause|resume|fork`, `tools` and `call`, which talk to a running gateway. */
 export function registerClientCommands(program: Command, fail: (err: unknown) => never): void {
   const run = program.command('run').description('manage runs');
   withConn(run.command('create'))
@@ -98,6 +98,40 @@ export function registerClientCommands(program: Command, fail: (err: unknown) =>
       try {
         await c.deleteRun(runId);
         console.log(`deleted ${runId}`);
+      } catch (err) {
+        fail(err);
+      } finally {
+        c.close();
+      }
+    });
+
+  for (const [verb, what] of [
+    ['pause', 'pause a run: keep its data, let go of its sandbox'],
+    ['resume', 'resume a paused run'],
+  ] as const)
+    withConn(run.command(`${verb} <runId>`))
+      .description(what)
+      .action(async (runId: string, o) => {
+        const c = client(o);
+        try {
+          const r = verb === 'pause' ? await c.pauseRun(runId) : await c.resumeRun(runId);
+          const lost = r.pause?.notKept.length ? ` (not kept: ${r.pause.notKept.join('; ')})` : '';
+          console.log(`${r.runId} ${RunState[r.state]}${lost}`);
+        } catch (err) {
+          fail(err);
+        } finally {
+          c.close();
+        }
+      });
+
+  withConn(run.command('fork <runId>'))
+    .description("new runs from a run's state now (its workspace, kernel variables, staged edits)")
+    .option('--count <n>', 'how many forks', '1')
+    .action(async (runId: string, o) => {
+      const c = client(o);
+      try {
+        for (const r of await c.forkRun(runId, Number(o.count)))
+          console.log(r.state === RunState.READY ? r.runId : `${r.runId} ${RunState[r.state]}: ${r.error}`);
       } catch (err) {
         fail(err);
       } finally {

@@ -124,7 +124,31 @@ export const configSchema = Type.Object(
         maxLifetimeSeconds: Type.Number({
           minimum: 0,
           default: 6 * 3600,
-          description: 'a run is stopped after this long',
+          description: 'a run is stopped after this long (paused or not)',
+        }),
+        idlePauseSeconds: Type.Number({
+          minimum: 0,
+          default: 600,
+          description:
+            'a run with no calls for this long is paused, where its provider can pause it (0: never); the next call resumes it',
+        }),
+        pausedRetentionSeconds: Type.Number({
+          minimum: 0,
+          default: 7 * 24 * 3600,
+          docDefault: '7 days',
+          description:
+            'a paused run is stopped, and its workspace removed, after this long paused (0: kept until its lifetime ends)',
+        }),
+        maxForks: Type.Integer({
+          minimum: 1,
+          default: 10,
+          description: 'most forks one `ForkRun` may make',
+        }),
+        maxPausedPerTenant: Type.Integer({
+          minimum: 0,
+          default: 100,
+          description:
+            'paused runs per tenant: past it a pause is refused, and an idle run is not paused (it is stopped at the idle timeout)',
         }),
         maxPerTenant: Type.Integer({
           minimum: 1,

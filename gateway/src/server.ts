@@ -10,6 +10,8 @@ import { TokenAuthenticator } from './auth';
 import type { GatewayConfig } from './config';
 import { logger } from './log';
 import { RunLifecycle } from './runs/RunLifecycle';
+import { PausedStore } from './runs/PausedStore';
+import { RunPauses } from './runs/RunPauses';
 import { RunRecovery } from './runs/RunRecovery';
 import { RunRegistry } from './runs/RunRegistry';
 import { grpcDefinition } from '@tether/contract/grpc';
@@ -35,6 +37,8 @@ export interface GatewayRuns {
   /** The runs this gateway knows; every lookup scoped by tenant. */
   registry: RunRegistry;
   lifecycle: RunLifecycle;
+  /** Pause and resume, and the resume a call for a paused run sets off. */
+  pauses: RunPauses;
   recovery: RunRecovery;
   pool: RunPool;
   tenancy: Tenancy;
@@ -54,6 +58,7 @@ export function assembleRuns(
   const templates = new TemplateCatalog(config, provider.capabilities.templateImages);
   const egress = new EgressService(config, (r) => telemetry.egress(r));
   const claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
+  const paused = new PausedStore(path.join(config.stateDir, 'paused', config.instance));
   const registry = new RunRegistry(provider);
   const pool = new RunPool({ config, provider, tenancy, templates });
   const lifecycle = new RunLifecycle({
@@ -64,10 +69,23 @@ export function assembleRuns(
     templates,
     egress,
     claims,
+    paused,
     pool,
     telemetry,
   });
-  const recovery = new RunRecovery({ config, provider, registry, lifecycle, egress, claims, pool });
+  const pauses = new RunPauses({
+    config,
+    provider,
+    registry,
+    lifecycle,
+    tenancy,
+    templates,
+    egress,
+    claims,
+    paused,
+    telemetry,
+  });
+  const recovery = new RunRecovery({ config, provider, registry, lifecycle, egress, claims, paused, pool });
   telemetry.watchRuns({
     states: () => registry.all().map((r) => [r.tenant, r.state] as const),
     usage: () => registry.usageByTenant(),
@@ -77,6 +95,7 @@ export function assembleRuns(
   return {
     registry,
     lifecycle,
+    pauses,
     recovery,
     pool,
     tenancy,
@@ -85,6 +104,7 @@ export function assembleRuns(
       recovery.stopDiscovery();
       tenancy.flushRefusals();
       await pool.close(keep);
+      await pauses.close();
       await lifecycle.close(keep);
       await egress.closeAll(keep);
       await provider.close();
@@ -113,8 +133,10 @@ export async function startGateway(config: GatewayConfig, given?: SandboxProvide
   const telemetry = await Telemetry.start(config);
   const runs = assembleRuns(config, provider, telemetry);
   const recovered = await runs.recovery.recover();
-  if (recovered.recovered || recovered.removed || recovered.left) logger.info(recovered, 'runs found after restart');
+  if (recovered.recovered || recovered.removed || recovered.left || recovered.paused)
+    logger.info(recovered, 'runs found after restart');
   runs.lifecycle.startSweeper();
+  runs.pauses.startSweeper();
   runs.recovery.startDiscovery();
   await runs.pool.start();
 

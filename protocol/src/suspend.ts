@@ -72,6 +72,8 @@ export type RestoreOutcome =
 export interface RestoreParams {
   /** Keep the state on the volume after restoring it (default false: it is removed once restored). */
   keep?: boolean;
+  /** This run is a fork of that one: the state its parent wrote is the one to restore. */
+  forkOf?: string;
 }
 
 export interface RestoreResult {

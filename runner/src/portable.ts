@@ -158,7 +158,7 @@ export class PortableState {
   }
 
   async restore(params: RestoreParams = {}): Promise<RestoreResult> {
-    const checked = await this.check();
+    const checked = await this.check(params.forkOf);
     if (!checked.ok) {
       const result: RestoreResult = {
         outcome: checked.outcome,
@@ -203,14 +203,21 @@ export class PortableState {
       families,
       kernels,
       notKept,
-      notice: noticeOf(manifest.suspendedAt, families, kernels, notKept),
+      // Only the state its parent wrote makes this a fork's first start; its own is a resume.
+      notice: noticeOf(
+        manifest.suspendedAt,
+        families,
+        kernels,
+        notKept,
+        manifest.runId === params.forkOf ? params.forkOf : undefined,
+      ),
     };
   }
 
   /** The manifest, once it and every file it names are whole; otherwise why not. */
-  private async check(): Promise<
-    { ok: true; manifest: Manifest } | { ok: false; outcome: 'none' | 'torn'; problem: string }
-  > {
+  private async check(
+    forkOf?: string,
+  ): Promise<{ ok: true; manifest: Manifest } | { ok: false; outcome: 'none' | 'torn'; problem: string }> {
     let text: string;
     try {
       text = await fs.readFile(path.join(this.dir, MANIFEST), 'utf8');
@@ -237,7 +244,8 @@ export class PortableState {
       !/^g-[\w-]+$/.test(manifest.generation)
     )
       return { ok: false, outcome: 'torn', problem: 'the manifest lacks its families or generation' };
-    if (manifest.runId !== this.run.runId)
+    // A fork starts from its parent's state; any other run's state is not this run's to take.
+    if (manifest.runId !== this.run.runId && manifest.runId !== forkOf)
       return { ok: false, outcome: 'torn', problem: `the state is of another run (${manifest.runId})` };
     const base = path.join(this.dir, manifest.generation);
     for (const family of manifest.families) {
@@ -286,9 +294,12 @@ export function noticeOf(
   families: FamilyStateSummary[],
   kernels: KernelStateSummary[],
   notKept: NotKept[],
+  forkOf?: string,
 ): string {
   const lines = [
-    `This run was paused (at ${suspendedAt}) and has been resumed on a new sandbox over the same workspace.`,
+    forkOf
+      ? `This run is a fork of run ${forkOf}: it started from that run's state at ${suspendedAt}, on a copy of its workspace.`
+      : `This run was paused (at ${suspendedAt}) and has been resumed on a new sandbox over the same workspace.`,
   ];
   const back: string[] = [];
   for (const k of kernels)

@@ -207,8 +207,15 @@ class ScenarioRun {
         }
         return () => checkRun(run, expect);
       }
-      case 'getRun': {
-        const run = await c.getRun(str(step, 'run'));
+      case 'getRun':
+      case 'pauseRun':
+      case 'resumeRun': {
+        const id = str(step, 'run');
+        const run = await (step.op === 'getRun'
+          ? c.getRun(id)
+          : step.op === 'pauseRun'
+            ? c.pauseRun(id)
+            : c.resumeRun(id));
         return () => checkRun(run, expect);
       }
       case 'listRuns': {
@@ -217,6 +224,9 @@ class ScenarioRun {
       }
       case 'deleteRun':
         await c.deleteRun(str(step, 'run'));
+        return () => undefined;
+      case 'forkRun':
+        await c.forkRun(str(step, 'run'), (step.count as number | undefined) ?? 1);
         return () => undefined;
       case 'listTools': {
         const surface = step.surface === undefined ? undefined : fromJson(SurfaceSchema, step.surface);

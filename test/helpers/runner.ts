@@ -41,9 +41,10 @@ export async function runnerFor(
   features: Partial<RunFeatures> = {},
   settings: Record<string, unknown> = {},
   workspace = tempWorkspace(),
+  runId = 'run-test',
 ) {
   const run = new RunContext({
-    runId: 'run-test',
+    runId,
     conversationId: 'conv-test',
     workspace,
     features: { ...NO_FEATURES, ...features },

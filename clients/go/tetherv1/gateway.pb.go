@@ -85,6 +85,10 @@ const (
 	RunState_RUN_STATE_READY       RunState = 2
 	RunState_RUN_STATE_FAILED      RunState = 3
 	RunState_RUN_STATE_STOPPED     RunState = 4
+	// The run holds no sandbox; its workspace and what the pause kept wait for a resume.
+	RunState_RUN_STATE_PAUSED RunState = 5
+	// Between READY and PAUSED: calls that arrive wait and then resume it.
+	RunState_RUN_STATE_PAUSING RunState = 6
 )
 
 // Enum value maps for RunState.
@@ -95,6 +99,8 @@ var (
 		2: "RUN_STATE_READY",
 		3: "RUN_STATE_FAILED",
 		4: "RUN_STATE_STOPPED",
+		5: "RUN_STATE_PAUSED",
+		6: "RUN_STATE_PAUSING",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED": 0,
@@ -102,6 +108,8 @@ var (
 		"RUN_STATE_READY":       2,
 		"RUN_STATE_FAILED":      3,
 		"RUN_STATE_STOPPED":     4,
+		"RUN_STATE_PAUSED":      5,
+		"RUN_STATE_PAUSING":     6,
 	}
 )
 
@@ -130,6 +138,56 @@ func (x RunState) Number() protoreflect.EnumNumber {
 // Deprecated: Use RunState.Descriptor instead.
 func (RunState) EnumDescriptor() ([]byte, []int) {
 	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{1}
+}
+
+// How deep a pause keeps the run.
+type PauseDepth int32
+
+const (
+	PauseDepth_PAUSE_DEPTH_UNSPECIFIED PauseDepth = 0
+	// Its data: the workspace, staged edits, diagnostics ledgers, the worker roster and each
+	// eval kernel's variables (serialized). Language servers, open files and debug sessions
+	// start again.
+	PauseDepth_PAUSE_DEPTH_PORTABLE PauseDepth = 1
+)
+
+// Enum value maps for PauseDepth.
+var (
+	PauseDepth_name = map[int32]string{
+		0: "PAUSE_DEPTH_UNSPECIFIED",
+		1: "PAUSE_DEPTH_PORTABLE",
+	}
+	PauseDepth_value = map[string]int32{
+		"PAUSE_DEPTH_UNSPECIFIED": 0,
+		"PAUSE_DEPTH_PORTABLE":    1,
+	}
+)
+
+func (x PauseDepth) Enum() *PauseDepth {
+	p := new(PauseDepth)
+	*p = x
+	return p
+}
+
+func (x PauseDepth) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PauseDepth) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_gateway_proto_enumTypes[2].Descriptor()
+}
+
+func (PauseDepth) Type() protoreflect.EnumType {
+	return &file_tether_v1_gateway_proto_enumTypes[2]
+}
+
+func (x PauseDepth) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PauseDepth.Descriptor instead.
+func (PauseDepth) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{2}
 }
 
 type RunStart int32
@@ -167,11 +225,11 @@ func (x RunStart) String() string {
 }
 
 func (RunStart) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[2].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[3].Descriptor()
 }
 
 func (RunStart) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[2]
+	return &file_tether_v1_gateway_proto_enumTypes[3]
 }
 
 func (x RunStart) Number() protoreflect.EnumNumber {
@@ -180,7 +238,7 @@ func (x RunStart) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunStart.Descriptor instead.
 func (RunStart) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{2}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{3}
 }
 
 type AgentKind int32
@@ -216,11 +274,11 @@ func (x AgentKind) String() string {
 }
 
 func (AgentKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[3].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[4].Descriptor()
 }
 
 func (AgentKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[3]
+	return &file_tether_v1_gateway_proto_enumTypes[4]
 }
 
 func (x AgentKind) Number() protoreflect.EnumNumber {
@@ -229,7 +287,7 @@ func (x AgentKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentKind.Descriptor instead.
 func (AgentKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{3}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{4}
 }
 
 type SurfaceMode int32
@@ -265,11 +323,11 @@ func (x SurfaceMode) String() string {
 }
 
 func (SurfaceMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[4].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[5].Descriptor()
 }
 
 func (SurfaceMode) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[4]
+	return &file_tether_v1_gateway_proto_enumTypes[5]
 }
 
 func (x SurfaceMode) Number() protoreflect.EnumNumber {
@@ -278,7 +336,7 @@ func (x SurfaceMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SurfaceMode.Descriptor instead.
 func (SurfaceMode) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{4}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 type Tier int32
@@ -317,11 +375,11 @@ func (x Tier) String() string {
 }
 
 func (Tier) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[5].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[6].Descriptor()
 }
 
 func (Tier) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[5]
+	return &file_tether_v1_gateway_proto_enumTypes[6]
 }
 
 func (x Tier) Number() protoreflect.EnumNumber {
@@ -330,7 +388,7 @@ func (x Tier) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Tier.Descriptor instead.
 func (Tier) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 type QuestionKind int32
@@ -366,11 +424,11 @@ func (x QuestionKind) String() string {
 }
 
 func (QuestionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[6].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[7].Descriptor()
 }
 
 func (QuestionKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[6]
+	return &file_tether_v1_gateway_proto_enumTypes[7]
 }
 
 func (x QuestionKind) Number() protoreflect.EnumNumber {
@@ -379,7 +437,7 @@ func (x QuestionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use QuestionKind.Descriptor instead.
 func (QuestionKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 type WorkerEventKind int32
@@ -418,11 +476,11 @@ func (x WorkerEventKind) String() string {
 }
 
 func (WorkerEventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[7].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[8].Descriptor()
 }
 
 func (WorkerEventKind) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[7]
+	return &file_tether_v1_gateway_proto_enumTypes[8]
 }
 
 func (x WorkerEventKind) Number() protoreflect.EnumNumber {
@@ -431,7 +489,7 @@ func (x WorkerEventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerEventKind.Descriptor instead.
 func (WorkerEventKind) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 type WorkerStatus int32
@@ -473,11 +531,11 @@ func (x WorkerStatus) String() string {
 }
 
 func (WorkerStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_tether_v1_gateway_proto_enumTypes[8].Descriptor()
+	return file_tether_v1_gateway_proto_enumTypes[9].Descriptor()
 }
 
 func (WorkerStatus) Type() protoreflect.EnumType {
-	return &file_tether_v1_gateway_proto_enumTypes[8]
+	return &file_tether_v1_gateway_proto_enumTypes[9]
 }
 
 func (x WorkerStatus) Number() protoreflect.EnumNumber {
@@ -486,7 +544,7 @@ func (x WorkerStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerStatus.Descriptor instead.
 func (WorkerStatus) EnumDescriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 type Approvals struct {
@@ -926,7 +984,11 @@ type Run struct {
 	// The hosts the run may reach; absent when the run has no egress.
 	Egress *Egress `protobuf:"bytes,13,opt,name=egress,proto3" json:"egress,omitempty"`
 	// Where the run's sandbox came from.
-	Start         RunStart `protobuf:"varint,14,opt,name=start,proto3,enum=tether.v1.RunStart" json:"start,omitempty"`
+	Start RunStart `protobuf:"varint,14,opt,name=start,proto3,enum=tether.v1.RunStart" json:"start,omitempty"`
+	// The last pause: set while the run is PAUSED, and after a resume until the next one.
+	Pause *RunPause `protobuf:"bytes,15,opt,name=pause,proto3" json:"pause,omitempty"`
+	// The run this one was forked from; empty otherwise.
+	ForkedFrom    string `protobuf:"bytes,16,opt,name=forked_from,json=forkedFrom,proto3" json:"forked_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1059,6 +1121,108 @@ func (x *Run) GetStart() RunStart {
 	return RunStart_RUN_START_UNSPECIFIED
 }
 
+func (x *Run) GetPause() *RunPause {
+	if x != nil {
+		return x.Pause
+	}
+	return nil
+}
+
+func (x *Run) GetForkedFrom() string {
+	if x != nil {
+		return x.ForkedFrom
+	}
+	return ""
+}
+
+type RunPause struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Depth    PauseDepth             `protobuf:"varint,1,opt,name=depth,proto3,enum=tether.v1.PauseDepth" json:"depth,omitempty"`
+	PausedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
+	// Why: "requested", or "idle" for runs.idlePauseSeconds.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Bytes the pause wrote beside the workspace.
+	StateBytes int64 `protobuf:"varint,4,opt,name=state_bytes,json=stateBytes,proto3" json:"state_bytes,omitempty"`
+	// What the pause could not keep, each in words a model can act on.
+	NotKept []string `protobuf:"bytes,5,rep,name=not_kept,json=notKept,proto3" json:"not_kept,omitempty"`
+	// When the run last came back from it; unset while it is paused.
+	ResumedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=resumed_at,json=resumedAt,proto3" json:"resumed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunPause) Reset() {
+	*x = RunPause{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunPause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunPause) ProtoMessage() {}
+
+func (x *RunPause) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunPause.ProtoReflect.Descriptor instead.
+func (*RunPause) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RunPause) GetDepth() PauseDepth {
+	if x != nil {
+		return x.Depth
+	}
+	return PauseDepth_PAUSE_DEPTH_UNSPECIFIED
+}
+
+func (x *RunPause) GetPausedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PausedAt
+	}
+	return nil
+}
+
+func (x *RunPause) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RunPause) GetStateBytes() int64 {
+	if x != nil {
+		return x.StateBytes
+	}
+	return 0
+}
+
+func (x *RunPause) GetNotKept() []string {
+	if x != nil {
+		return x.NotKept
+	}
+	return nil
+}
+
+func (x *RunPause) GetResumedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResumedAt
+	}
+	return nil
+}
+
 // A run's consumption as its sandbox provider measures it, for billing and warnings.
 type RunUsage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1075,7 +1239,7 @@ type RunUsage struct {
 
 func (x *RunUsage) Reset() {
 	*x = RunUsage{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	mi := &file_tether_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1251,7 @@ func (x *RunUsage) String() string {
 func (*RunUsage) ProtoMessage() {}
 
 func (x *RunUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[7]
+	mi := &file_tether_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1264,7 @@ func (x *RunUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunUsage.ProtoReflect.Descriptor instead.
 func (*RunUsage) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunUsage) GetDiskBytes() uint64 {
@@ -1133,7 +1297,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[8]
+	mi := &file_tether_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1309,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[8]
+	mi := &file_tether_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1322,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -1176,7 +1340,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[9]
+	mi := &file_tether_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1352,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[9]
+	mi := &file_tether_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1365,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 type ListRunsResponse struct {
@@ -1213,7 +1377,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[10]
+	mi := &file_tether_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1389,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[10]
+	mi := &file_tether_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1402,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -1257,7 +1421,7 @@ type DeleteRunRequest struct {
 
 func (x *DeleteRunRequest) Reset() {
 	*x = DeleteRunRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[11]
+	mi := &file_tether_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1433,7 @@ func (x *DeleteRunRequest) String() string {
 func (*DeleteRunRequest) ProtoMessage() {}
 
 func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[11]
+	mi := &file_tether_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1446,7 @@ func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRunRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRunRequest) GetRunId() string {
@@ -1300,7 +1464,7 @@ type DeleteRunResponse struct {
 
 func (x *DeleteRunResponse) Reset() {
 	*x = DeleteRunResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[12]
+	mi := &file_tether_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1476,7 @@ func (x *DeleteRunResponse) String() string {
 func (*DeleteRunResponse) ProtoMessage() {}
 
 func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[12]
+	mi := &file_tether_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1489,193 @@ func (x *DeleteRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRunResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{13}
+}
+
+type PauseRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRunRequest) Reset() {
+	*x = PauseRunRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRunRequest) ProtoMessage() {}
+
+func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRunRequest.ProtoReflect.Descriptor instead.
+func (*PauseRunRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PauseRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type ResumeRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRunRequest) Reset() {
+	*x = ResumeRunRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRunRequest) ProtoMessage() {}
+
+func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResumeRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type ForkRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// How many forks: 1 to runs.maxForks (0 means 1).
+	Count         int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkRunRequest) Reset() {
+	*x = ForkRunRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkRunRequest) ProtoMessage() {}
+
+func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
+func (*ForkRunRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ForkRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ForkRunRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type ForkRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The forks, each READY or FAILED with its reason.
+	Runs          []*Run `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkRunResponse) Reset() {
+	*x = ForkRunResponse{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkRunResponse) ProtoMessage() {}
+
+func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
+func (*ForkRunResponse) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ForkRunResponse) GetRuns() []*Run {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
 }
 
 type PutFilesRequest struct {
@@ -1341,7 +1691,7 @@ type PutFilesRequest struct {
 
 func (x *PutFilesRequest) Reset() {
 	*x = PutFilesRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[13]
+	mi := &file_tether_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1703,7 @@ func (x *PutFilesRequest) String() string {
 func (*PutFilesRequest) ProtoMessage() {}
 
 func (x *PutFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[13]
+	mi := &file_tether_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1716,7 @@ func (x *PutFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesRequest.ProtoReflect.Descriptor instead.
 func (*PutFilesRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PutFilesRequest) GetMsg() isPutFilesRequest_Msg {
@@ -1422,7 +1772,7 @@ type PutFilesHeader struct {
 
 func (x *PutFilesHeader) Reset() {
 	*x = PutFilesHeader{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	mi := &file_tether_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1784,7 @@ func (x *PutFilesHeader) String() string {
 func (*PutFilesHeader) ProtoMessage() {}
 
 func (x *PutFilesHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[14]
+	mi := &file_tether_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1797,7 @@ func (x *PutFilesHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesHeader.ProtoReflect.Descriptor instead.
 func (*PutFilesHeader) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PutFilesHeader) GetRunId() string {
@@ -1474,7 +1824,7 @@ type PutFilesResponse struct {
 
 func (x *PutFilesResponse) Reset() {
 	*x = PutFilesResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	mi := &file_tether_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1836,7 @@ func (x *PutFilesResponse) String() string {
 func (*PutFilesResponse) ProtoMessage() {}
 
 func (x *PutFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[15]
+	mi := &file_tether_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1849,7 @@ func (x *PutFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesResponse.ProtoReflect.Descriptor instead.
 func (*PutFilesResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PutFilesResponse) GetFilesWritten() uint32 {
@@ -1527,7 +1877,7 @@ type GetFilesRequest struct {
 
 func (x *GetFilesRequest) Reset() {
 	*x = GetFilesRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	mi := &file_tether_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1889,7 @@ func (x *GetFilesRequest) String() string {
 func (*GetFilesRequest) ProtoMessage() {}
 
 func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[16]
+	mi := &file_tether_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1902,7 @@ func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesRequest.ProtoReflect.Descriptor instead.
 func (*GetFilesRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetFilesRequest) GetRunId() string {
@@ -1578,7 +1928,7 @@ type GetFilesResponse struct {
 
 func (x *GetFilesResponse) Reset() {
 	*x = GetFilesResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	mi := &file_tether_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1940,7 @@ func (x *GetFilesResponse) String() string {
 func (*GetFilesResponse) ProtoMessage() {}
 
 func (x *GetFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[17]
+	mi := &file_tether_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1953,7 @@ func (x *GetFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesResponse.ProtoReflect.Descriptor instead.
 func (*GetFilesResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetFilesResponse) GetChunk() []byte {
@@ -1625,7 +1975,7 @@ type Surface struct {
 
 func (x *Surface) Reset() {
 	*x = Surface{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[18]
+	mi := &file_tether_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1987,7 @@ func (x *Surface) String() string {
 func (*Surface) ProtoMessage() {}
 
 func (x *Surface) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[18]
+	mi := &file_tether_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +2000,7 @@ func (x *Surface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Surface.ProtoReflect.Descriptor instead.
 func (*Surface) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Surface) GetMode() SurfaceMode {
@@ -1677,7 +2027,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[19]
+	mi := &file_tether_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +2039,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[19]
+	mi := &file_tether_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +2052,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListToolsRequest) GetRunId() string {
@@ -1734,7 +2084,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[20]
+	mi := &file_tether_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2096,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[20]
+	mi := &file_tether_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2109,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Tool) GetName() string {
@@ -1806,7 +2156,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[21]
+	mi := &file_tether_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +2168,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[21]
+	mi := &file_tether_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +2181,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -1859,7 +2209,7 @@ type CallToolStart struct {
 
 func (x *CallToolStart) Reset() {
 	*x = CallToolStart{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[22]
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2221,7 @@ func (x *CallToolStart) String() string {
 func (*CallToolStart) ProtoMessage() {}
 
 func (x *CallToolStart) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[22]
+	mi := &file_tether_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2234,7 @@ func (x *CallToolStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStart.ProtoReflect.Descriptor instead.
 func (*CallToolStart) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CallToolStart) GetRunId() string {
@@ -1951,7 +2301,7 @@ type Answer struct {
 
 func (x *Answer) Reset() {
 	*x = Answer{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[23]
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2313,7 @@ func (x *Answer) String() string {
 func (*Answer) ProtoMessage() {}
 
 func (x *Answer) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[23]
+	mi := &file_tether_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2326,7 @@ func (x *Answer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Answer.ProtoReflect.Descriptor instead.
 func (*Answer) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Answer) GetQuestionId() string {
@@ -2024,7 +2374,7 @@ type BridgeResult struct {
 
 func (x *BridgeResult) Reset() {
 	*x = BridgeResult{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[24]
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2386,7 @@ func (x *BridgeResult) String() string {
 func (*BridgeResult) ProtoMessage() {}
 
 func (x *BridgeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[24]
+	mi := &file_tether_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2399,7 @@ func (x *BridgeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeResult.ProtoReflect.Descriptor instead.
 func (*BridgeResult) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BridgeResult) GetBridgeId() string {
@@ -2075,7 +2425,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[25]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2437,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[25]
+	mi := &file_tether_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2450,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Cancel) GetReason() string {
@@ -2125,7 +2475,7 @@ type CallToolInput struct {
 
 func (x *CallToolInput) Reset() {
 	*x = CallToolInput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[26]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2487,7 @@ func (x *CallToolInput) String() string {
 func (*CallToolInput) ProtoMessage() {}
 
 func (x *CallToolInput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[26]
+	mi := &file_tether_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2500,7 @@ func (x *CallToolInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolInput.ProtoReflect.Descriptor instead.
 func (*CallToolInput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CallToolInput) GetMsg() isCallToolInput_Msg {
@@ -2241,7 +2591,7 @@ type CallsInput struct {
 
 func (x *CallsInput) Reset() {
 	*x = CallsInput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2603,7 @@ func (x *CallsInput) String() string {
 func (*CallsInput) ProtoMessage() {}
 
 func (x *CallsInput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[27]
+	mi := &file_tether_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2616,7 @@ func (x *CallsInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsInput.ProtoReflect.Descriptor instead.
 func (*CallsInput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CallsInput) GetCallId() string {
@@ -2305,7 +2655,7 @@ type CallError struct {
 
 func (x *CallError) Reset() {
 	*x = CallError{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2667,7 @@ func (x *CallError) String() string {
 func (*CallError) ProtoMessage() {}
 
 func (x *CallError) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[28]
+	mi := &file_tether_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2680,7 @@ func (x *CallError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallError.ProtoReflect.Descriptor instead.
 func (*CallError) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CallError) GetCode() int32 {
@@ -2368,7 +2718,7 @@ type CallsOutput struct {
 
 func (x *CallsOutput) Reset() {
 	*x = CallsOutput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2730,7 @@ func (x *CallsOutput) String() string {
 func (*CallsOutput) ProtoMessage() {}
 
 func (x *CallsOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[29]
+	mi := &file_tether_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2743,7 @@ func (x *CallsOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsOutput.ProtoReflect.Descriptor instead.
 func (*CallsOutput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CallsOutput) GetCallId() string {
@@ -2455,7 +2805,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2817,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[30]
+	mi := &file_tether_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2830,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Progress) GetText() string {
@@ -2502,7 +2852,7 @@ type QuestionOption struct {
 
 func (x *QuestionOption) Reset() {
 	*x = QuestionOption{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2864,7 @@ func (x *QuestionOption) String() string {
 func (*QuestionOption) ProtoMessage() {}
 
 func (x *QuestionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[31]
+	mi := &file_tether_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2877,7 @@ func (x *QuestionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionOption.ProtoReflect.Descriptor instead.
 func (*QuestionOption) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *QuestionOption) GetNumber() uint32 {
@@ -2569,7 +2919,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2581,7 +2931,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[32]
+	mi := &file_tether_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2594,7 +2944,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Question) GetId() string {
@@ -2671,7 +3021,7 @@ type BridgeCall struct {
 
 func (x *BridgeCall) Reset() {
 	*x = BridgeCall{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3033,7 @@ func (x *BridgeCall) String() string {
 func (*BridgeCall) ProtoMessage() {}
 
 func (x *BridgeCall) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[33]
+	mi := &file_tether_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3046,7 @@ func (x *BridgeCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeCall.ProtoReflect.Descriptor instead.
 func (*BridgeCall) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BridgeCall) GetBridgeId() string {
@@ -2730,7 +3080,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +3092,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[34]
+	mi := &file_tether_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +3105,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ImageContent) GetMime() string {
@@ -2781,7 +3131,7 @@ type TableRow struct {
 
 func (x *TableRow) Reset() {
 	*x = TableRow{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +3143,7 @@ func (x *TableRow) String() string {
 func (*TableRow) ProtoMessage() {}
 
 func (x *TableRow) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[35]
+	mi := &file_tether_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +3156,7 @@ func (x *TableRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRow.ProtoReflect.Descriptor instead.
 func (*TableRow) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TableRow) GetCells() []string {
@@ -2828,7 +3178,7 @@ type TableContent struct {
 
 func (x *TableContent) Reset() {
 	*x = TableContent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3190,7 @@ func (x *TableContent) String() string {
 func (*TableContent) ProtoMessage() {}
 
 func (x *TableContent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[36]
+	mi := &file_tether_v1_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3203,7 @@ func (x *TableContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableContent.ProtoReflect.Descriptor instead.
 func (*TableContent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TableContent) GetColumns() []string {
@@ -2892,7 +3242,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3254,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[37]
+	mi := &file_tether_v1_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3267,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Content) GetItem() isContent_Item {
@@ -3002,7 +3352,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3364,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[38]
+	mi := &file_tether_v1_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3377,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -3066,7 +3416,7 @@ type CallToolOutput struct {
 
 func (x *CallToolOutput) Reset() {
 	*x = CallToolOutput{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[39]
+	mi := &file_tether_v1_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3428,7 @@ func (x *CallToolOutput) String() string {
 func (*CallToolOutput) ProtoMessage() {}
 
 func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[39]
+	mi := &file_tether_v1_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3441,7 @@ func (x *CallToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolOutput.ProtoReflect.Descriptor instead.
 func (*CallToolOutput) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{39}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CallToolOutput) GetMsg() isCallToolOutput_Msg {
@@ -3174,7 +3524,7 @@ type WatchWorkersRequest struct {
 
 func (x *WatchWorkersRequest) Reset() {
 	*x = WatchWorkersRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[40]
+	mi := &file_tether_v1_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3536,7 @@ func (x *WatchWorkersRequest) String() string {
 func (*WatchWorkersRequest) ProtoMessage() {}
 
 func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[40]
+	mi := &file_tether_v1_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3549,7 @@ func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkersRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{40}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchWorkersRequest) GetRunId() string {
@@ -3226,7 +3576,7 @@ type WorkerEvent struct {
 
 func (x *WorkerEvent) Reset() {
 	*x = WorkerEvent{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[41]
+	mi := &file_tether_v1_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3588,7 @@ func (x *WorkerEvent) String() string {
 func (*WorkerEvent) ProtoMessage() {}
 
 func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[41]
+	mi := &file_tether_v1_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3601,7 @@ func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerEvent.ProtoReflect.Descriptor instead.
 func (*WorkerEvent) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{41}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WorkerEvent) GetKind() WorkerEventKind {
@@ -3309,7 +3659,7 @@ type ReportWorkerRequest struct {
 
 func (x *ReportWorkerRequest) Reset() {
 	*x = ReportWorkerRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[42]
+	mi := &file_tether_v1_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3671,7 @@ func (x *ReportWorkerRequest) String() string {
 func (*ReportWorkerRequest) ProtoMessage() {}
 
 func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[42]
+	mi := &file_tether_v1_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3684,7 @@ func (x *ReportWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{42}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReportWorkerRequest) GetRunId() string {
@@ -3373,7 +3723,7 @@ type ReportWorkerResponse struct {
 
 func (x *ReportWorkerResponse) Reset() {
 	*x = ReportWorkerResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[43]
+	mi := &file_tether_v1_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3385,7 +3735,7 @@ func (x *ReportWorkerResponse) String() string {
 func (*ReportWorkerResponse) ProtoMessage() {}
 
 func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[43]
+	mi := &file_tether_v1_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3398,7 +3748,7 @@ func (x *ReportWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{43}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 type GetEgressLogRequest struct {
@@ -3415,7 +3765,7 @@ type GetEgressLogRequest struct {
 
 func (x *GetEgressLogRequest) Reset() {
 	*x = GetEgressLogRequest{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[44]
+	mi := &file_tether_v1_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3777,7 @@ func (x *GetEgressLogRequest) String() string {
 func (*GetEgressLogRequest) ProtoMessage() {}
 
 func (x *GetEgressLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[44]
+	mi := &file_tether_v1_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3790,7 @@ func (x *GetEgressLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEgressLogRequest.ProtoReflect.Descriptor instead.
 func (*GetEgressLogRequest) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{44}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetEgressLogRequest) GetRunId() string {
@@ -3487,7 +3837,7 @@ type EgressRecord struct {
 
 func (x *EgressRecord) Reset() {
 	*x = EgressRecord{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[45]
+	mi := &file_tether_v1_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3849,7 @@ func (x *EgressRecord) String() string {
 func (*EgressRecord) ProtoMessage() {}
 
 func (x *EgressRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[45]
+	mi := &file_tether_v1_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3862,7 @@ func (x *EgressRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressRecord.ProtoReflect.Descriptor instead.
 func (*EgressRecord) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{45}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EgressRecord) GetTime() *timestamppb.Timestamp {
@@ -3603,7 +3953,7 @@ type GetEgressLogResponse struct {
 
 func (x *GetEgressLogResponse) Reset() {
 	*x = GetEgressLogResponse{}
-	mi := &file_tether_v1_gateway_proto_msgTypes[46]
+	mi := &file_tether_v1_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +3965,7 @@ func (x *GetEgressLogResponse) String() string {
 func (*GetEgressLogResponse) ProtoMessage() {}
 
 func (x *GetEgressLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tether_v1_gateway_proto_msgTypes[46]
+	mi := &file_tether_v1_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3628,7 +3978,7 @@ func (x *GetEgressLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEgressLogResponse.ProtoReflect.Descriptor instead.
 func (*GetEgressLogResponse) Descriptor() ([]byte, []int) {
-	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{46}
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetEgressLogResponse) GetRecords() []*EgressRecord {
@@ -3682,7 +4032,7 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
 	"\x06Egress\x12\x14\n" +
-	"\x05allow\x18\x01 \x03(\tR\x05allow\"\xf5\x04\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\"\xc1\x05\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12)\n" +
@@ -3699,10 +4049,22 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x05usage\x18\v \x01(\v2\x13.tether.v1.RunUsageR\x05usage\x12\x1a\n" +
 	"\btemplate\x18\f \x01(\tR\btemplate\x12)\n" +
 	"\x06egress\x18\r \x01(\v2\x11.tether.v1.EgressR\x06egress\x12)\n" +
-	"\x05start\x18\x0e \x01(\x0e2\x13.tether.v1.RunStartR\x05start\x1a9\n" +
+	"\x05start\x18\x0e \x01(\x0e2\x13.tether.v1.RunStartR\x05start\x12)\n" +
+	"\x05pause\x18\x0f \x01(\v2\x13.tether.v1.RunPauseR\x05pause\x12\x1f\n" +
+	"\vforked_from\x18\x10 \x01(\tR\n" +
+	"forkedFrom\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x01\n" +
+	"\bRunPause\x12+\n" +
+	"\x05depth\x18\x01 \x01(\x0e2\x15.tether.v1.PauseDepthR\x05depth\x127\n" +
+	"\tpaused_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vstate_bytes\x18\x04 \x01(\x03R\n" +
+	"stateBytes\x12\x19\n" +
+	"\bnot_kept\x18\x05 \x03(\tR\anotKept\x129\n" +
+	"\n" +
+	"resumed_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tresumedAt\"l\n" +
 	"\bRunUsage\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18\x01 \x01(\x04R\tdiskBytes\x12!\n" +
@@ -3715,7 +4077,16 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x04runs\x18\x01 \x03(\v2\x0e.tether.v1.RunR\x04runs\")\n" +
 	"\x10DeleteRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\x13\n" +
-	"\x11DeleteRunResponse\"e\n" +
+	"\x11DeleteRunResponse\"(\n" +
+	"\x0fPauseRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\")\n" +
+	"\x10ResumeRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"=\n" +
+	"\x0eForkRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"5\n" +
+	"\x0fForkRunResponse\x12\"\n" +
+	"\x04runs\x18\x01 \x03(\v2\x0e.tether.v1.RunR\x04runs\"e\n" +
 	"\x0fPutFilesRequest\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x19.tether.v1.PutFilesHeaderH\x00R\x06header\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x05\n" +
@@ -3874,13 +4245,19 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x14APPROVAL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rAPPROVAL_AUTO\x10\x01\x12\x13\n" +
 	"\x0fAPPROVAL_PROMPT\x10\x02\x12\x11\n" +
-	"\rAPPROVAL_DENY\x10\x03*\x7f\n" +
+	"\rAPPROVAL_DENY\x10\x03*\xac\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATE_STARTING\x10\x01\x12\x13\n" +
 	"\x0fRUN_STATE_READY\x10\x02\x12\x14\n" +
 	"\x10RUN_STATE_FAILED\x10\x03\x12\x15\n" +
-	"\x11RUN_STATE_STOPPED\x10\x04*M\n" +
+	"\x11RUN_STATE_STOPPED\x10\x04\x12\x14\n" +
+	"\x10RUN_STATE_PAUSED\x10\x05\x12\x15\n" +
+	"\x11RUN_STATE_PAUSING\x10\x06*C\n" +
+	"\n" +
+	"PauseDepth\x12\x1b\n" +
+	"\x17PAUSE_DEPTH_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14PAUSE_DEPTH_PORTABLE\x10\x01*M\n" +
 	"\bRunStart\x12\x19\n" +
 	"\x15RUN_START_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eRUN_START_COLD\x10\x01\x12\x12\n" +
@@ -3913,12 +4290,15 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x15WORKER_STATUS_RUNNING\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DONE\x10\x02\x12\x18\n" +
 	"\x14WORKER_STATUS_FAILED\x10\x03\x12\x18\n" +
-	"\x14WORKER_STATUS_KILLED\x10\x042\xc7\x06\n" +
+	"\x14WORKER_STATUS_KILLED\x10\x042\xfb\a\n" +
 	"\aGateway\x128\n" +
 	"\tCreateRun\x12\x1b.tether.v1.CreateRunRequest\x1a\x0e.tether.v1.Run\x122\n" +
 	"\x06GetRun\x12\x18.tether.v1.GetRunRequest\x1a\x0e.tether.v1.Run\x12C\n" +
 	"\bListRuns\x12\x1a.tether.v1.ListRunsRequest\x1a\x1b.tether.v1.ListRunsResponse\x12F\n" +
-	"\tDeleteRun\x12\x1b.tether.v1.DeleteRunRequest\x1a\x1c.tether.v1.DeleteRunResponse\x12E\n" +
+	"\tDeleteRun\x12\x1b.tether.v1.DeleteRunRequest\x1a\x1c.tether.v1.DeleteRunResponse\x126\n" +
+	"\bPauseRun\x12\x1a.tether.v1.PauseRunRequest\x1a\x0e.tether.v1.Run\x128\n" +
+	"\tResumeRun\x12\x1b.tether.v1.ResumeRunRequest\x1a\x0e.tether.v1.Run\x12@\n" +
+	"\aForkRun\x12\x19.tether.v1.ForkRunRequest\x1a\x1a.tether.v1.ForkRunResponse\x12E\n" +
 	"\bPutFiles\x12\x1a.tether.v1.PutFilesRequest\x1a\x1b.tether.v1.PutFilesResponse(\x01\x12E\n" +
 	"\bGetFiles\x12\x1a.tether.v1.GetFilesRequest\x1a\x1b.tether.v1.GetFilesResponse0\x01\x12F\n" +
 	"\tListTools\x12\x1b.tether.v1.ListToolsRequest\x1a\x1c.tether.v1.ListToolsResponse\x12C\n" +
@@ -3942,146 +4322,163 @@ func file_tether_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_tether_v1_gateway_proto_rawDescData
 }
 
-var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_tether_v1_gateway_proto_goTypes = []any{
 	(Approval)(0),                 // 0: tether.v1.Approval
 	(RunState)(0),                 // 1: tether.v1.RunState
-	(RunStart)(0),                 // 2: tether.v1.RunStart
-	(AgentKind)(0),                // 3: tether.v1.AgentKind
-	(SurfaceMode)(0),              // 4: tether.v1.SurfaceMode
-	(Tier)(0),                     // 5: tether.v1.Tier
-	(QuestionKind)(0),             // 6: tether.v1.QuestionKind
-	(WorkerEventKind)(0),          // 7: tether.v1.WorkerEventKind
-	(WorkerStatus)(0),             // 8: tether.v1.WorkerStatus
-	(*Approvals)(nil),             // 9: tether.v1.Approvals
-	(*QuestionsFeature)(nil),      // 10: tether.v1.QuestionsFeature
-	(*Features)(nil),              // 11: tether.v1.Features
-	(*Limits)(nil),                // 12: tether.v1.Limits
-	(*CreateRunRequest)(nil),      // 13: tether.v1.CreateRunRequest
-	(*Egress)(nil),                // 14: tether.v1.Egress
-	(*Run)(nil),                   // 15: tether.v1.Run
-	(*RunUsage)(nil),              // 16: tether.v1.RunUsage
-	(*GetRunRequest)(nil),         // 17: tether.v1.GetRunRequest
-	(*ListRunsRequest)(nil),       // 18: tether.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 19: tether.v1.ListRunsResponse
-	(*DeleteRunRequest)(nil),      // 20: tether.v1.DeleteRunRequest
-	(*DeleteRunResponse)(nil),     // 21: tether.v1.DeleteRunResponse
-	(*PutFilesRequest)(nil),       // 22: tether.v1.PutFilesRequest
-	(*PutFilesHeader)(nil),        // 23: tether.v1.PutFilesHeader
-	(*PutFilesResponse)(nil),      // 24: tether.v1.PutFilesResponse
-	(*GetFilesRequest)(nil),       // 25: tether.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),      // 26: tether.v1.GetFilesResponse
-	(*Surface)(nil),               // 27: tether.v1.Surface
-	(*ListToolsRequest)(nil),      // 28: tether.v1.ListToolsRequest
-	(*Tool)(nil),                  // 29: tether.v1.Tool
-	(*ListToolsResponse)(nil),     // 30: tether.v1.ListToolsResponse
-	(*CallToolStart)(nil),         // 31: tether.v1.CallToolStart
-	(*Answer)(nil),                // 32: tether.v1.Answer
-	(*BridgeResult)(nil),          // 33: tether.v1.BridgeResult
-	(*Cancel)(nil),                // 34: tether.v1.Cancel
-	(*CallToolInput)(nil),         // 35: tether.v1.CallToolInput
-	(*CallsInput)(nil),            // 36: tether.v1.CallsInput
-	(*CallError)(nil),             // 37: tether.v1.CallError
-	(*CallsOutput)(nil),           // 38: tether.v1.CallsOutput
-	(*Progress)(nil),              // 39: tether.v1.Progress
-	(*QuestionOption)(nil),        // 40: tether.v1.QuestionOption
-	(*Question)(nil),              // 41: tether.v1.Question
-	(*BridgeCall)(nil),            // 42: tether.v1.BridgeCall
-	(*ImageContent)(nil),          // 43: tether.v1.ImageContent
-	(*TableRow)(nil),              // 44: tether.v1.TableRow
-	(*TableContent)(nil),          // 45: tether.v1.TableContent
-	(*Content)(nil),               // 46: tether.v1.Content
-	(*ToolResult)(nil),            // 47: tether.v1.ToolResult
-	(*CallToolOutput)(nil),        // 48: tether.v1.CallToolOutput
-	(*WatchWorkersRequest)(nil),   // 49: tether.v1.WatchWorkersRequest
-	(*WorkerEvent)(nil),           // 50: tether.v1.WorkerEvent
-	(*ReportWorkerRequest)(nil),   // 51: tether.v1.ReportWorkerRequest
-	(*ReportWorkerResponse)(nil),  // 52: tether.v1.ReportWorkerResponse
-	(*GetEgressLogRequest)(nil),   // 53: tether.v1.GetEgressLogRequest
-	(*EgressRecord)(nil),          // 54: tether.v1.EgressRecord
-	(*GetEgressLogResponse)(nil),  // 55: tether.v1.GetEgressLogResponse
-	nil,                           // 56: tether.v1.CreateRunRequest.LabelsEntry
-	nil,                           // 57: tether.v1.Run.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 58: google.protobuf.Timestamp
+	(PauseDepth)(0),               // 2: tether.v1.PauseDepth
+	(RunStart)(0),                 // 3: tether.v1.RunStart
+	(AgentKind)(0),                // 4: tether.v1.AgentKind
+	(SurfaceMode)(0),              // 5: tether.v1.SurfaceMode
+	(Tier)(0),                     // 6: tether.v1.Tier
+	(QuestionKind)(0),             // 7: tether.v1.QuestionKind
+	(WorkerEventKind)(0),          // 8: tether.v1.WorkerEventKind
+	(WorkerStatus)(0),             // 9: tether.v1.WorkerStatus
+	(*Approvals)(nil),             // 10: tether.v1.Approvals
+	(*QuestionsFeature)(nil),      // 11: tether.v1.QuestionsFeature
+	(*Features)(nil),              // 12: tether.v1.Features
+	(*Limits)(nil),                // 13: tether.v1.Limits
+	(*CreateRunRequest)(nil),      // 14: tether.v1.CreateRunRequest
+	(*Egress)(nil),                // 15: tether.v1.Egress
+	(*Run)(nil),                   // 16: tether.v1.Run
+	(*RunPause)(nil),              // 17: tether.v1.RunPause
+	(*RunUsage)(nil),              // 18: tether.v1.RunUsage
+	(*GetRunRequest)(nil),         // 19: tether.v1.GetRunRequest
+	(*ListRunsRequest)(nil),       // 20: tether.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 21: tether.v1.ListRunsResponse
+	(*DeleteRunRequest)(nil),      // 22: tether.v1.DeleteRunRequest
+	(*DeleteRunResponse)(nil),     // 23: tether.v1.DeleteRunResponse
+	(*PauseRunRequest)(nil),       // 24: tether.v1.PauseRunRequest
+	(*ResumeRunRequest)(nil),      // 25: tether.v1.ResumeRunRequest
+	(*ForkRunRequest)(nil),        // 26: tether.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),       // 27: tether.v1.ForkRunResponse
+	(*PutFilesRequest)(nil),       // 28: tether.v1.PutFilesRequest
+	(*PutFilesHeader)(nil),        // 29: tether.v1.PutFilesHeader
+	(*PutFilesResponse)(nil),      // 30: tether.v1.PutFilesResponse
+	(*GetFilesRequest)(nil),       // 31: tether.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),      // 32: tether.v1.GetFilesResponse
+	(*Surface)(nil),               // 33: tether.v1.Surface
+	(*ListToolsRequest)(nil),      // 34: tether.v1.ListToolsRequest
+	(*Tool)(nil),                  // 35: tether.v1.Tool
+	(*ListToolsResponse)(nil),     // 36: tether.v1.ListToolsResponse
+	(*CallToolStart)(nil),         // 37: tether.v1.CallToolStart
+	(*Answer)(nil),                // 38: tether.v1.Answer
+	(*BridgeResult)(nil),          // 39: tether.v1.BridgeResult
+	(*Cancel)(nil),                // 40: tether.v1.Cancel
+	(*CallToolInput)(nil),         // 41: tether.v1.CallToolInput
+	(*CallsInput)(nil),            // 42: tether.v1.CallsInput
+	(*CallError)(nil),             // 43: tether.v1.CallError
+	(*CallsOutput)(nil),           // 44: tether.v1.CallsOutput
+	(*Progress)(nil),              // 45: tether.v1.Progress
+	(*QuestionOption)(nil),        // 46: tether.v1.QuestionOption
+	(*Question)(nil),              // 47: tether.v1.Question
+	(*BridgeCall)(nil),            // 48: tether.v1.BridgeCall
+	(*ImageContent)(nil),          // 49: tether.v1.ImageContent
+	(*TableRow)(nil),              // 50: tether.v1.TableRow
+	(*TableContent)(nil),          // 51: tether.v1.TableContent
+	(*Content)(nil),               // 52: tether.v1.Content
+	(*ToolResult)(nil),            // 53: tether.v1.ToolResult
+	(*CallToolOutput)(nil),        // 54: tether.v1.CallToolOutput
+	(*WatchWorkersRequest)(nil),   // 55: tether.v1.WatchWorkersRequest
+	(*WorkerEvent)(nil),           // 56: tether.v1.WorkerEvent
+	(*ReportWorkerRequest)(nil),   // 57: tether.v1.ReportWorkerRequest
+	(*ReportWorkerResponse)(nil),  // 58: tether.v1.ReportWorkerResponse
+	(*GetEgressLogRequest)(nil),   // 59: tether.v1.GetEgressLogRequest
+	(*EgressRecord)(nil),          // 60: tether.v1.EgressRecord
+	(*GetEgressLogResponse)(nil),  // 61: tether.v1.GetEgressLogResponse
+	nil,                           // 62: tether.v1.CreateRunRequest.LabelsEntry
+	nil,                           // 63: tether.v1.Run.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 64: google.protobuf.Timestamp
 }
 var file_tether_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: tether.v1.Approvals.write:type_name -> tether.v1.Approval
 	0,  // 1: tether.v1.Approvals.exec:type_name -> tether.v1.Approval
-	10, // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
-	11, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
-	9,  // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
-	56, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
-	12, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
-	14, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
+	11, // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
+	12, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
+	10, // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
+	62, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
+	13, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
+	15, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
 	1,  // 8: tether.v1.Run.state:type_name -> tether.v1.RunState
-	58, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	11, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
-	57, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
-	9,  // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
-	12, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
-	16, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
-	14, // 15: tether.v1.Run.egress:type_name -> tether.v1.Egress
-	2,  // 16: tether.v1.Run.start:type_name -> tether.v1.RunStart
-	15, // 17: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
-	23, // 18: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
-	4,  // 19: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
-	3,  // 20: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
-	27, // 21: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
-	5,  // 22: tether.v1.Tool.tier:type_name -> tether.v1.Tier
-	29, // 23: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
-	27, // 24: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
-	47, // 25: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
-	31, // 26: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
-	32, // 27: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
-	33, // 28: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
-	34, // 29: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
-	35, // 30: tether.v1.CallsInput.input:type_name -> tether.v1.CallToolInput
-	48, // 31: tether.v1.CallsOutput.output:type_name -> tether.v1.CallToolOutput
-	37, // 32: tether.v1.CallsOutput.error:type_name -> tether.v1.CallError
-	6,  // 33: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
-	40, // 34: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
-	44, // 35: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
-	43, // 36: tether.v1.Content.image:type_name -> tether.v1.ImageContent
-	45, // 37: tether.v1.Content.table:type_name -> tether.v1.TableContent
-	46, // 38: tether.v1.ToolResult.content:type_name -> tether.v1.Content
-	39, // 39: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
-	41, // 40: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
-	42, // 41: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
-	47, // 42: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
-	7,  // 43: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
-	8,  // 44: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
-	58, // 45: tether.v1.EgressRecord.time:type_name -> google.protobuf.Timestamp
-	54, // 46: tether.v1.GetEgressLogResponse.records:type_name -> tether.v1.EgressRecord
-	13, // 47: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
-	17, // 48: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
-	18, // 49: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
-	20, // 50: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
-	22, // 51: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
-	25, // 52: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
-	28, // 53: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
-	35, // 54: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
-	36, // 55: tether.v1.Gateway.Calls:input_type -> tether.v1.CallsInput
-	49, // 56: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
-	51, // 57: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
-	53, // 58: tether.v1.Gateway.GetEgressLog:input_type -> tether.v1.GetEgressLogRequest
-	15, // 59: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
-	15, // 60: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
-	19, // 61: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
-	21, // 62: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
-	24, // 63: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
-	26, // 64: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
-	30, // 65: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
-	48, // 66: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
-	38, // 67: tether.v1.Gateway.Calls:output_type -> tether.v1.CallsOutput
-	50, // 68: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
-	52, // 69: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
-	55, // 70: tether.v1.Gateway.GetEgressLog:output_type -> tether.v1.GetEgressLogResponse
-	59, // [59:71] is the sub-list for method output_type
-	47, // [47:59] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	64, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	12, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
+	63, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
+	10, // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
+	13, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
+	18, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
+	15, // 15: tether.v1.Run.egress:type_name -> tether.v1.Egress
+	3,  // 16: tether.v1.Run.start:type_name -> tether.v1.RunStart
+	17, // 17: tether.v1.Run.pause:type_name -> tether.v1.RunPause
+	2,  // 18: tether.v1.RunPause.depth:type_name -> tether.v1.PauseDepth
+	64, // 19: tether.v1.RunPause.paused_at:type_name -> google.protobuf.Timestamp
+	64, // 20: tether.v1.RunPause.resumed_at:type_name -> google.protobuf.Timestamp
+	16, // 21: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
+	16, // 22: tether.v1.ForkRunResponse.runs:type_name -> tether.v1.Run
+	29, // 23: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
+	5,  // 24: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
+	4,  // 25: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
+	33, // 26: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
+	6,  // 27: tether.v1.Tool.tier:type_name -> tether.v1.Tier
+	35, // 28: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
+	33, // 29: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
+	53, // 30: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
+	37, // 31: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
+	38, // 32: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
+	39, // 33: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
+	40, // 34: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
+	41, // 35: tether.v1.CallsInput.input:type_name -> tether.v1.CallToolInput
+	54, // 36: tether.v1.CallsOutput.output:type_name -> tether.v1.CallToolOutput
+	43, // 37: tether.v1.CallsOutput.error:type_name -> tether.v1.CallError
+	7,  // 38: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
+	46, // 39: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
+	50, // 40: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
+	49, // 41: tether.v1.Content.image:type_name -> tether.v1.ImageContent
+	51, // 42: tether.v1.Content.table:type_name -> tether.v1.TableContent
+	52, // 43: tether.v1.ToolResult.content:type_name -> tether.v1.Content
+	45, // 44: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
+	47, // 45: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
+	48, // 46: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
+	53, // 47: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
+	8,  // 48: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
+	9,  // 49: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
+	64, // 50: tether.v1.EgressRecord.time:type_name -> google.protobuf.Timestamp
+	60, // 51: tether.v1.GetEgressLogResponse.records:type_name -> tether.v1.EgressRecord
+	14, // 52: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
+	19, // 53: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
+	20, // 54: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
+	22, // 55: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
+	24, // 56: tether.v1.Gateway.PauseRun:input_type -> tether.v1.PauseRunRequest
+	25, // 57: tether.v1.Gateway.ResumeRun:input_type -> tether.v1.ResumeRunRequest
+	26, // 58: tether.v1.Gateway.ForkRun:input_type -> tether.v1.ForkRunRequest
+	28, // 59: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
+	31, // 60: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
+	34, // 61: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
+	41, // 62: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
+	42, // 63: tether.v1.Gateway.Calls:input_type -> tether.v1.CallsInput
+	55, // 64: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
+	57, // 65: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
+	59, // 66: tether.v1.Gateway.GetEgressLog:input_type -> tether.v1.GetEgressLogRequest
+	16, // 67: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
+	16, // 68: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
+	21, // 69: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
+	23, // 70: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
+	16, // 71: tether.v1.Gateway.PauseRun:output_type -> tether.v1.Run
+	16, // 72: tether.v1.Gateway.ResumeRun:output_type -> tether.v1.Run
+	27, // 73: tether.v1.Gateway.ForkRun:output_type -> tether.v1.ForkRunResponse
+	30, // 74: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
+	32, // 75: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
+	36, // 76: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
+	54, // 77: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
+	44, // 78: tether.v1.Gateway.Calls:output_type -> tether.v1.CallsOutput
+	56, // 79: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
+	58, // 80: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
+	61, // 81: tether.v1.Gateway.GetEgressLog:output_type -> tether.v1.GetEgressLogResponse
+	67, // [67:82] is the sub-list for method output_type
+	52, // [52:67] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_gateway_proto_init() }
@@ -4089,27 +4486,27 @@ func file_tether_v1_gateway_proto_init() {
 	if File_tether_v1_gateway_proto != nil {
 		return
 	}
-	file_tether_v1_gateway_proto_msgTypes[13].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[18].OneofWrappers = []any{
 		(*PutFilesRequest_Header)(nil),
 		(*PutFilesRequest_Chunk)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[26].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[31].OneofWrappers = []any{
 		(*CallToolInput_Start)(nil),
 		(*CallToolInput_Answer)(nil),
 		(*CallToolInput_BridgeResult)(nil),
 		(*CallToolInput_Cancel)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[29].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[34].OneofWrappers = []any{
 		(*CallsOutput_Output)(nil),
 		(*CallsOutput_Error)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[37].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[42].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Table)(nil),
 		(*Content_Json)(nil),
 	}
-	file_tether_v1_gateway_proto_msgTypes[39].OneofWrappers = []any{
+	file_tether_v1_gateway_proto_msgTypes[44].OneofWrappers = []any{
 		(*CallToolOutput_Progress)(nil),
 		(*CallToolOutput_Question)(nil),
 		(*CallToolOutput_BridgeCall)(nil),
@@ -4120,8 +4517,8 @@ func file_tether_v1_gateway_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_gateway_proto_rawDesc), len(file_tether_v1_gateway_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   49,
+			NumEnums:      10,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

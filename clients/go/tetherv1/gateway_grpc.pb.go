@@ -23,6 +23,9 @@ const (
 	Gateway_GetRun_FullMethodName       = "/tether.v1.Gateway/GetRun"
 	Gateway_ListRuns_FullMethodName     = "/tether.v1.Gateway/ListRuns"
 	Gateway_DeleteRun_FullMethodName    = "/tether.v1.Gateway/DeleteRun"
+	Gateway_PauseRun_FullMethodName     = "/tether.v1.Gateway/PauseRun"
+	Gateway_ResumeRun_FullMethodName    = "/tether.v1.Gateway/ResumeRun"
+	Gateway_ForkRun_FullMethodName      = "/tether.v1.Gateway/ForkRun"
 	Gateway_PutFiles_FullMethodName     = "/tether.v1.Gateway/PutFiles"
 	Gateway_GetFiles_FullMethodName     = "/tether.v1.Gateway/GetFiles"
 	Gateway_ListTools_FullMethodName    = "/tether.v1.Gateway/ListTools"
@@ -48,6 +51,19 @@ type GatewayClient interface {
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	// DeleteRun stops the run's sandbox and removes its workspace.
 	DeleteRun(ctx context.Context, in *DeleteRunRequest, opts ...grpc.CallOption) (*DeleteRunResponse, error)
+	// PauseRun keeps what of the run is data and lets go of its sandbox: a PAUSED run holds no
+	// memory and no CPU, only its disk. FAILED_PRECONDITION when the run's provider cannot pause
+	// it or a call is in flight. Pausing a paused run returns it as it is.
+	PauseRun(ctx context.Context, in *PauseRunRequest, opts ...grpc.CallOption) (*Run, error)
+	// ResumeRun starts a paused run's sandbox again on its workspace and brings back what the
+	// pause kept. Any call, PutFiles or GetFiles for a paused run resumes it on its own; this
+	// RPC is for a caller that wants it warm before then. Resuming a ready run returns it.
+	ResumeRun(ctx context.Context, in *ResumeRunRequest, opts ...grpc.CallOption) (*Run, error)
+	// ForkRun makes `count` new runs of the caller's that start from the run's state now: its
+	// workspace copied, and what a pause keeps (kernel variables, staged edits) restored in each.
+	// The run goes on (a paused one stays paused). Forks are independent runs: nothing one writes
+	// is seen by another or by the run. All or nothing against the tenant's quotas.
+	ForkRun(ctx context.Context, in *ForkRunRequest, opts ...grpc.CallOption) (*ForkRunResponse, error)
 	// PutFiles unpacks a tar stream into the run's workspace.
 	PutFiles(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutFilesRequest, PutFilesResponse], error)
 	// GetFiles streams a tar of the workspace, or of one path in it.
@@ -119,6 +135,36 @@ func (c *gatewayClient) DeleteRun(ctx context.Context, in *DeleteRunRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteRunResponse)
 	err := c.cc.Invoke(ctx, Gateway_DeleteRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) PauseRun(ctx context.Context, in *PauseRunRequest, opts ...grpc.CallOption) (*Run, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Run)
+	err := c.cc.Invoke(ctx, Gateway_PauseRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) ResumeRun(ctx context.Context, in *ResumeRunRequest, opts ...grpc.CallOption) (*Run, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Run)
+	err := c.cc.Invoke(ctx, Gateway_ResumeRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) ForkRun(ctx context.Context, in *ForkRunRequest, opts ...grpc.CallOption) (*ForkRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkRunResponse)
+	err := c.cc.Invoke(ctx, Gateway_ForkRun_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +293,19 @@ type GatewayServer interface {
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	// DeleteRun stops the run's sandbox and removes its workspace.
 	DeleteRun(context.Context, *DeleteRunRequest) (*DeleteRunResponse, error)
+	// PauseRun keeps what of the run is data and lets go of its sandbox: a PAUSED run holds no
+	// memory and no CPU, only its disk. FAILED_PRECONDITION when the run's provider cannot pause
+	// it or a call is in flight. Pausing a paused run returns it as it is.
+	PauseRun(context.Context, *PauseRunRequest) (*Run, error)
+	// ResumeRun starts a paused run's sandbox again on its workspace and brings back what the
+	// pause kept. Any call, PutFiles or GetFiles for a paused run resumes it on its own; this
+	// RPC is for a caller that wants it warm before then. Resuming a ready run returns it.
+	ResumeRun(context.Context, *ResumeRunRequest) (*Run, error)
+	// ForkRun makes `count` new runs of the caller's that start from the run's state now: its
+	// workspace copied, and what a pause keeps (kernel variables, staged edits) restored in each.
+	// The run goes on (a paused one stays paused). Forks are independent runs: nothing one writes
+	// is seen by another or by the run. All or nothing against the tenant's quotas.
+	ForkRun(context.Context, *ForkRunRequest) (*ForkRunResponse, error)
 	// PutFiles unpacks a tar stream into the run's workspace.
 	PutFiles(grpc.ClientStreamingServer[PutFilesRequest, PutFilesResponse]) error
 	// GetFiles streams a tar of the workspace, or of one path in it.
@@ -295,6 +354,15 @@ func (UnimplementedGatewayServer) ListRuns(context.Context, *ListRunsRequest) (*
 }
 func (UnimplementedGatewayServer) DeleteRun(context.Context, *DeleteRunRequest) (*DeleteRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRun not implemented")
+}
+func (UnimplementedGatewayServer) PauseRun(context.Context, *PauseRunRequest) (*Run, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseRun not implemented")
+}
+func (UnimplementedGatewayServer) ResumeRun(context.Context, *ResumeRunRequest) (*Run, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeRun not implemented")
+}
+func (UnimplementedGatewayServer) ForkRun(context.Context, *ForkRunRequest) (*ForkRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkRun not implemented")
 }
 func (UnimplementedGatewayServer) PutFiles(grpc.ClientStreamingServer[PutFilesRequest, PutFilesResponse]) error {
 	return status.Error(codes.Unimplemented, "method PutFiles not implemented")
@@ -409,6 +477,60 @@ func _Gateway_DeleteRun_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(GatewayServer).DeleteRun(ctx, req.(*DeleteRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_PauseRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).PauseRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_PauseRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).PauseRun(ctx, req.(*PauseRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_ResumeRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).ResumeRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_ResumeRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).ResumeRun(ctx, req.(*ResumeRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_ForkRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).ForkRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_ForkRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).ForkRun(ctx, req.(*ForkRunRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -532,6 +654,18 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRun",
 			Handler:    _Gateway_DeleteRun_Handler,
+		},
+		{
+			MethodName: "PauseRun",
+			Handler:    _Gateway_PauseRun_Handler,
+		},
+		{
+			MethodName: "ResumeRun",
+			Handler:    _Gateway_ResumeRun_Handler,
+		},
+		{
+			MethodName: "ForkRun",
+			Handler:    _Gateway_ForkRun_Handler,
 		},
 		{
 			MethodName: "ListTools",

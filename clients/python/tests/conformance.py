@@ -56,6 +56,9 @@ class Driver(Protocol):
 
     async def create_run(self, request: pb.CreateRunRequest, deadline: float) -> pb.Run: ...
     async def get_run(self, run_id: str, deadline: float) -> pb.Run: ...
+    async def pause_run(self, run_id: str, deadline: float) -> pb.Run: ...
+    async def resume_run(self, run_id: str, deadline: float) -> pb.Run: ...
+    async def fork_run(self, run_id: str, count: int, deadline: float) -> List[pb.Run]: ...
     async def list_runs(self, deadline: float) -> List[pb.Run]: ...
     async def delete_run(self, run_id: str, deadline: float) -> None: ...
     async def list_tools(self, run_id: str, surface: Optional[pb.Surface], deadline: float) -> List[pb.Tool]: ...
@@ -77,6 +80,15 @@ class SyncDriver:
 
     async def get_run(self, run_id: str, deadline: float) -> pb.Run:
         return await self._run(self.c.get_run, run_id, timeout=deadline)
+
+    async def pause_run(self, run_id: str, deadline: float) -> pb.Run:
+        return await self._run(self.c.pause_run, run_id, timeout=deadline)
+
+    async def resume_run(self, run_id: str, deadline: float) -> pb.Run:
+        return await self._run(self.c.resume_run, run_id, timeout=deadline)
+
+    async def fork_run(self, run_id: str, count: int, deadline: float) -> List[pb.Run]:
+        return await self._run(self.c.fork_run, run_id, count, timeout=deadline)
 
     async def list_runs(self, deadline: float) -> List[pb.Run]:
         return await self._run(self.c.list_runs, timeout=deadline)
@@ -109,6 +121,15 @@ class AsyncDriver:
 
     async def get_run(self, run_id: str, deadline: float) -> pb.Run:
         return await self.c.get_run(run_id, timeout=deadline)
+
+    async def pause_run(self, run_id: str, deadline: float) -> pb.Run:
+        return await self.c.pause_run(run_id, timeout=deadline)
+
+    async def resume_run(self, run_id: str, deadline: float) -> pb.Run:
+        return await self.c.resume_run(run_id, timeout=deadline)
+
+    async def fork_run(self, run_id: str, count: int, deadline: float) -> List[pb.Run]:
+        return await self.c.fork_run(run_id, count, timeout=deadline)
 
     async def list_runs(self, deadline: float) -> List[pb.Run]:
         return await self.c.list_runs(timeout=deadline)
@@ -236,6 +257,12 @@ class Scenario:
             return await d.create_run(json_format.ParseDict(step.get("request", {}), pb.CreateRunRequest()), deadline)
         if op == "getRun":
             return await d.get_run(step["run"], deadline)
+        if op == "pauseRun":
+            return await d.pause_run(step["run"], deadline)
+        if op == "resumeRun":
+            return await d.resume_run(step["run"], deadline)
+        if op == "forkRun":
+            return await d.fork_run(step["run"], step.get("count", 1), deadline)
         if op == "listRuns":
             return await d.list_runs(deadline)
         if op == "deleteRun":
@@ -309,7 +336,7 @@ class Scenario:
         return outcome
 
     def verify(self, op: str, value: Any, expect: Dict[str, Any]) -> None:
-        if op in ("createRun", "getRun"):
+        if op in ("createRun", "getRun", "pauseRun", "resumeRun"):
             run: pb.Run = value
             if "state" in expect:
                 got = pb.RunState.Name(run.state)

@@ -12,6 +12,7 @@ import {
   type EgressRecord,
   type GetEgressLogResponse,
   type GetFilesResponse,
+  type ForkRunResponse,
   type ListRunsResponse,
   type ListToolsResponse,
   type PutFilesResponse,
@@ -135,6 +136,28 @@ export class TetherClient {
   /** Stops the run's sandbox and removes its workspace. */
   async deleteRun(runId: string, o?: RequestOptions): Promise<void> {
     await this.unary('deleteRun', { $typeName: 'tether.v1.DeleteRunRequest', runId }, o);
+  }
+
+  /**
+   * Keeps what of the run is data and lets go of its sandbox: a PAUSED run holds no memory or
+   * CPU. Any later call, putFiles or getFiles resumes it on its own.
+   */
+  pauseRun(runId: string, o?: RequestOptions): Promise<Run> {
+    return this.unary('pauseRun', { $typeName: 'tether.v1.PauseRunRequest', runId }, o);
+  }
+
+  /** Brings a paused run back before its next call needs it; a ready run is returned as it is. */
+  resumeRun(runId: string, o?: RequestOptions): Promise<Run> {
+    return this.unary('resumeRun', { $typeName: 'tether.v1.ResumeRunRequest', runId }, o);
+  }
+
+  /**
+   * `count` new runs that start from the run's state now (its workspace copied, its kernels'
+   * variables and staged edits restored in each); the run goes on.
+   */
+  async forkRun(runId: string, count = 1, o?: RequestOptions): Promise<Run[]> {
+    return (await this.unary<ForkRunResponse>('forkRun', { $typeName: 'tether.v1.ForkRunRequest', runId, count }, o))
+      .runs;
   }
 
   /** One page of this tenant's egress log (every run's, or `runId`'s), oldest first. */

@@ -4,7 +4,7 @@ import type { ToolInvoker } from '../calls/ToolInvoker';
 import { invalid } from '../errors';
 import { logger } from '../log';
 import { statusName, Telemetry, type ObservedCall } from '../observability/Telemetry';
-import type { RunRegistry } from '../runs/RunRegistry';
+import type { ReadyRun } from '../runs/RunRecord';
 import { maxTierOf } from '../surfaces';
 import type { Tenancy } from '../tenancy/Tenancy';
 import type { CallSink } from './callSink';
@@ -12,7 +12,8 @@ import { CallStream } from './callStream';
 import { toStatus } from './edge';
 
 export interface CallDeps {
-  runs: Pick<RunRegistry, 'ready'>;
+  /** The run for a call; a paused one is resumed first (the promise). */
+  runs: { ready(tenant: string, runId: string): ReadyRun | Promise<ReadyRun> };
   tenancy: Tenancy;
   invoker: ToolInvoker;
   questionTimeoutSeconds: number;
@@ -120,7 +121,7 @@ export class CallDriver {
     const { deps, tenant } = this;
     const obs = (this.observed = (deps.telemetry ?? Telemetry.off).call(tenant, start, this.traceparent));
     void (async () => {
-      const run = deps.runs.ready(tenant, start.runId);
+      const run = await deps.runs.ready(tenant, start.runId);
       const s = (this.stream = new CallStream(
         this.sink,
         start,
@@ -145,7 +146,12 @@ export class CallDriver {
         },
         'call',
       );
-      this.finish(s, obs, result);
+      const notice = run.takeResumeNotice();
+      this.finish(
+        s,
+        obs,
+        notice ? { ...result, content: [{ type: 'text', text: notice }, ...result.content] } : result,
+      );
     })().catch((err: unknown) => this.abortWith(err));
   }
 

@@ -6,15 +6,18 @@ import {
   EgressSchema,
   FeaturesSchema,
   LimitsSchema,
+  PauseDepth,
   QuestionsFeatureSchema,
+  RunPauseSchema,
   RunSchema,
   RunStart,
   RunState,
   RunUsageSchema,
   type CreateRunRequest,
   type Run,
+  type RunPause,
 } from '@tether/contract';
-import type { ApprovalPolicy, RunRecord, RunSpec } from '../runs/RunRecord';
+import type { ApprovalPolicy, PauseInfo, RunRecord, RunSpec } from '../runs/RunRecord';
 import type { SandboxUsage } from '../sandbox/provider';
 
 const approvalFrom = (a: Approval | undefined, fallback: ApprovalPolicy): ApprovalPolicy =>
@@ -55,7 +58,20 @@ const stateTo = {
   READY: RunState.READY,
   FAILED: RunState.FAILED,
   STOPPED: RunState.STOPPED,
+  PAUSING: RunState.PAUSING,
+  PAUSED: RunState.PAUSED,
 } as const;
+
+function pauseToProto(p: PauseInfo): RunPause {
+  return create(RunPauseSchema, {
+    depth: PauseDepth.PORTABLE,
+    pausedAt: timestampFromDate(p.pausedAt),
+    reason: p.reason,
+    stateBytes: BigInt(p.stateBytes),
+    notKept: p.notKept,
+    resumedAt: p.resumedAt && timestampFromDate(p.resumedAt),
+  });
+}
 
 export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
   const f = r.spec.features;
@@ -90,5 +106,7 @@ export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
       }),
     template: r.spec.template ?? '',
     egress: r.spec.egress ? create(EgressSchema, { allow: r.spec.egress }) : undefined,
+    pause: r.pause && pauseToProto(r.pause),
+    forkedFrom: r.spec.forkedFrom ?? '',
   });
 }

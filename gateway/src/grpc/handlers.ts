@@ -2,18 +2,22 @@ import { create } from '@bufbuild/protobuf';
 import { status, type ServerWritableStream, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import {
   DeleteRunResponseSchema,
+  ForkRunResponseSchema,
   GetFilesResponseSchema,
   ListRunsResponseSchema,
   ListToolsResponseSchema,
   ToolSchema,
   type CreateRunRequest,
   type DeleteRunRequest,
+  type ForkRunRequest,
   type GetFilesRequest,
   type GetEgressLogRequest,
   type GetFilesResponse,
   type GetRunRequest,
   type ListRunsRequest,
   type ListToolsRequest,
+  type PauseRunRequest,
+  type ResumeRunRequest,
 } from '@tether/contract';
 import type { TokenAuthenticator } from '../auth';
 import type { Telemetry } from '../observability/Telemetry';
@@ -21,6 +25,7 @@ import type { GatewayConfig } from '../config';
 import { GatewayError, notFound } from '../errors';
 import type { EgressService } from '../egress/service';
 import type { RunLifecycle } from '../runs/RunLifecycle';
+import type { RunPauses } from '../runs/RunPauses';
 import type { RunRegistry } from '../runs/RunRegistry';
 import type { Tenancy } from '../tenancy/Tenancy';
 import { maxTierOf, tierToProto, visible } from '../surfaces';
@@ -41,12 +46,13 @@ const GET_CHUNK = 64 * 1024;
 export interface HandlerRuns {
   registry: RunRegistry;
   lifecycle: RunLifecycle;
+  pauses: RunPauses;
   tenancy: Tenancy;
   egress: Pick<EgressService, 'read'>;
 }
 
 export function gatewayHandlers(
-  { registry, lifecycle, tenancy, egress }: HandlerRuns,
+  { registry, lifecycle, pauses, tenancy, egress }: HandlerRuns,
   auth: TokenAuthenticator,
   config: GatewayConfig,
   telemetry: Telemetry,
@@ -54,7 +60,8 @@ export function gatewayHandlers(
 ): UntypedServiceImplementation {
   const edge = new Edge(auth, telemetry);
   const callDeps = {
-    runs: registry,
+    // A call for a paused run resumes it; the caller only waits.
+    runs: { ready: (tenant: string, runId: string) => pauses.whenReady(tenant, runId) },
     tenancy,
     invoker: new ToolInvoker(),
     questionTimeoutSeconds: config.questions.timeoutSeconds,
@@ -76,6 +83,13 @@ export function gatewayHandlers(
       egressPageToProto(
         await egress.read(tenant, { runId: req.runId, pageSize: req.pageSize, pageToken: req.pageToken }),
       ),
+    ),
+    pauseRun: edge.unary(async (req: PauseRunRequest, tenant) => runToProto(await pauses.pause(tenant, req.runId))),
+    resumeRun: edge.unary(async (req: ResumeRunRequest, tenant) => runToProto(await pauses.resume(tenant, req.runId))),
+    forkRun: edge.unary(async (req: ForkRunRequest, tenant) =>
+      create(ForkRunResponseSchema, {
+        runs: (await pauses.fork(tenant, req.runId, req.count)).map((r) => runToProto(r)),
+      }),
     ),
     deleteRun: edge.unary(async (req: DeleteRunRequest, tenant) => {
       await lifecycle.delete(tenant, req.runId);
@@ -103,8 +117,8 @@ export function gatewayHandlers(
       let arrived: { runId: string; path: string } | undefined;
       const res = await receivePutFiles(
         call,
-        (header) => {
-          const { runId, sandbox } = registry.ready(tenant, header.runId);
+        async (header) => {
+          const { runId, sandbox } = await pauses.whenReady(tenant, header.runId);
           const relDir = workspaceRelative(header.path);
           arrived = { runId, path: relDir || '.' };
           return { sandbox, relDir };
@@ -127,6 +141,9 @@ export function gatewayHandlers(
 
     getFiles: edge.serverStream(async (call: ServerWritableStream<GetFilesRequest, GetFilesResponse>, tenant) => {
       // A FAILED run's workspace is still there until DeleteRun: its work can be taken out.
+      // A paused run's is read through its resumed sandbox.
+      if (registry.get(tenant, call.request.runId).state === 'PAUSED')
+        await pauses.whenReady(tenant, call.request.runId);
       const r = registry.get(tenant, call.request.runId);
       const sandbox = r.sandbox;
       if (!sandbox || r.state === 'STOPPED' || r.state === 'STARTING') {

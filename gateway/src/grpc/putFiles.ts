@@ -40,7 +40,7 @@ function fileCounter(): { input: PassThrough; files(): number } {
  */
 export function receivePutFiles(
   call: ServerReadableStream<PutFilesRequest, PutFilesResponse>,
-  open: (header: PutFilesHeader) => PutFilesTarget,
+  open: (header: PutFilesHeader) => PutFilesTarget | Promise<PutFilesTarget>,
   maxBytes: number,
 ): Promise<PutFilesResponse> {
   return new Promise((resolve, reject) => {
@@ -60,13 +60,18 @@ export function receivePutFiles(
       try {
         if (msg.msg.case === 'header') {
           if (tar) throw invalid('PutFiles: the header may only be sent once, first');
-          const target = open(msg.msg.value);
-          // Two independent streams: the sandbox may start reading later than the counter.
-          tar = new PassThrough();
+          const header = msg.msg.value;
+          // Two independent streams: the sandbox may start reading later than the counter
+          // (after a paused run's resume, say); chunks wait in `tar` with backpressure.
+          const archive = (tar = new PassThrough());
           counter = fileCounter();
-          done = target.sandbox.putArchive(target.relDir, tar).catch((err: Error) => {
-            throw invalid(`PutFiles: the tar stream was refused: ${err.message}`);
-          });
+          done = Promise.resolve()
+            .then(() => open(header))
+            .then((target) =>
+              target.sandbox.putArchive(target.relDir, archive).catch((err: Error) => {
+                throw invalid(`PutFiles: the tar stream was refused: ${err.message}`);
+              }),
+            );
           done.catch(fail);
         } else if (msg.msg.case === 'chunk') {
           if (!tar || !counter) throw invalid('PutFiles: the first message must be the header');

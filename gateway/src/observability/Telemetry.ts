@@ -107,6 +107,23 @@ export class Telemetry {
     this.metrics?.runLifetimeSeconds.observe({ tenant: run.tenant }, (Date.now() - run.createdAt.getTime()) / 1000);
   }
 
+  /** A pause or a resume ended (ok: the run is PAUSED, or READY again). */
+  runMoved(
+    run: RunRecord,
+    move: 'pause' | 'resume',
+    e: { depth: string; ok: boolean; ms: number; detail: string; stateBytes?: number },
+  ): void {
+    this.metrics?.pauseSeconds.observe({ move, depth: e.depth, outcome: e.ok ? 'ok' : 'failed' }, e.ms / 1000);
+    if (move === 'pause' && e.ok && e.stateBytes !== undefined)
+      this.metrics?.pauseStateBytes.observe({ depth: e.depth }, e.stateBytes);
+    this.audit?.write({
+      event: move === 'pause' ? 'run.paused' : 'run.resumed',
+      tenant: run.tenant,
+      runId: run.runId,
+      ...e,
+    });
+  }
+
   runDeleted(run: RunRecord, stateBefore: string): void {
     this.metrics?.runsDeleted.inc({ tenant: run.tenant });
     this.audit?.write({

@@ -18,6 +18,17 @@ export type AuditEvent =
   | { event: 'run.deleted'; tenant: string; runId: string; lifetimeMs: number; state: string }
   | { event: 'run.failed'; tenant: string; runId: string; reason: string }
   | {
+      event: 'run.paused' | 'run.resumed';
+      tenant: string;
+      runId: string;
+      depth: string;
+      ok: boolean;
+      ms: number;
+      /** Pause: why (requested, idle) and what was not kept. Resume: `resumed`. Or why it failed. */
+      detail: string;
+      stateBytes?: number;
+    }
+  | {
       event: 'tool.call';
       tenant: string;
       runId: string;

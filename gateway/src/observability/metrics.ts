@@ -58,6 +58,8 @@ export class Metrics {
   readonly runsDeleted: Counter<'tenant'>;
   readonly createRunSeconds: Histogram<'start' | 'outcome'>;
   readonly runLifetimeSeconds: Histogram<'tenant'>;
+  readonly pauseSeconds: Histogram<'move' | 'depth' | 'outcome'>;
+  readonly pauseStateBytes: Histogram<'depth'>;
   readonly calls: Counter<'tool' | 'tier' | 'outcome'>;
   readonly callSeconds: Histogram<'tool' | 'tier' | 'outcome'>;
   readonly callsInFlight: Gauge;
@@ -129,6 +131,20 @@ export class Metrics {
       name: 'tether_runs_deleted_total',
       help: 'Runs removed by DeleteRun',
       labelNames: ['tenant'],
+      registers,
+    });
+    this.pauseSeconds = new Histogram({
+      name: 'tether_run_pause_duration_seconds',
+      help: "How long a pause (move=pause) or a resume (move=resume, a fork's start too) took, by depth, until PAUSED or READY",
+      labelNames: ['move', 'depth', 'outcome'],
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+      registers,
+    });
+    this.pauseStateBytes = new Histogram({
+      name: 'tether_run_pause_state_bytes',
+      help: 'Bytes a pause wrote beside the workspace, by depth',
+      labelNames: ['depth'],
+      buckets: [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9],
       registers,
     });
     this.createRunSeconds = new Histogram({

@@ -13,6 +13,7 @@ import type { Warm } from '../pool/WarmPool';
 import { LABELS, type Sandbox, SandboxPreconditionError, type SandboxProvider } from '../sandbox/provider';
 import type { TemplateCatalog } from '../templates/catalog';
 import type { Tenancy } from '../tenancy/Tenancy';
+import type { PausedStore } from './PausedStore';
 import { RunnerClient } from './RunnerClient';
 import { type ClaimSteps, RunRecord, type RunSpec, type RunStarted, type RunState } from './RunRecord';
 import type { RunRegistry } from './RunRegistry';
@@ -26,6 +27,7 @@ export interface RunLifecycleDeps {
   templates: Pick<TemplateCatalog, 'imageFor'>;
   egress: EgressService;
   claims: ClaimStore;
+  paused: PausedStore;
   pool: RunPool;
   telemetry: Telemetry;
 }
@@ -37,6 +39,8 @@ export interface RunLifecycleDeps {
  */
 export class RunLifecycle {
   private sweeper?: NodeJS.Timeout;
+  /** Sandboxes the gateway let go of on purpose: their end is not a failure. */
+  private readonly letGoOf = new WeakSet<Sandbox>();
   private readonly startedListeners: ((e: RunStarted) => void)[] = [];
 
   constructor(private readonly deps: RunLifecycleDeps) {}
@@ -157,7 +161,7 @@ export class RunLifecycle {
   }
 
   /** Everything a restarted gateway needs to find the run again is in its sandbox's labels. */
-  private labelsFor(run: RunRecord): Record<string, string> {
+  labelsFor(run: RunRecord): Record<string, string> {
     return {
       ...run.spec.labels,
       [LABELS.managed]: 'true',
@@ -175,7 +179,7 @@ export class RunLifecycle {
    * Talks to a sandbox's runner until it answers `initialize`, then watches it: for a cold
    * start, and for a run recovery re-attaches to.
    */
-  async connect(run: RunRecord, sandbox: Sandbox): Promise<void> {
+  async connect(run: RunRecord, sandbox: Sandbox, prepare?: (runner: RunnerClient) => Promise<void>): Promise<void> {
     const { config } = this.deps;
     const runner = new RunnerClient(sandbox);
     this.watch(run, sandbox, runner);
@@ -189,7 +193,17 @@ export class RunLifecycle {
       },
       config.runs.startTimeoutSeconds * 1000,
     );
+    // What must happen before the first call (a resume's restore).
+    await prepare?.(runner);
     run.becomeReady(init.tools);
+  }
+
+  /**
+   * The gateway lets go of this sandbox on purpose (a pause): its end, and its runner's, are
+   * no longer the run's failure.
+   */
+  letGo(sandbox: Sandbox): void {
+    this.letGoOf.add(sandbox);
   }
 
   /** The run takes the sandbox and its runner: their end is the run's failure. */
@@ -199,8 +213,11 @@ export class RunLifecycle {
     // run is FAILED from that moment, and the exit's reason (OOM, signal) replaces the
     // provisional one when it arrives.
     runner.onRunEvent(ResourcesEvent.type, (payload) => this.deps.telemetry.runResources(run, payload));
-    runner.onGone((err) => this.markFailed(run, `the runner stopped answering: ${err.message}`, true));
+    runner.onGone((err) => {
+      if (!this.letGoOf.has(sandbox)) this.markFailed(run, `the runner stopped answering: ${err.message}`, true);
+    });
     void sandbox.exited.then((exit) => {
+      if (this.letGoOf.has(sandbox)) return;
       const reason = exit.oomKilled
         ? `the run ran out of memory and its sandbox was killed (OOM)${exit.detail ? `: ${exit.detail}` : ''}`
         : `the run's sandbox ended: ${exit.reason}`;
@@ -224,17 +241,24 @@ export class RunLifecycle {
     const { registry, telemetry } = this.deps;
     const run = registry.get(tenant, runId);
     const before = run.state;
-    await this.stopRun(run, '');
+    await this.stop(run, '');
     registry.remove(runId);
     telemetry.runDeleted(run, before);
   }
 
-  /** Stops a run for `why` (empty for a plain delete) and removes its sandbox. */
-  private async stopRun(run: RunRecord, why: string): Promise<void> {
-    const { provider, claims, egress, telemetry } = this.deps;
+  /** Stops a run for `why` (empty for a plain delete) and removes its sandbox, or the workspace a pause kept. */
+  async stop(run: RunRecord, why: string): Promise<void> {
+    const { provider, claims, egress, telemetry, paused } = this.deps;
+    const kept = run.pausedWorkspace;
     const left = run.stop(why);
+    if (kept) {
+      await provider
+        .dropWorkspace?.(kept)
+        .catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'removing the kept workspace failed'));
+      await paused.remove(run.runId).catch(() => undefined);
+    }
     if (left.state !== 'STOPPED') telemetry.runStopped(run);
-    if (left.state === 'STARTING' || left.state === 'READY') {
+    if (left.state === 'STARTING' || left.state === 'READY' || left.state === 'PAUSING') {
       await left.runner?.shutdown(1500);
       left.runner?.dispose();
     }
@@ -262,7 +286,7 @@ export class RunLifecycle {
       const ready = run.ready();
       if (!ready) continue;
       if (maxLifetimeSeconds > 0 && now - run.createdAt.getTime() > maxLifetimeSeconds * 1000) {
-        await this.stopRun(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
+        await this.stop(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
       } else if (
         // A replica sees only the calls made through it: idleness is not its to judge alone.
         !provider.capabilities.sharedState &&
@@ -270,7 +294,7 @@ export class RunLifecycle {
         !ready.runner.busy &&
         now - ready.runner.lastActivity > idleTimeoutSeconds * 1000
       ) {
-        await this.stopRun(run, `stopped: idle for more than ${idleTimeoutSeconds}s`);
+        await this.stop(run, `stopped: idle for more than ${idleTimeoutSeconds}s`);
       }
     }
   }
@@ -283,7 +307,7 @@ export class RunLifecycle {
       for (const run of registry.all()) run.runner?.dispose();
     } else {
       await Promise.all(
-        registry.all().map((r) => (r.state === 'STOPPED' ? undefined : this.stopRun(r, 'gateway shutdown'))),
+        registry.all().map((r) => (r.state === 'STOPPED' ? undefined : this.stop(r, 'gateway shutdown'))),
       );
     }
     registry.clear();

@@ -2,7 +2,7 @@ import type { ResourceCounts } from '../../../protocol/src/resources';
 import type { ResourceLimits } from '../config';
 import type { RunFeatures } from '../../../protocol/src/run';
 import type { ToolDescriptor } from '../../../protocol/src/tools';
-import type { Sandbox } from '../sandbox/provider';
+import type { PauseDepth, Sandbox } from '../sandbox/provider';
 import { ArgumentValidator } from '../validation';
 import type { RunnerClient } from './RunnerClient';
 
@@ -19,16 +19,40 @@ export interface RunSpec {
   template?: string;
   /** Hosts the run may reach through the egress proxy; absent for no network. */
   egress?: string[];
+  /** The run it was forked from. */
+  forkedFrom?: string;
 }
+
+/** A run's last pause, as GetRun reports it. */
+export interface PauseInfo {
+  depth: PauseDepth;
+  pausedAt: Date;
+  reason: string;
+  stateBytes: number;
+  notKept: string[];
+  resumedAt?: Date;
+}
+
+type ReadyPhase = {
+  state: 'READY';
+  sandbox: Sandbox;
+  runner: RunnerClient;
+  tools: ToolDescriptor[];
+  validator: ArgumentValidator;
+};
 
 /**
  * Where a run is in its life, and what it holds there. A sandbox outlives a failure (its
  * workspace can still be read until DeleteRun); a runner connection lives only while the
- * run is starting or ready.
+ * run is starting, ready or pausing. A paused run holds only its workspace, by the provider's
+ * handle.
  */
 export type RunPhase =
   | { state: 'STARTING'; sandbox?: Sandbox; runner?: RunnerClient }
-  | { state: 'READY'; sandbox: Sandbox; runner: RunnerClient; tools: ToolDescriptor[]; validator: ArgumentValidator }
+  | ReadyPhase
+  /** `ready`: what the run goes back to if the pause cannot be made. */
+  | { state: 'PAUSING'; sandbox: Sandbox; runner: RunnerClient; ready: ReadyPhase }
+  | { state: 'PAUSED'; workspace: string }
   /** `provisional`: the connection noticed first; the sandbox's exit will say why. */
   | { state: 'FAILED'; reason: string; provisional: boolean; sandbox?: Sandbox }
   | { state: 'STOPPED'; reason: string; sandbox?: Sandbox };
@@ -68,6 +92,8 @@ export interface ReadyRun {
   readonly tools: ToolDescriptor[];
   readonly validator: ArgumentValidator;
   tool(name: string): ToolDescriptor | undefined;
+  /** Once after a resume: what the pause did not keep, for the first result to say. */
+  takeResumeNotice(): string | undefined;
 }
 
 /**
@@ -79,6 +105,10 @@ export class RunRecord {
   private current: RunPhase = { state: 'STARTING' };
   /** The language servers and kernels the runner last reported (counts since the run began). */
   resources?: ResourceCounts[];
+  /** The last pause, kept after a resume for GetRun. */
+  pause?: PauseInfo;
+  /** What the first tool result after a resume says about what the pause did not keep. */
+  private resumeNotice?: string;
 
   constructor(
     readonly runId: string,
@@ -98,15 +128,75 @@ export class RunRecord {
   }
 
   get sandbox(): Sandbox | undefined {
-    return this.current.sandbox;
+    return 'sandbox' in this.current ? this.current.sandbox : undefined;
   }
 
   get runner(): RunnerClient | undefined {
-    return this.current.state === 'STARTING' || this.current.state === 'READY' ? this.current.runner : undefined;
+    return 'runner' in this.current ? this.current.runner : undefined;
   }
 
+  /** It holds a sandbox's memory and CPU: starting, ready or pausing. */
   get live(): boolean {
-    return this.current.state === 'STARTING' || this.current.state === 'READY';
+    return this.current.state === 'STARTING' || this.current.state === 'READY' || this.current.state === 'PAUSING';
+  }
+
+  /** The provider's handle on a paused run's workspace. */
+  get pausedWorkspace(): string | undefined {
+    return this.current.state === 'PAUSED' ? this.current.workspace : undefined;
+  }
+
+  /** READY → PAUSING: calls already running are the caller's to have checked; new ones wait. */
+  beginPause(): { sandbox: Sandbox; runner: RunnerClient } {
+    const c = this.current;
+    if (c.state !== 'READY') throw new Error(`run ${this.runId}: pause while ${c.state}`);
+    this.current = { state: 'PAUSING', sandbox: c.sandbox, runner: c.runner, ready: c };
+    return c;
+  }
+
+  /** PAUSING → READY: the pause could not be made and the sandbox is as it was. */
+  pauseAbandoned(): boolean {
+    const c = this.current;
+    if (c.state !== 'PAUSING') return false;
+    this.current = c.ready;
+    return true;
+  }
+
+  /** PAUSING (or, found again after a restart, STARTING) → PAUSED: the sandbox is gone, the workspace kept. */
+  paused(workspace: string, info: PauseInfo): boolean {
+    const c = this.current;
+    if (c.state !== 'PAUSING' && c.state !== 'STARTING') return false;
+    this.current = { state: 'PAUSED', workspace };
+    this.pause = info;
+    return true;
+  }
+
+  /** PAUSED → STARTING: a new sandbox on the kept workspace is on its way. */
+  beginResume(): string {
+    const c = this.current;
+    if (c.state !== 'PAUSED') throw new Error(`run ${this.runId}: resume while ${c.state}`);
+    this.current = { state: 'STARTING' };
+    return c.workspace;
+  }
+
+  /** STARTING|FAILED → PAUSED: a resume did not come through; the kept workspace is still there. */
+  backToPaused(workspace: string): void {
+    const c = this.current;
+    if (c.state !== 'STARTING' && c.state !== 'FAILED')
+      throw new Error(`run ${this.runId}: back to paused while ${c.state}`);
+    this.current = { state: 'PAUSED', workspace };
+  }
+
+  /** After a resume made the run READY: the notice is for the first result after it. */
+  markResumed(notice: string): void {
+    if (this.pause) this.pause.resumedAt = new Date();
+    this.resumeNotice = notice || undefined;
+  }
+
+  /** The resume's notice, once: the first result after a resume carries it, no later one. */
+  takeResumeNotice(): string | undefined {
+    const notice = this.resumeNotice;
+    this.resumeNotice = undefined;
+    return notice;
   }
 
   /** STARTING: the sandbox exists and its runner is being talked to. */
@@ -131,12 +221,12 @@ export class RunRecord {
   }
 
   /**
-   * STARTING|READY → FAILED. Returns the runner to let go of, or undefined when the run had
+   * STARTING|READY|PAUSING → FAILED. Returns the runner to let go of, or undefined when the run had
    * already ended (the first reason stands).
    */
   fail(reason: string, provisional = false): { runner?: RunnerClient } | undefined {
     const c = this.current;
-    if (c.state !== 'STARTING' && c.state !== 'READY') return undefined;
+    if (c.state !== 'STARTING' && c.state !== 'READY' && c.state !== 'PAUSING') return undefined;
     this.current = { state: 'FAILED', reason, provisional, sandbox: c.sandbox };
     return { runner: c.runner };
   }
@@ -167,7 +257,7 @@ export class RunRecord {
   stop(why: string): RunPhase {
     const before = this.current;
     const reason = before.state === 'FAILED' || before.state === 'STOPPED' ? before.reason || why : why;
-    this.current = { state: 'STOPPED', reason, sandbox: before.sandbox };
+    this.current = { state: 'STOPPED', reason, sandbox: this.sandbox };
     return before;
   }
 
@@ -185,6 +275,7 @@ export class RunRecord {
       tools: c.tools,
       validator: c.validator,
       tool: (name) => c.tools.find((t) => t.name === name),
+      takeResumeNotice: () => this.takeResumeNotice(),
     };
   }
 }

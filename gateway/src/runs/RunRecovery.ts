@@ -5,6 +5,7 @@ import type { ClaimStore } from '../pool/ClaimStore';
 import type { RunPool } from '../pool/RunPool';
 import { LABELS, SandboxUnreachableError, type SandboxProvider } from '../sandbox/provider';
 import type { RunLifecycle } from './RunLifecycle';
+import { type PausedRecord, PausedStore } from './PausedStore';
 import { RunnerClient } from './RunnerClient';
 import { RunRecord, type RunSpec } from './RunRecord';
 import type { RunRegistry } from './RunRegistry';
@@ -23,6 +24,7 @@ export interface RunRecoveryDeps {
   lifecycle: Pick<RunLifecycle, 'connect'>;
   egress: EgressService;
   claims: ClaimStore;
+  paused: PausedStore;
   pool: RunPool;
 }
 
@@ -44,10 +46,11 @@ export class RunRecovery {
   }
 
   /** Finds runs that outlived a gateway restart, re-attaches live ones and removes orphans. */
-  async recover(): Promise<{ recovered: number; removed: number; left: number }> {
+  async recover(): Promise<{ recovered: number; removed: number; left: number; paused: number }> {
     const { provider, registry, lifecycle, egress, claims } = this.deps;
     const selector = this.selector;
     const found = await provider.list(selector);
+    const paused = await this.pausedRecords();
     let recovered = 0;
     let removed = 0;
     let left = 0;
@@ -55,6 +58,18 @@ export class RunRecovery {
       const pooled = info.labels[LABELS.pool] !== undefined;
       // A pooled sandbox's run is in its claim record; without one it was idle.
       const claim = pooled ? await claims.read(info.id) : undefined;
+      const pausedRun = paused.get((pooled ? claim?.runId : info.labels[LABELS.runId]) ?? '');
+      if (pausedRun) {
+        // A pause (or a resume) the gateway did not see finish: the record decides, and the
+        // pause is completed. A runner it never saw finish restoring is not trusted.
+        await provider
+          .park?.(info.id)
+          .catch((err: Error) =>
+            logger.warn({ runId: pausedRun.runId, err: err.message }, 'could not complete a pause'),
+          );
+        if (pooled) await claims.remove(info.id).catch(() => undefined);
+        continue;
+      }
       if (pooled && !claim) {
         if (info.running && (await this.readopt(info.id, info.labels[LABELS.pool]!))) continue;
         await provider.remove(info.id).catch(() => undefined);
@@ -98,15 +113,33 @@ export class RunRecovery {
         removed++;
       }
     }
+    for (const record of paused.values()) {
+      const run = new RunRecord(record.runId, record.tenant, record.spec, new Date(record.createdAt), record.start);
+      run.paused(record.workspace, PausedStore.pauseOf(record));
+      registry.add(run);
+    }
     // Claims whose sandbox is gone (removed while the gateway was down).
     const ids = new Set(found.map((f) => f.id));
     for (const id of await claims.list()) if (!ids.has(id)) await claims.remove(id).catch(() => undefined);
+    const kept = new Set([...paused.values()].map((r) => r.workspace));
     removed +=
-      (await provider.sweep?.(selector).catch((err: Error) => {
+      (await provider.sweep?.(selector, kept).catch((err: Error) => {
         logger.warn({ err: err.message }, 'could not sweep leftovers');
         return 0;
       })) ?? 0;
-    return { recovered, removed, left };
+    return { recovered, removed, left, paused: paused.size };
+  }
+
+  /** The paused runs' records, by run id. */
+  private async pausedRecords(): Promise<Map<string, PausedRecord>> {
+    const { paused } = this.deps;
+    const records = new Map<string, PausedRecord>();
+    for (const id of await paused.list()) {
+      const record = await paused.read(id);
+      if (record) records.set(record.runId, record);
+      else logger.error({ file: id }, 'a paused run record that cannot be read is left as it is');
+    }
+    return records;
   }
 
   /**

@@ -64,19 +64,20 @@ export class RunRegistry {
 
   /**
    * What a tenant's runs hold against its quotas: memory, CPU and a slot while live (queued,
-   * starting or ready); disk while the workspace exists (until DeleteRun, failed runs too).
+   * starting, ready or pausing); disk while the workspace exists (until DeleteRun, failed and
+   * paused runs too).
    */
   reservedBy(tenant: string): Reserved {
     const held: Reserved = { liveRuns: 0, memoryMb: 0, cpuMillis: 0, diskMb: 0 };
     for (const r of this.runs.values()) {
       if (r.tenant !== tenant) continue;
-      const live = r.state === 'STARTING' || r.state === 'READY';
+      const live = r.live;
       if (live) {
         held.liveRuns++;
         held.memoryMb += r.spec.limits.memoryMb;
         held.cpuMillis += r.spec.limits.cpuMillis;
       }
-      if (live || (r.state === 'FAILED' && r.sandbox)) held.diskMb += r.spec.limits.diskMb ?? 0;
+      if (live || r.state === 'PAUSED' || (r.state === 'FAILED' && r.sandbox)) held.diskMb += r.spec.limits.diskMb ?? 0;
     }
     return held;
   }

@@ -328,6 +328,13 @@ export class RunnerClient {
     return this.calls.size > 0;
   }
 
+  /** Tool calls under way (a pause waits for none of the gateway's own requests). */
+  get toolCallsInFlight(): number {
+    let n = 0;
+    for (const c of this.calls.values()) if (c.resend) n++;
+    return n;
+  }
+
   async shutdown(timeoutMs = 3000): Promise<void> {
     if (this.gone) return;
     // The runner closes its connections as it exits: that drop is the end, not a cue to reconnect.

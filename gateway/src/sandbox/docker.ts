@@ -36,6 +36,13 @@ const SOCKET_NAME = 'runner.sock';
 /** The runner image's init and the runner's entry point (images/runner/entry/). */
 const INIT = '/usr/local/bin/tether-init';
 const RUNNER_ENTRY = '/usr/local/bin/tether-runner';
+/** What every container the provider starts is denied: network, capabilities, a writable root. */
+const LOCKED_DOWN = {
+  NetworkMode: 'none',
+  CapDrop: ['ALL'],
+  SecurityOpt: ['no-new-privileges'],
+  ReadonlyRootfs: true,
+} as const;
 
 interface Live {
   runId: string;
@@ -57,6 +64,13 @@ const ignoreMissing = (err: unknown) => {
  * needs no network at all. The workspace is a per-run volume (or a bind-mounted host
  * directory) at /workspace.
  */
+/** The run's own workspace volume (none for a host workspace). */
+function workspaceVolumeOf(info: Docker.ContainerInspectInfo): string | undefined {
+  return info.Mounts?.find(
+    (m) => m.Type === 'volume' && m.Destination === WORKSPACE && m.Name?.startsWith(VOLUME_PREFIX),
+  )?.Name;
+}
+
 export class DockerProvider implements SandboxProvider {
   readonly name = 'docker';
   readonly docker: Docker;
@@ -76,6 +90,7 @@ export class DockerProvider implements SandboxProvider {
       keepsRunsOnShutdown: config.docker.keepOnShutdown,
       egress: { carried: true },
       templateImages: new DockerTemplateImages(config, this.docker),
+      pauseDepths: ['portable'],
     };
     this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance));
   }
@@ -95,8 +110,10 @@ export class DockerProvider implements SandboxProvider {
     const image = spec.image || resolveImage(this.config);
     if (!image) throw new Error('no runner image configured: run scripts/setup.sh, or set TETHER_IMAGE / docker.image');
     await this.watchOom();
-    const volume = spec.hostWorkspace ? undefined : `${VOLUME_PREFIX}${spec.runId}`;
-    const image_ = volume ? await this.createVolume(volume, spec) : undefined;
+    const kept = spec.keptWorkspace;
+    if (kept) await this.checkKept(kept);
+    const volume = spec.hostWorkspace ? undefined : (kept ?? `${VOLUME_PREFIX}${spec.runId}`);
+    const image_ = volume && !kept ? await this.createVolume(volume, spec) : undefined;
     let sockets = this.config.fastPath ? await this.socketDirFor(spec.runId) : undefined;
     let noSocket: string | undefined;
     let container: Docker.Container | undefined;
@@ -120,7 +137,14 @@ export class DockerProvider implements SandboxProvider {
       let started!: () => void;
       const attached = await this.attachStdio(container.id, spec.runId);
       const secret = await runSecret(this.config.stateDir, spec.runId);
-      const sandbox = this.sandbox(container.id, spec.runId, secret, new Promise<void>((r) => (started = r)), attached);
+      const sandbox = this.sandbox(
+        container.id,
+        spec.runId,
+        secret,
+        new Promise<void>((r) => (started = r)),
+        volume,
+        attached,
+      );
       await container.start();
       started();
       if (image_) this.diskImages.set(container.id, image_);
@@ -145,8 +169,9 @@ export class DockerProvider implements SandboxProvider {
         };
       return { ...sandbox, socket: { path: hostSocket } };
     } catch (err) {
-      if (container) await this.remove(container.id).catch(() => undefined);
-      else if (volume)
+      // A kept workspace outlives a failed resume: the paused run still has it.
+      if (container) await (kept ? this.park(container.id) : this.remove(container.id)).catch(() => undefined);
+      else if (volume && !kept)
         await this.docker
           .getVolume(volume)
           .remove()
@@ -235,10 +260,7 @@ export class DockerProvider implements SandboxProvider {
       Tty: false,
       NetworkDisabled: true,
       HostConfig: {
-        NetworkMode: 'none',
-        CapDrop: ['ALL'],
-        SecurityOpt: ['no-new-privileges'],
-        ReadonlyRootfs: true,
+        ...LOCKED_DOWN,
         Tmpfs: { '/tmp': tmpfs('1777'), [HOME]: tmpfs('700') },
         ShmSize: SHM_BYTES,
         Init: false,
@@ -299,6 +321,7 @@ export class DockerProvider implements SandboxProvider {
     runId: string,
     secret: Buffer,
     started: Promise<void>,
+    workspace: string | undefined,
     attached?: { stream: Duplex; stdin: Writable; stdout: PassThrough },
   ): Sandbox {
     const container = this.docker.getContainer(id);
@@ -311,6 +334,7 @@ export class DockerProvider implements SandboxProvider {
       id,
       runId,
       workspacePath: WORKSPACE,
+      ...(workspace ? { keepable: workspace } : {}),
       secret,
       // Only where the socket cannot be used does the engine carry the runner's stdio.
       stdio: () => (stdio ??= this.attachStdio(id, runId)),
@@ -427,7 +451,13 @@ export class DockerProvider implements SandboxProvider {
     const info = await this.docker.getContainer(id).inspect();
     if (!info.State.Running) throw new Error(`container ${id} is not running`);
     const runId = info.Config.Labels?.[LABELS.runId] ?? '';
-    const sandbox = this.sandbox(id, runId, await runSecret(this.config.stateDir, runId), Promise.resolve());
+    const sandbox = this.sandbox(
+      id,
+      runId,
+      await runSecret(this.config.stateDir, runId),
+      Promise.resolve(),
+      workspaceVolumeOf(info),
+    );
     // A restarted gateway reaches the runner through its socket again, without the engine. The
     // gateway before it used that socket, so the runner has retired its stdio: no fall back.
     const hostSocket = path.join(socketDir(this.config.stateDir, runId), SOCKET_NAME);
@@ -448,18 +478,93 @@ export class DockerProvider implements SandboxProvider {
   }
 
   async remove(id: string): Promise<void> {
+    const volume = await this.removeContainer(id);
+    if (volume) await this.removeVolume(volume);
+  }
+
+  async park(id: string): Promise<string> {
+    const volume = await this.removeContainer(id);
+    if (!volume) throw new Error(`sandbox ${id} has no workspace of its own to keep`);
+    return volume;
+  }
+
+  async dropWorkspace(handle: string): Promise<void> {
+    if (!handle.startsWith(VOLUME_PREFIX)) throw new Error(`not a workspace volume: ${handle}`);
+    await this.removeVolume(handle);
+  }
+
+  /**
+   * A new workspace volume for `spec`'s run holding a copy of `from` (a fork's), copied by a
+   * short-lived container of the runner image as the run's user, with no network, no
+   * capabilities and the runs' runtime: the engine's own copy would run as root on the host.
+   */
+  async cloneWorkspace(from: string, spec: SandboxSpec): Promise<string> {
+    await this.checkKept(from);
+    const volume = `${VOLUME_PREFIX}${spec.runId}`;
+    await this.createVolume(volume, spec);
+    let copier: Docker.Container | undefined;
+    try {
+      const image = spec.image || resolveImage(this.config);
+      if (!image) throw new Error('no runner image configured');
+      copier = await this.docker.createContainer({
+        name: `tether-copy-${spec.runId}`,
+        Image: image,
+        Entrypoint: ['cp'],
+        Cmd: ['-a', '--', '/from/.', `${WORKSPACE}/`],
+        User: this.user.spec,
+        Labels: { [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance },
+        NetworkDisabled: true,
+        HostConfig: {
+          ...LOCKED_DOWN,
+          PidsLimit: 16,
+          Memory: 256 * 1024 * 1024,
+          Runtime: this.config.docker.runtime || undefined,
+          Mounts: [
+            { Type: 'volume', Source: from, Target: '/from', ReadOnly: true },
+            { Type: 'volume', Source: volume, Target: WORKSPACE },
+          ],
+        },
+      });
+      await copier.start();
+      const { StatusCode } = (await copier.wait()) as { StatusCode: number };
+      if (StatusCode !== 0) {
+        const said = (await copier.logs({ stdout: true, stderr: true }).catch(() => Buffer.alloc(0))) as Buffer;
+        throw new Error(
+          `copying the workspace failed (exit ${StatusCode}): ${said.toString('utf8').slice(-300).trim()}`,
+        );
+      }
+    } catch (err) {
+      // Its disk image goes with it (the volume's label names it).
+      await this.removeVolume(volume).catch(() => undefined);
+      throw err;
+    } finally {
+      await copier?.remove({ force: true }).catch(() => undefined);
+    }
+    return volume;
+  }
+
+  /** A paused run's workspace, before a sandbox is made on it: said plainly when it is gone. */
+  private async checkKept(volume: string): Promise<void> {
+    if (!volume.startsWith(VOLUME_PREFIX)) throw new Error(`not a workspace volume: ${volume}`);
+    await this.docker
+      .getVolume(volume)
+      .inspect()
+      .catch((err) => {
+        throw status(err) === 404 ? new Error(`the run's kept workspace (volume ${volume}) is gone`) : err;
+      });
+  }
+
+  /** Removes the container and what belongs to it alone; returns its workspace volume, if it had one. */
+  private async removeContainer(id: string): Promise<string | undefined> {
     const container = this.docker.getContainer(id);
     const info = await container.inspect().catch((err) => (status(err) === 404 ? undefined : Promise.reject(err)));
     await container.remove({ force: true }).catch(ignoreMissing);
-    const volume = info?.Mounts?.find(
-      (m) => m.Type === 'volume' && m.Destination === WORKSPACE && m.Name?.startsWith(VOLUME_PREFIX),
-    )?.Name;
-    if (volume) await this.removeVolume(volume);
     this.diskImages.delete(id);
     const runId = info?.Config?.Labels?.[LABELS.runId];
     if (runId)
       await fs.rm(socketDir(this.config.stateDir, runId), { recursive: true, force: true }).catch(() => undefined);
     this.release(id);
+    return info && workspaceVolumeOf(info);
   }
 
   /** Removes a workspace volume and then the loop device and image under it. */
@@ -517,15 +622,24 @@ export class DockerProvider implements SandboxProvider {
    * Removes workspace volumes whose container is gone (the gateway died between the two), then
    * workspace images of this instance that no volume uses, with their loop devices.
    */
-  async sweep(labels: Record<string, string>): Promise<number> {
+  async sweep(labels: Record<string, string>, kept: ReadonlySet<string> = new Set()): Promise<number> {
     const filters = JSON.stringify({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) });
-    const withContainer = new Set((await this.list(labels)).map((c) => c.labels[LABELS.runId]));
+    const containers = await this.docker.listContainers({ all: true, filters });
+    const withContainer = new Set(containers.map((c) => c.Labels?.[LABELS.runId]));
+    // A resumed pooled run's container carries its own id; its volume, the pooled one's.
+    const mounted = new Set(containers.flatMap((c) => (c.Mounts ?? []).map((m) => m.Name)));
     const { Volumes } = await this.docker.listVolumes({ filters });
     let removed = 0;
     const inUse = new Set<string>();
     for (const v of Volumes ?? []) {
       const runId = v.Labels?.[LABELS.runId];
-      if (!v.Name.startsWith(VOLUME_PREFIX) || !runId || withContainer.has(runId)) {
+      const leftover =
+        v.Name.startsWith(VOLUME_PREFIX) &&
+        runId &&
+        !withContainer.has(runId) &&
+        !mounted.has(v.Name) &&
+        !kept.has(v.Name);
+      if (!leftover) {
         if (v.Labels?.[DISK_IMAGE_LABEL]) inUse.add(v.Labels[DISK_IMAGE_LABEL]);
         continue;
       }

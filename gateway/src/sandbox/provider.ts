@@ -27,7 +27,15 @@ export interface SandboxSpec {
   image?: string;
   /** The run's way out through the gateway's egress proxy; absent: no network at all. */
   egress?: EgressGrant;
+  /** A workspace `park` kept (the provider's handle): the sandbox is made on it, not on a new one. */
+  keptWorkspace?: string;
 }
+
+/**
+ * How deep a pause keeps a run. `portable`: what of the run is data, written by the runner into
+ * its workspace, which the provider keeps while the sandbox is removed.
+ */
+export type PauseDepth = 'portable';
 
 /** Why a sandbox ended, as a person would want to read it. */
 export interface SandboxExit {
@@ -44,6 +52,8 @@ export interface Sandbox {
   readonly runId: string;
   /** The workspace path as the runner sees it. */
   readonly workspacePath: string;
+  /** The provider's handle on a workspace this sandbox owns, the one `park` would keep. */
+  readonly keepable?: string;
   /** The run's secret: every socket connection to the runner proves it holds it. */
   readonly secret: Buffer;
   /** Where the gateway reaches the runner's socket, when it has one. */
@@ -128,6 +138,8 @@ export interface ProviderCapabilities {
   readonly egress: EgressCapability;
   /** Where runs of a template find its image; absent: the provider runs no templates. */
   readonly templateImages?: TemplateImageSource;
+  /** The depths at which its runs can be paused (`park` and `keptWorkspace`); absent: none. */
+  readonly pauseDepths?: readonly PauseDepth[];
 }
 
 /**
@@ -147,12 +159,25 @@ export interface SandboxProvider {
   stop(id: string): Promise<void>;
   /** Removes the sandbox and the workspace it created. */
   remove(id: string): Promise<void>;
+  /**
+   * Removes the sandbox and keeps its workspace, for a portable pause; returns the handle a
+   * later `create` takes as `keptWorkspace`. Where `pauseDepths` is declared.
+   */
+  park?(id: string): Promise<string>;
+  /** Removes a workspace `park` kept (a paused run deleted or expired). */
+  dropWorkspace?(handle: string): Promise<void>;
+  /**
+   * A new workspace for `spec`'s run with a copy of the files of workspace `from` (a live
+   * sandbox's `keepable`, or a kept one): a fork's. Returns its handle, for `keptWorkspace`.
+   */
+  cloneWorkspace?(from: string, spec: SandboxSpec): Promise<string>;
   list(labels: Record<string, string>): Promise<SandboxInfo[]>;
   /**
    * Removes what sandboxes with these labels left behind without a sandbox (a workspace
-   * created just before a crash). Called on start-up, before any run is created.
+   * created just before a crash). Called on start-up, before any run is created. The
+   * workspaces of paused runs (`kept`, by handle) are not leftovers.
    */
-  sweep?(labels: Record<string, string>): Promise<number>;
+  sweep?(labels: Record<string, string>, kept?: ReadonlySet<string>): Promise<number>;
   usage?(id: string): Promise<SandboxUsage>;
   close(): Promise<void>;
 }

@@ -49,7 +49,16 @@ test("the schema's defaults are the built-in config", () => {
     maxMessageBytes: 16 * 1024 * 1024,
     maxConcurrentStreams: 0,
     maxPutFilesBytes: 1024 * 1024 * 1024,
-    runs: { idleTimeoutSeconds: 3600, maxLifetimeSeconds: 6 * 3600, maxPerTenant: 50, startTimeoutSeconds: 60 },
+    runs: {
+      idleTimeoutSeconds: 3600,
+      maxLifetimeSeconds: 6 * 3600,
+      idlePauseSeconds: 600,
+      pausedRetentionSeconds: 7 * 24 * 3600,
+      maxForks: 10,
+      maxPausedPerTenant: 100,
+      maxPerTenant: 50,
+      startTimeoutSeconds: 60,
+    },
     questions: { timeoutSeconds: 600 },
     docker: {
       socketPath: '/var/run/docker.sock',

@@ -1,6 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, readFileSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import * as path from 'node:path';
 import type { RunFeatures } from '../../../protocol/src/run';
 import {
@@ -12,7 +21,7 @@ import {
 } from '../../../protocol/src/suspend';
 import type { ToolResult } from '../../../protocol/src/tools';
 import { ReportCommand, WatchersCommand } from '../../../protocol/src/workers';
-import { runnerFor } from '../../helpers/runner';
+import { runnerFor, tempWorkspace } from '../../helpers/runner';
 
 /** A run's portable state on disk, without kernels: staged edits, the roster, torn states, the reserved directory. */
 
@@ -75,6 +84,39 @@ test('a staged ast edit survives a pause: resolve after the resume writes the sa
   // Restored once: the state is gone, a second restore finds none.
   assert.equal((await restore(second)).outcome, 'none');
   await second.run.stop();
+});
+
+test("a fork restores its parent's state on a copy of the workspace; another run's state is refused", async () => {
+  const parent = await stagedEdit();
+  assert.equal((await suspend(parent)).written, true);
+  const copy = tempWorkspace();
+  cpSync(parent.workspace, copy, { recursive: true });
+  const fork = await runnerFor({ ast: true }, {}, copy, 'run-fork');
+  const foreign = await restore(fork, true);
+  assert.equal(foreign.outcome, 'torn');
+  assert.match(foreign.problem ?? '', /another run \(run-test\)/);
+  const restored = (await fork.run.command({
+    family: RestoreCommand.type.family,
+    command: RestoreCommand.type.command,
+    payload: { forkOf: 'run-test' },
+  })) as RestoreResult;
+  assert.equal(restored.outcome, 'restored', restored.problem);
+  assert.match(restored.notice, /a fork of run run-test/);
+  const ok = await fork.call('resolve', { edit_id: 'edit_1', action: 'accept' });
+  assert.ok(!ok.isError, textOf(ok));
+  assert.match(readFileSync(path.join(copy, 'a.js'), 'utf8'), /logger\.info\(1\)/);
+  assert.equal(readFileSync(path.join(parent.workspace, 'a.js'), 'utf8'), SOURCE, "the parent's file is untouched");
+  // The fork's own later pause comes back as a resume, not as a fork again.
+  assert.equal((await suspend(fork)).written, true);
+  const again = (await fork.run.command({
+    family: RestoreCommand.type.family,
+    command: RestoreCommand.type.command,
+    payload: { forkOf: 'run-test' },
+  })) as RestoreResult;
+  assert.equal(again.outcome, 'restored', again.problem);
+  assert.match(again.notice, /was paused/);
+  await fork.run.stop();
+  await parent.run.stop();
 });
 
 test('a staged edit restored after the file changed meanwhile is refused, as without a pause', async () => {

@@ -18,7 +18,14 @@ import type {
   SandboxProvider,
   SandboxSpec,
 } from '../../../gateway/src/sandbox/provider';
-import { BindRequest, InitializeRequest, PrepareRequest, ShutdownRequest } from '../../../protocol/src/run';
+import {
+  BindRequest,
+  type CommandParams,
+  CommandRequest,
+  InitializeRequest,
+  PrepareRequest,
+  ShutdownRequest,
+} from '../../../protocol/src/run';
 import { PingRequest } from '../../../protocol/src/transport';
 import type { ToolDescriptor } from '../../../protocol/src/tools';
 
@@ -69,6 +76,8 @@ export class FakeSandbox implements Sandbox {
   }
 
   readonly workspacePath = '/workspace';
+  /** Its workspace's handle, as `park` returns it. */
+  keepable?: string;
   readonly secret = Buffer.alloc(32);
   readonly noSocketReason = 'a fake sandbox has stdio only';
 
@@ -107,6 +116,28 @@ export class FakeSandbox implements Sandbox {
   }
 }
 
+/**
+ * A runner that also pauses: `run/suspend` writes a state into its sandbox's workspace (a map
+ * in the provider, kept across `park`), `run/restore` reads it back.
+ */
+export const answersPause =
+  (workspaces: Map<string, Record<string, unknown>>): RunnerScript =>
+  (conn, sb) => {
+    answersInitialize(conn, sb);
+    conn.onRequest(CommandRequest.type, (p: CommandParams) => {
+      const ws = workspaces.get(sb.keepable ?? '') ?? {};
+      if (p.family === 'run' && p.command === 'suspend') {
+        ws.state = { x: 42 };
+        return { written: true, bytes: 100, limitBytes: 1000, families: [], kernels: [], notKept: [] };
+      }
+      if (p.family === 'run' && p.command === 'restore')
+        return ws.state
+          ? { outcome: 'restored', families: [], kernels: [], notKept: [], notice: 'resumed: x is back' }
+          : { outcome: 'none', families: [], kernels: [], notKept: [], notice: '' };
+      throw new Error(`no command ${p.family}/${p.command}`);
+    });
+  };
+
 export class FakeProvider implements SandboxProvider {
   readonly name = 'fake';
   /** What a fake declares; a test may swap it for a provider that shares its sandboxes, or carries egress. */
@@ -123,8 +154,24 @@ export class FakeProvider implements SandboxProvider {
 
   constructor(public script: RunnerScript = answersInitialize) {}
 
+  /** Kept workspaces by handle (what a paused run still has), and those dropped. */
+  readonly workspaces = new Map<string, Record<string, unknown>>();
+  readonly dropped: string[] = [];
+  /** The kept workspace each sandbox was made on, by sandbox id. */
+  readonly madeOn = new Map<string, string>();
+
+  /** Declares portable pauses, with a runner that suspends and restores. */
+  pausable(): this {
+    this.capabilities = { ...this.capabilities, pauseDepths: ['portable'] };
+    this.script = answersPause(this.workspaces);
+    return this;
+  }
+
   async create(spec: SandboxSpec): Promise<FakeSandbox> {
     const sb = new FakeSandbox(`sb-${++this.next}`, spec.runId, spec.labels, this.script);
+    sb.keepable = spec.keptWorkspace ?? `ws-${spec.runId}`;
+    if (!this.workspaces.has(sb.keepable)) this.workspaces.set(sb.keepable, {});
+    if (spec.keptWorkspace) this.madeOn.set(sb.id, spec.keptWorkspace);
     this.sandboxes.set(sb.id, sb);
     this.images.set(sb.id, spec.image);
     return sb;
@@ -144,6 +191,27 @@ export class FakeProvider implements SandboxProvider {
     this.sandboxes.get(id)?.exit({ reason: 'removed', exitCode: 0 });
     this.sandboxes.delete(id);
     this.removed.push(id);
+  }
+
+  async park(id: string): Promise<string> {
+    const sb = this.sandboxes.get(id);
+    if (!sb?.keepable) throw new Error(`no sandbox ${id}`);
+    sb.exit({ reason: 'removed', exitCode: 0 });
+    this.sandboxes.delete(id);
+    return sb.keepable;
+  }
+
+  async cloneWorkspace(from: string, spec: SandboxSpec): Promise<string> {
+    const source = this.workspaces.get(from);
+    if (!source) throw new Error(`no workspace ${from}`);
+    const handle = `ws-${spec.runId}`;
+    this.workspaces.set(handle, structuredClone(source));
+    return handle;
+  }
+
+  async dropWorkspace(handle: string): Promise<void> {
+    this.workspaces.delete(handle);
+    this.dropped.push(handle);
   }
 
   async list(labels: Record<string, string>): Promise<SandboxInfo[]> {

@@ -185,7 +185,7 @@ test('after a restart, live runs are re-attached with their tenant and spec; dea
   deadSandbox.exit();
 
   const second = assembleRuns(testConfig(), provider);
-  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1, left: 0 });
+  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1, left: 0, paused: 0 });
   const again = second.registry.get('alice', kept.runId);
   assert.equal(again.state, 'READY');
   assert.equal(again.spec.conversationId, 'conv-7');
@@ -210,7 +210,7 @@ test('after a restart, a live run this gateway cannot reach is left in place, no
     throw new SandboxUnreachableError('started with another state directory');
   };
   const second = assembleRuns(testConfig(), provider);
-  assert.deepEqual(await second.recovery.recover(), { recovered: 0, removed: 0, left: 1 });
+  assert.deepEqual(await second.recovery.recover(), { recovered: 0, removed: 0, left: 1, paused: 0 });
   assert.deepEqual(provider.removed, []);
   assert.throws(() => second.registry.get('alice', run.runId), code(status.NOT_FOUND));
   await second.close(false);

@@ -182,7 +182,7 @@ test('restart: a claimed sandbox is found again as its run, idle ones are adopte
   bound.boundTo = 'run-elsewhere';
 
   const second = assembleRuns(config, provider);
-  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1, left: 0 });
+  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 1, left: 0, paused: 0 });
   const again = second.registry.get('alice', run.runId);
   assert.equal(again.state, 'READY');
   assert.equal(again.start, 'pool');
@@ -227,7 +227,7 @@ test('restart: a claim whose record was written but whose bind never came is bou
     JSON.stringify({ runId: 'run-mid', tenant: 'alice', spec, createdAt: new Date().toISOString() }),
   );
   const second = assembleRuns(config, provider);
-  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 0, left: 0 });
+  assert.deepEqual(await second.recovery.recover(), { recovered: 1, removed: 0, left: 0, paused: 0 });
   assert.equal(second.registry.get('alice', 'run-mid').state, 'READY');
   assert.deepEqual(
     inits.get(sb.id)!.map((p) => p.runId),
@@ -250,7 +250,7 @@ test('restart: idle pooled sandboxes are removed when the pool is off or keeps a
     // Another default class: what the earlier gateway pooled does not fit it.
     if (!('size' in over)) next.limits = { ...next.limits, default: { ...LIMITS, memoryMb: 320 } };
     const second = assembleRuns(next, provider);
-    assert.deepEqual(await second.recovery.recover(), { recovered: 0, removed: 2, left: 0 });
+    assert.deepEqual(await second.recovery.recover(), { recovered: 0, removed: 2, left: 0, paused: 0 });
     assert.equal(provider.sandboxes.size, 0);
     await second.close(false);
   }

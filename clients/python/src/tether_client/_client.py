@@ -120,6 +120,28 @@ class Client:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
+    def pause_run(self, run_id: str, *, timeout: Optional[float] = None) -> pb.Run:
+        """Keeps what of the run is data and lets go of its sandbox; the next call resumes it."""
+        try:
+            return self._stub.PauseRun(pb.PauseRunRequest(run_id=run_id), metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def resume_run(self, run_id: str, *, timeout: Optional[float] = None) -> pb.Run:
+        """Brings a paused run back before its next call needs it; a ready run is returned as it is."""
+        try:
+            return self._stub.ResumeRun(pb.ResumeRunRequest(run_id=run_id), metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def fork_run(self, run_id: str, count: int = 1, *, timeout: Optional[float] = None) -> List[pb.Run]:
+        """New runs that start from the run's state now (workspace, kernel variables, staged edits); the run goes on."""
+        try:
+            res = self._stub.ForkRun(pb.ForkRunRequest(run_id=run_id, count=count), metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        return list(res.runs)
+
     def get_egress_log(self, run_id: str = "", *, page_size: int = 0, page_token: str = "", timeout: Optional[float] = None) -> pb.GetEgressLogResponse:
         """One page of this tenant's egress log (of one run, when given), oldest first."""
         req = pb.GetEgressLogRequest(run_id=run_id, page_size=page_size, page_token=page_token)

@@ -1,0 +1,381 @@
+import { randomUUID } from 'node:crypto';
+import { status } from '@grpc/grpc-js';
+import { RestoreCommand, type RestoreResult, SuspendCommand } from '../../../protocol/src/suspend';
+import type { GatewayConfig } from '../config';
+import type { EgressService } from '../egress/service';
+import { GatewayError } from '../errors';
+import { logger } from '../log';
+import type { ClaimStore } from '../pool/ClaimStore';
+import type { SandboxProvider } from '../sandbox/provider';
+import type { TemplateCatalog } from '../templates/catalog';
+import type { Telemetry } from '../observability/Telemetry';
+import type { Tenancy } from '../tenancy/Tenancy';
+import { PausedStore } from './PausedStore';
+import type { RunLifecycle } from './RunLifecycle';
+import { type PauseInfo, type ReadyRun, RunRecord } from './RunRecord';
+import type { RunRegistry } from './RunRegistry';
+
+export interface RunPausesDeps {
+  config: GatewayConfig;
+  provider: SandboxProvider;
+  registry: RunRegistry;
+  lifecycle: Pick<RunLifecycle, 'connect' | 'letGo' | 'labelsFor' | 'stop'>;
+  tenancy: Pick<Tenancy, 'checkQuota' | 'admit'>;
+  templates: Pick<TemplateCatalog, 'imageFor'>;
+  egress: Pick<EgressService, 'open' | 'close'>;
+  claims: ClaimStore;
+  paused: PausedStore;
+  telemetry: Pick<Telemetry, 'runMoved'>;
+}
+
+/**
+ * Pausing a run and bringing it back. A portable pause has the runner write what of the run is
+ * data into its workspace, records the decision, and removes the sandbox keeping the workspace;
+ * a resume makes a sandbox on that workspace and has the new runner read it back. A call for a
+ * paused run resumes it on its own (`whenReady`): the caller only waits.
+ */
+export class RunPauses {
+  /** The pause or resume under way, per run: a second request joins it. */
+  private readonly moving = new Map<string, Promise<unknown>>();
+  private sweeper?: NodeJS.Timeout;
+
+  constructor(private readonly deps: RunPausesDeps) {}
+
+  /** Where the provider can pause this run, and why not otherwise. */
+  private pausable(run: RunRecord): string | undefined {
+    if (!this.deps.provider.capabilities.pauseDepths?.includes('portable'))
+      return `the ${this.deps.provider.name} provider cannot pause runs`;
+    if (run.spec.workspace) return 'a run on a host workspace is not paused (its files are the host directory)';
+    return undefined;
+  }
+
+  async pause(tenant: string, runId: string, reason = 'requested'): Promise<RunRecord> {
+    const run = this.deps.registry.get(tenant, runId);
+    await this.settled(runId);
+    if (this.moving.has(runId)) return this.pause(tenant, runId, reason);
+    if (run.state === 'PAUSED') return run;
+    const ready = this.deps.registry.ready(tenant, runId);
+    const refused = this.pausable(run);
+    if (refused) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be paused: ${refused}`);
+    if (ready.runner.toolCallsInFlight > 0)
+      throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be paused while a call is in flight`);
+    const { maxPausedPerTenant } = this.deps.config.runs;
+    if (this.deps.registry.list(tenant).filter((r) => r.state === 'PAUSED').length >= maxPausedPerTenant)
+      throw new GatewayError(
+        status.RESOURCE_EXHAUSTED,
+        `tenant ${tenant} has ${maxPausedPerTenant} paused runs, its limit: delete or resume one first`,
+      );
+    await this.reported(run, 'pause', () => this.moveOnce(runId, () => this.portablePause(run, ready, reason)));
+    return run;
+  }
+
+  /** Times a pause or a resume and reports how it ended: metrics and the audit log. */
+  private async reported(run: RunRecord, move: 'pause' | 'resume', go: () => Promise<void>): Promise<void> {
+    const t0 = performance.now();
+    const report = (ok: boolean, detail: string) =>
+      this.deps.telemetry.runMoved(run, move, {
+        depth: 'portable',
+        ok,
+        ms: performance.now() - t0,
+        detail,
+        ...(move === 'pause' && ok ? { stateBytes: run.pause?.stateBytes ?? 0 } : {}),
+      });
+    try {
+      await go();
+    } catch (err) {
+      report(false, (err as Error).message);
+      throw err;
+    }
+    const p = run.pause;
+    report(
+      true,
+      move === 'pause' ? `${p?.reason}${p?.notKept.length ? `; not kept: ${p.notKept.join('; ')}` : ''}` : 'resumed',
+    );
+  }
+
+  private async portablePause(run: RunRecord, ready: ReadyRun, reason: string): Promise<void> {
+    const { provider, paused, claims, egress, lifecycle } = this.deps;
+    const t0 = performance.now();
+    const { sandbox, runner } = run.beginPause();
+    let info: PauseInfo;
+    try {
+      const wrote = await runner.command(SuspendCommand.type, { reason });
+      if (!wrote.written) throw new Error(wrote.notKept.map((n) => `${n.what}: ${n.why}`).join('; '));
+      if (!sandbox.keepable) throw new Error('its sandbox has no workspace of its own to keep');
+      info = {
+        depth: 'portable',
+        pausedAt: new Date(),
+        reason,
+        stateBytes: wrote.bytes,
+        notKept: wrote.notKept.map((n) => `${n.what}: ${n.why}`),
+      };
+      // The decision, before the sandbox goes: a restart that finds it completes the pause.
+      await paused.write(run.runId, PausedStore.recordOf(run, sandbox.keepable, info), { durable: true });
+    } catch (err) {
+      run.pauseAbandoned();
+      throw new GatewayError(
+        status.FAILED_PRECONDITION,
+        `run ${run.runId} could not be paused: ${(err as Error).message}`,
+      );
+    }
+    lifecycle.letGo(sandbox);
+    await runner.shutdown(1500).catch(() => undefined);
+    runner.dispose();
+    try {
+      const workspace = await provider.park!(sandbox.id);
+      run.paused(workspace, info);
+    } catch (err) {
+      // The sandbox may be half-removed: the run is over, and DeleteRun removes what is left.
+      await paused.remove(run.runId).catch(() => undefined);
+      run.fail(`the run could not be paused: ${(err as Error).message}`);
+      throw new GatewayError(status.UNAVAILABLE, `run ${run.runId} could not be paused: ${(err as Error).message}`);
+    }
+    if (run.start === 'pool') await claims.remove(sandbox.id).catch(() => undefined);
+    await egress.close(run.runId);
+    logger.info(
+      {
+        runId: run.runId,
+        reason,
+        bytes: info.stateBytes,
+        ms: Math.round(performance.now() - t0),
+        tools: ready.tools.length,
+      },
+      'run paused',
+    );
+  }
+
+  async resume(tenant: string, runId: string): Promise<RunRecord> {
+    const run = this.deps.registry.get(tenant, runId);
+    await this.settled(runId);
+    if (this.moving.has(runId)) return this.resume(tenant, runId);
+    if (run.state !== 'PAUSED') return run;
+    // Coming back takes memory and CPU again: the tenant's live quota decides, before anything starts.
+    const { tenancy, registry } = this.deps;
+    tenancy.checkQuota(tenant, registry.reservedBy(tenant), run.spec.limits);
+    await this.reported(run, 'resume', () =>
+      this.moveOnce(runId, () => tenancy.admit(tenant, () => this.portableResume(run))),
+    );
+    return run;
+  }
+
+  private async portableResume(run: RunRecord): Promise<void> {
+    const { provider, paused, egress, lifecycle, templates } = this.deps;
+    const t0 = performance.now();
+    const workspace = run.beginResume();
+    let restored: RestoreResult | undefined;
+    let made: string | undefined;
+    try {
+      const grant = run.spec.egress ? await egress.open(run.runId, run.tenant, run.spec.egress) : undefined;
+      const sandbox = await provider.create({
+        runId: run.runId,
+        tenant: run.tenant,
+        limits: run.spec.limits,
+        labels: lifecycle.labelsFor(run),
+        image: await templates.imageFor(run.tenant, run.spec.template ?? ''),
+        egress: grant,
+        keptWorkspace: workspace,
+      });
+      made = sandbox.id;
+      await lifecycle.connect(run, sandbox, async (runner) => {
+        // A fork's first restore takes its parent's state; its own later ones, its own.
+        restored = await runner.command(RestoreCommand.type, { keep: true, forkOf: run.spec.forkedFrom });
+      });
+      if (run.state !== 'READY') throw new Error(run.error || `the run is ${run.state.toLowerCase()}`);
+    } catch (err) {
+      // Nothing is lost: the workspace and its state stay for the next try.
+      const why = (err as Error).message;
+      if (run.sandbox) lifecycle.letGo(run.sandbox);
+      run.runner?.dispose();
+      if (made) await provider.park!(made).catch(() => undefined);
+      await egress.close(run.runId);
+      run.backToPaused(workspace);
+      throw new GatewayError(status.UNAVAILABLE, `run ${run.runId} could not be resumed (it stays paused): ${why}`);
+    }
+    run.markResumed(noticeOf(restored));
+    await paused.remove(run.runId);
+    logger.info(
+      { runId: run.runId, outcome: restored?.outcome, ms: Math.round(performance.now() - t0) },
+      'run resumed',
+    );
+  }
+
+  /**
+   * `count` new runs of the tenant's from the run's state now: the runner writes its state
+   * (the run goes on), then each fork gets a copy of the workspace and restores it. Checked
+   * whole against the quotas before anything is made; a fork that fails to start is FAILED
+   * with its reason, the others go on.
+   */
+  async fork(tenant: string, runId: string, count: number): Promise<RunRecord[]> {
+    const { config, registry, tenancy, provider } = this.deps;
+    const parent = registry.get(tenant, runId);
+    const n = count || 1;
+    if (!Number.isInteger(n) || n < 1 || n > config.runs.maxForks)
+      throw new GatewayError(
+        status.INVALID_ARGUMENT,
+        `count must be 1 to ${config.runs.maxForks} (runs.maxForks), not ${count}`,
+      );
+    const refused =
+      this.pausable(parent) ??
+      (provider.cloneWorkspace ? undefined : `the ${provider.name} provider cannot copy a workspace`);
+    if (refused) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be forked: ${refused}`);
+    await this.settled(runId);
+    if (this.moving.has(runId)) return this.fork(tenant, runId, count);
+    if (parent.state !== 'PAUSED') this.deps.registry.ready(tenant, runId);
+    // All or nothing: every fork is a live run with the parent's limits.
+    let inUse = registry.reservedBy(tenant);
+    for (let i = 0; i < n; i++) {
+      tenancy.checkQuota(tenant, inUse, parent.spec.limits);
+      const l = parent.spec.limits;
+      inUse = {
+        liveRuns: inUse.liveRuns + 1,
+        memoryMb: inUse.memoryMb + l.memoryMb,
+        cpuMillis: inUse.cpuMillis + l.cpuMillis,
+        diskMb: inUse.diskMb + (l.diskMb ?? 0),
+      };
+    }
+    const forks = Array.from(
+      { length: n },
+      () =>
+        new RunRecord(
+          `run-${randomUUID()}`,
+          tenant,
+          { ...parent.spec, labels: { ...parent.spec.labels }, forkedFrom: runId },
+          new Date(),
+          'cold',
+        ),
+    );
+    for (const f of forks) registry.add(f);
+    // The parent stays as it is meanwhile: no pause or resume of it starts until the copies are made.
+    await this.moveOnce(runId, async () => {
+      const source = await this.stateOf(parent);
+      await Promise.all(forks.map((f) => tenancy.admit(tenant, () => this.startFork(f, source))));
+    }).catch((err) => {
+      for (const f of forks)
+        if (f.state === 'STARTING') f.fail(`the fork could not be made: ${(err as Error).message}`);
+      throw err;
+    });
+    return forks;
+  }
+
+  /** The workspace to copy, with the run's state written into it now. */
+  private async stateOf(run: RunRecord): Promise<string> {
+    const kept = run.pausedWorkspace;
+    if (kept) return kept;
+    const ready = run.ready();
+    if (!ready?.sandbox.keepable)
+      throw new GatewayError(status.FAILED_PRECONDITION, `run ${run.runId} is ${run.state.toLowerCase()}`);
+    const wrote = await ready.runner.command(SuspendCommand.type, { reason: 'fork' });
+    if (!wrote.written)
+      throw new GatewayError(
+        status.FAILED_PRECONDITION,
+        `run ${run.runId} could not write its state: ${wrote.notKept.map((k) => `${k.what}: ${k.why}`).join('; ')}`,
+      );
+    return ready.sandbox.keepable;
+  }
+
+  /**
+   * A fork begins as a paused run on its copy of the workspace (recorded like any pause, so a
+   * restart finds it and the next call resumes it) and is resumed at once.
+   */
+  private async startFork(fork: RunRecord, source: string): Promise<void> {
+    const { provider, lifecycle, templates, paused } = this.deps;
+    let copy: string | undefined;
+    try {
+      copy = await provider.cloneWorkspace!(source, {
+        runId: fork.runId,
+        tenant: fork.tenant,
+        limits: fork.spec.limits,
+        labels: lifecycle.labelsFor(fork),
+        image: await templates.imageFor(fork.tenant, fork.spec.template ?? ''),
+      });
+      const info: PauseInfo = { depth: 'portable', pausedAt: new Date(), reason: 'fork', stateBytes: 0, notKept: [] };
+      await paused.write(fork.runId, PausedStore.recordOf(fork, copy, info), { durable: true });
+      fork.paused(copy, info);
+    } catch (err) {
+      if (copy) await provider.dropWorkspace?.(copy).catch(() => undefined);
+      fork.fail(`the fork could not be made: ${(err as Error).message}`);
+      return;
+    }
+    // A fork that cannot start now stays paused on its copy: the next call tries again.
+    await this.reported(fork, 'resume', () => this.moveOnce(fork.runId, () => this.portableResume(fork))).catch(
+      (err: Error) => logger.warn({ runId: fork.runId, err: err.message }, 'fork left paused'),
+    );
+  }
+
+  /**
+   * The run, ready for a call: a paused one (or one pausing now) is resumed first, and the
+   * caller only waits for it.
+   */
+  async whenReady(tenant: string, runId: string): Promise<ReadyRun> {
+    const run = this.deps.registry.get(tenant, runId);
+    if (run.state === 'PAUSED' || run.state === 'PAUSING' || this.moving.has(runId)) await this.resume(tenant, runId);
+    return this.deps.registry.ready(tenant, runId);
+  }
+
+  private async moveOnce(runId: string, move: () => Promise<void>): Promise<void> {
+    const p = move().finally(() => this.moving.delete(runId));
+    this.moving.set(runId, p);
+    await p;
+  }
+
+  /**
+   * Waits for the pause or resume under way, however it ends. Another caller may start one
+   * meanwhile: callers look again (`moving`) before they move, with nothing awaited between.
+   */
+  private async settled(runId: string): Promise<void> {
+    await this.moving.get(runId)?.catch(() => undefined);
+  }
+
+  /**
+   * Pauses runs idle for `runs.idlePauseSeconds` (where their provider can, short of the idle
+   * stop and of the tenant's paused limit), and stops paused runs past their retention or
+   * their lifetime.
+   */
+  async sweep(now = Date.now()): Promise<void> {
+    const { config, registry, provider } = this.deps;
+    const { idlePauseSeconds, idleTimeoutSeconds, pausedRetentionSeconds, maxLifetimeSeconds } = config.runs;
+    for (const run of registry.all()) {
+      if (run.state === 'PAUSED') {
+        const pausedFor = now - (run.pause?.pausedAt.getTime() ?? now);
+        if (pausedRetentionSeconds > 0 && pausedFor > pausedRetentionSeconds * 1000)
+          await this.deps.lifecycle.stop(run, `stopped: paused for more than ${pausedRetentionSeconds}s`);
+        else if (maxLifetimeSeconds > 0 && now - run.createdAt.getTime() > maxLifetimeSeconds * 1000)
+          await this.deps.lifecycle.stop(run, `stopped: reached the maximum lifetime of ${maxLifetimeSeconds}s`);
+        continue;
+      }
+      const ready = run.ready();
+      if (
+        !ready ||
+        idlePauseSeconds <= 0 ||
+        (idleTimeoutSeconds > 0 && idlePauseSeconds >= idleTimeoutSeconds) ||
+        // A replica sees only the calls made through it: idleness is not its to judge alone.
+        provider.capabilities.sharedState ||
+        this.pausable(run) ||
+        ready.runner.busy ||
+        now - ready.runner.lastActivity <= idlePauseSeconds * 1000
+      )
+        continue;
+      await this.pause(run.tenant, run.runId, 'idle').catch((err: Error) =>
+        logger.warn({ runId: run.runId, err: err.message }, 'idle run not paused'),
+      );
+    }
+  }
+
+  startSweeper(everyMs = 5000): void {
+    this.sweeper = setInterval(() => void this.sweep(), everyMs);
+    this.sweeper.unref();
+  }
+
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    await Promise.all([...this.moving.values()].map((p) => p.catch(() => undefined)));
+  }
+}
+
+/** What the first result after a resume says, in words a model can act on. */
+function noticeOf(r: RestoreResult | undefined): string {
+  if (!r) return '';
+  if (r.outcome === 'torn')
+    return `This run was paused and resumed, but its saved state was damaged (${r.problem ?? 'unreadable'}): nothing of it came back. Files in the workspace are intact; kernels start empty.`;
+  return r.notice;
+}

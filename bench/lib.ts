@@ -1,7 +1,7 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { execSync } from 'node:child_process';
+import { execSync, spawn } from 'node:child_process';
 
 /** The machine a result was measured on, committed beside the figures. */
 export function machine(): Record<string, unknown> {
@@ -54,4 +54,29 @@ export function writeResult(name: string, results: Record<string, unknown>): voi
   const doc = { benchmark: name, machine: machine(), results };
   writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify(doc, null, 2)}\n`);
   console.log(JSON.stringify(doc, null, 2));
+}
+
+/** `docker run` of an image to its first line of output (the CLI, the engine, the runtime). */
+export async function dockerRunBaseline(image: string, runtime: string, runs: number) {
+  const args = ['run', '--rm', '--network', 'none', '--log-driver', 'none', '--label', 'dev.tether.bench=true'];
+  if (runtime) args.push('--runtime', runtime);
+  args.push('--entrypoint', 'node', image, '-e', 'console.log(1)');
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    const first = await new Promise<number>((resolve, reject) => {
+      child.stdout.once('data', () => resolve(performance.now() - t0));
+      child.once('exit', (code) => reject(new Error(`docker run exited ${code} without output`)));
+    });
+    await new Promise((r) => child.once('exit', r));
+    samples.push(first);
+  }
+  return summary(samples);
+}
+
+/** The engine's runtimes (`docker info`): runsc is measured where it is registered. */
+export async function dockerRuntimes(): Promise<string[]> {
+  const out = execSync("docker info --format '{{json .Runtimes}}'", { encoding: 'utf8' });
+  return Object.keys(JSON.parse(out) as Record<string, unknown>);
 }

@@ -13,11 +13,9 @@
  * Usage: node dist/bench/pool.js [runs=20] [burst=50] [poolSize=10] [only=claims]
  * (`claims`: 1–4 under runc alone, printed and not written to the results).
  */
-import { execFile, spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { RunStart } from '@tether/contract';
 import { resultText } from '../clients/typescript/src';
@@ -26,13 +24,12 @@ import type { ClaimSteps } from '../gateway/src/runs/RunRecord';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { LABELS } from '../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
-import { summary, timeIt, writeResult } from './lib';
+import { dockerRunBaseline, dockerRuntimes, summary, timeIt, writeResult } from './lib';
 
 const RUNS = Number(process.argv[2] ?? 20);
 const BURST = Number(process.argv[3] ?? 50);
 const POOL = Number(process.argv[4] ?? 10);
 const ONLY_CLAIMS = process.argv[5] === 'claims';
-const exec = promisify(execFile);
 const docker = new Docker();
 const image = process.env.TETHER_IMAGE || readImagesEnv().TETHER_IMAGE;
 if (!image) throw new Error('no runner image: run scripts/setup.sh');
@@ -111,25 +108,6 @@ async function sequential(t: TestGateway, size: number, runs: number, limits?: t
     createRunInGateway: summary(inGateway.splice(0)),
     ...(steps.length ? { claimSteps: { take: step('take'), record: step('record'), bind: step('bind') } } : {}),
   };
-}
-
-/** `docker run` of the runner image to its first line of output (the CLI, the engine, the runtime). */
-async function dockerRunBaseline(runtime: string, runs: number) {
-  const args = ['run', '--rm', '--network', 'none', '--log-driver', 'none', '--label', 'dev.tether.bench=true'];
-  if (runtime) args.push('--runtime', runtime);
-  args.push('--entrypoint', 'node', image!, '-e', 'console.log(1)');
-  const samples: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    const first = await new Promise<number>((resolve, reject) => {
-      child.stdout.once('data', () => resolve(performance.now() - t0));
-      child.once('exit', (code) => reject(new Error(`docker run exited ${code} without output`)));
-    });
-    await new Promise((r) => child.once('exit', r));
-    samples.push(first);
-  }
-  return summary(samples);
 }
 
 async function pooledMemory(instance: string) {
@@ -256,7 +234,7 @@ async function sideBySide(runtime: string, runs: number) {
     const pool = await sequential(t, 2, runs);
     // Another class: every run starts cold, with the pool full and quiet beside it.
     const cold = await sequential(t, 2, runs, { ...LIMITS, memoryMb: 640 });
-    const dockerRun = await dockerRunBaseline(runtime, runs);
+    const dockerRun = await dockerRunBaseline(image!, runtime, runs);
     return {
       runtime: runtime || 'runc (engine default)',
       createToFirstAnswer: {
@@ -277,11 +255,6 @@ async function sideBySide(runtime: string, runs: number) {
     await t.close();
     throw err;
   }
-}
-
-async function runtimes(): Promise<string[]> {
-  const { stdout } = await exec('docker', ['info', '--format', '{{json .Runtimes}}']);
-  return Object.keys(JSON.parse(stdout) as Record<string, unknown>);
 }
 
 async function main() {
@@ -309,7 +282,7 @@ async function main() {
     await b.close();
   }
   let runsc: Record<string, unknown> | string = 'no runsc runtime in `docker info`';
-  if ((await runtimes()).includes('runsc')) {
+  if ((await dockerRuntimes()).includes('runsc')) {
     const { t: g, ...figures } = await sideBySide('runsc', Math.max(5, Math.ceil(RUNS / 2)));
     await g.close();
     runsc = figures;

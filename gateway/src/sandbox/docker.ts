@@ -516,7 +516,8 @@ export class DockerProvider implements SandboxProvider {
         NetworkDisabled: true,
         HostConfig: {
           ...LOCKED_DOWN,
-          PidsLimit: 16,
+          // Room for gVisor's own threads where it is the runtime; cp itself needs one.
+          PidsLimit: 128,
           Memory: 256 * 1024 * 1024,
           Runtime: this.config.docker.runtime || undefined,
           Mounts: [

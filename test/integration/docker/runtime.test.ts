@@ -69,3 +69,23 @@ test(`under ${RUNTIME}: what code in the run reaches of PID 1 and the runner, an
   assert.equal((await t.alice.getRun(run.runId)).state, RunState.READY);
   await t.alice.deleteRun(run.runId);
 });
+
+test(`under ${RUNTIME}: a run pauses, resumes with its kernel variable, and forks`, async (ctx) => {
+  if (skip || !t) return ctx.skip(skip || 'no gateway');
+  const run = await t.alice.createRun({ conversationId: 'runtime-pause', features: { eval: true } });
+  assert.equal(run.state, RunState.READY, run.error);
+  const cell = async (runId: string, code: string) => {
+    const out = await t!.alice.callTool(runId, 'eval', { code, description: 'a cell under another runtime' });
+    assert.equal(out.result.isError, false, resultText(out.result));
+    return resultText(out.result);
+  };
+  assert.match(await cell(run.runId, 'kept = 6 * 7\nkept'), /42/);
+  assert.equal((await t.alice.pauseRun(run.runId)).state, RunState.PAUSED);
+  assert.match(await cell(run.runId, 'kept + 1'), /43/);
+  // The copy of the workspace is made under the same runtime.
+  const [fork] = await t.alice.forkRun(run.runId, 1);
+  assert.equal(fork?.state, RunState.READY, fork?.error);
+  assert.match(await cell(fork!.runId, 'kept + 2'), /44/);
+  assert.equal((await (await containerOf(fork!.runId)).inspect()).HostConfig.Runtime, RUNTIME);
+  for (const id of [run.runId, fork!.runId]) await t.alice.deleteRun(id);
+});

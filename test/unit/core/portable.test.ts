@@ -34,11 +34,11 @@ const suspend = async (r: Runner) =>
     command: SuspendCommand.type.command,
     payload: {},
   })) as SuspendResult;
-const restore = async (r: Runner, keep = false) =>
+const restore = async (r: Runner, keep = false, forkOf?: string) =>
   (await r.run.command({
     family: RestoreCommand.type.family,
     command: RestoreCommand.type.command,
-    payload: { keep },
+    payload: { keep, forkOf },
   })) as RestoreResult;
 
 async function resumed(first: Runner, features: Partial<RunFeatures>) {
@@ -95,11 +95,7 @@ test("a fork restores its parent's state on a copy of the workspace; another run
   const foreign = await restore(fork, true);
   assert.equal(foreign.outcome, 'torn');
   assert.match(foreign.problem ?? '', /another run \(run-test\)/);
-  const restored = (await fork.run.command({
-    family: RestoreCommand.type.family,
-    command: RestoreCommand.type.command,
-    payload: { forkOf: 'run-test' },
-  })) as RestoreResult;
+  const restored = await restore(fork, false, 'run-test');
   assert.equal(restored.outcome, 'restored', restored.problem);
   assert.match(restored.notice, /a fork of run run-test/);
   const ok = await fork.call('resolve', { edit_id: 'edit_1', action: 'accept' });
@@ -108,11 +104,7 @@ test("a fork restores its parent's state on a copy of the workspace; another run
   assert.equal(readFileSync(path.join(parent.workspace, 'a.js'), 'utf8'), SOURCE, "the parent's file is untouched");
   // The fork's own later pause comes back as a resume, not as a fork again.
   assert.equal((await suspend(fork)).written, true);
-  const again = (await fork.run.command({
-    family: RestoreCommand.type.family,
-    command: RestoreCommand.type.command,
-    payload: { forkOf: 'run-test' },
-  })) as RestoreResult;
+  const again = await restore(fork, false, 'run-test');
   assert.equal(again.outcome, 'restored', again.problem);
   assert.match(again.notice, /was paused/);
   await fork.run.stop();

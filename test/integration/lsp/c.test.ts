@@ -53,7 +53,10 @@ test('clangd: symbols, diagnostics on write, code_actions, and gcc for "*"', asy
     /change 'unti' to 'unit' \[quickfix\] \(preferred\)/,
   );
   const all = await r.ok('lsp', { action: 'diagnostics', file: '*' });
-  assert.match(all, /checker: gcc -fsyntax-only -Wall \(3 file\(s\)\) in \. \(workspace root\) — exit 1/);
+  assert.match(
+    all,
+    /checker: gcc -fsyntax-only -Wall \(3 file\(s\)\) in \. \(workspace root\) — exit 1, [\d.]+ s\ntotals: 1 error, 1 warning, 1 note in 1 file\n/,
+  );
   assert.match(all, /bad\.c:2:66: error: .unti. undeclared/);
 });
 

@@ -68,6 +68,17 @@ test('pyright: diagnostics on write (once), of a file, code_actions, and the pyr
   assert.match(all, /geometry\/bad\.py:3:14 - error/);
 });
 
+test("pyright's project check leads with its totals when its listing is cut", async () => {
+  const many = Array.from({ length: 400 }, (_, i) => `v${i}: int = "s"`).join('\n');
+  await r.ok('write', { path: 'geometry/many.py', content: `${many}\n` });
+  const all = await r.ok('lsp', { action: 'diagnostics', file: '*' });
+  const totals = /^totals: (\d+) errors, \d+ warnings? in \d+ files?$/m.exec(all);
+  assert.ok(totals && Number(totals[1]) >= 400, all.slice(0, 400));
+  assert.match(all, /^most in: geometry\/many\.py \(400\)/m);
+  assert.match(all, /… showing 200 of \d+ lines/);
+  await r.ok('write', { path: 'geometry/many.py', content: 'fine = 1\n' });
+});
+
 test('pyright: rename across files; an invalid name is refused', async () => {
   assert.match(
     await r.fails('lsp_rename', { file: 'geometry/shapes.py', line: 19, symbol: 'total_area', new_name: 'total-area' }),

@@ -116,8 +116,13 @@ class ShardWorker {
     // After the listeners: adding a 'message' listener refs the worker's port again.
     w.unref(); // an idle pool must not keep the runner alive
     this.worker = w;
-    for (const port of this.pendingPorts.splice(0))
-      w.postMessage({ kind: 'adoptFrom', port } satisfies WorkerRequest, [port]);
+    for (const port of this.pendingPorts.splice(0)) {
+      try {
+        w.postMessage({ kind: 'adoptFrom', port } satisfies WorkerRequest, [port]);
+      } catch {
+        // Closed with its index thread before its 'close' event came: it carries nothing.
+      }
+    }
     return w;
   }
 
@@ -153,7 +158,14 @@ class ShardWorker {
   adoptionPort(): MessagePort {
     const { port1, port2 } = new MessageChannel();
     if (this.worker) this.worker.postMessage({ kind: 'adoptFrom', port: port1 } satisfies WorkerRequest, [port1]);
-    else this.pendingPorts.push(port1);
+    else {
+      // An index thread that ends closes its end: a port kept for a later start is let go then.
+      this.pendingPorts.push(port1);
+      port1.once('close', () => {
+        const i = this.pendingPorts.indexOf(port1);
+        if (i >= 0) this.pendingPorts.splice(i, 1);
+      });
+    }
     return port2;
   }
 

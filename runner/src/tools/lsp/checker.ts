@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import type { ToolResult } from '../../../../protocol/src/tools';
 import { ToolError, ok, type ToolContext } from '../../tool';
 import { resolveBinary } from './binaries';
+import { countFindings, FINDING_FORMATS, totalsLine, type FindingFormat } from './checkerTotals';
 import type { LspSession } from './session';
 
 const OUTPUT_MAX_LINES = 200;
@@ -15,6 +16,7 @@ interface CheckerCommand {
   label: string;
   binary: string;
   args: string[];
+  findings: FindingFormat;
 }
 
 async function exists(p: string): Promise<boolean> {
@@ -51,15 +53,24 @@ async function checkerFor(serverId: string, root: string, workspaceRoot: string)
           ? 'jsconfig.json'
           : undefined;
       if (!config) return 'no tsconfig.json or jsconfig.json in this root for tsc to check';
-      return { label: `tsc --noEmit -p ${config}`, binary: tsc, args: ['--noEmit', '--pretty', 'false', '-p', config] };
+      return {
+        label: `tsc --noEmit -p ${config}`,
+        binary: tsc,
+        args: ['--noEmit', '--pretty', 'false', '-p', config],
+        findings: FINDING_FORMATS.tsc,
+      };
     }
     case 'pyright': {
       const pyright = await find('pyright');
-      return pyright ? { label: 'pyright', binary: pyright, args: [] } : 'the pyright CLI was not found';
+      return pyright
+        ? { label: 'pyright', binary: pyright, args: [], findings: FINDING_FORMATS.pyright }
+        : 'the pyright CLI was not found';
     }
     case 'gopls': {
       const go = await find('go');
-      return go ? { label: 'go vet ./...', binary: go, args: ['vet', './...'] } : 'go not found';
+      return go
+        ? { label: 'go vet ./...', binary: go, args: ['vet', './...'], findings: FINDING_FORMATS.goVet }
+        : 'go not found';
     }
     case 'clangd': {
       const sources = await cSources(root);
@@ -73,17 +84,25 @@ async function checkerFor(serverId: string, root: string, workspaceRoot: string)
         label: `${name} -fsyntax-only -Wall (${sources.length} file(s))`,
         binary: compiler,
         args: ['-fsyntax-only', '-Wall', '-I', '.', ...sources],
+        findings: FINDING_FORMATS.compiler,
       };
     }
     case 'rust-analyzer': {
       const cargo = await find('cargo');
       return cargo
-        ? { label: 'cargo check', binary: cargo, args: ['check', '--offline', '--message-format', 'short'] }
+        ? {
+            label: 'cargo check',
+            binary: cargo,
+            args: ['check', '--offline', '--message-format', 'short'],
+            findings: FINDING_FORMATS.compiler,
+          }
         : 'cargo not found';
     }
     case 'dart': {
       const dart = await find('dart');
-      return dart ? { label: 'dart analyze', binary: dart, args: ['analyze'] } : 'dart not found';
+      return dart
+        ? { label: 'dart analyze', binary: dart, args: ['analyze'], findings: FINDING_FORMATS.dart }
+        : 'dart not found';
     }
     default:
       return 'no project checker known';
@@ -117,25 +136,42 @@ function run(
   });
 }
 
-function tidy(output: string, root: string, display: (abs: string) => string): string {
+/** The output with paths made workspace-relative. */
+function relative(output: string, root: string, display: (abs: string) => string): string {
   const prefix = root.endsWith('/') ? root : `${root}/`;
   const rel = display(root);
-  let text = output
+  return output
     .split(prefix)
     .join(rel === '' || rel === '.' ? '' : `${rel}/`)
     .trimEnd();
+}
+
+/** The output within the result's bounds, and whether any of it was left out. */
+function bounded(text: string): { text: string; cut: boolean } {
+  let cut = false;
   const lines = text.split('\n');
-  if (lines.length > OUTPUT_MAX_LINES)
+  if (lines.length > OUTPUT_MAX_LINES) {
     text = `${lines.slice(0, OUTPUT_MAX_LINES).join('\n')}\n… showing ${OUTPUT_MAX_LINES} of ${lines.length} lines`;
-  if (text.length > OUTPUT_MAX_CHARS)
+    cut = true;
+  }
+  if (text.length > OUTPUT_MAX_CHARS) {
     text = `${text.slice(0, OUTPUT_MAX_CHARS)}\n… output cut at ${OUTPUT_MAX_CHARS} characters`;
-  return text;
+    cut = true;
+  }
+  return { text, cut };
 }
 
 /** `diagnostics "*"`: runs each root's project checker (not the server) and says which ran. */
 export async function runProjectCheckers(session: LspSession, ctx: ToolContext): Promise<ToolResult> {
   const sections: string[] = [];
-  const ran: { checker: string; root: string; exitCode: number | null }[] = [];
+  const ran: {
+    checker: string;
+    root: string;
+    exitCode: number | null;
+    errors: number;
+    warnings: number;
+    files: number;
+  }[] = [];
   for (const spec of session.supervisor.servers) {
     for (const root of await session.supervisor.roots.allRoots(spec)) {
       const where = session.supervisor.describeRoot(root);
@@ -146,15 +182,25 @@ export async function runProjectCheckers(session: LspSession, ctx: ToolContext):
       }
       ctx.progress(`running ${cmd.label} in ${where}`);
       const r = await run(cmd, root, session.settings.checkerTimeoutMs, ctx.signal);
-      ran.push({ checker: cmd.label, root: where, exitCode: r.code });
+      const full = relative(r.output, root, (a) => session.format.display(a));
+      const totals = countFindings(full, cmd.findings);
+      ran.push({
+        checker: cmd.label,
+        root: where,
+        exitCode: r.code,
+        errors: totals.errors,
+        warnings: totals.warnings,
+        files: totals.files,
+      });
       const verdict = r.timedOut
         ? `stopped after ${session.settings.checkerTimeoutMs} ms`
         : r.code === 0
           ? 'clean (exit 0)'
           : `exit ${r.code ?? 'signal'}`;
-      const body = tidy(r.output, root, (a) => session.format.display(a));
+      const body = bounded(full);
+      const lead = r.timedOut ? '' : `\n${totalsLine(totals, r.code, body.cut)}`;
       sections.push(
-        `checker: ${cmd.label} in ${where} — ${verdict}, ${(r.ms / 1000).toFixed(1)} s${body ? `\n${body}` : ''}`,
+        `checker: ${cmd.label} in ${where} — ${verdict}, ${(r.ms / 1000).toFixed(1)} s${lead}${body.text ? `\n${body.text}` : ''}`,
       );
     }
   }

@@ -28,6 +28,18 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # ---- 1. a Docker engine -----------------------------------------------------------------
 engine_up() { docker info >/dev/null 2>&1; }
+# engine_config <node expression over cfg>: merges into the engine's daemon.json.
+engine_config() {
+  as_root mkdir -p /etc/docker
+  as_root node -e '
+    const fs = require("fs"); const f = "/etc/docker/daemon.json";
+    const cfg = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8")) : {};
+    '"$1"';
+    fs.writeFileSync(f, JSON.stringify(cfg, null, 2) + "\n");'
+}
+reload_engine() { as_root kill -HUP "$(pgrep -xo dockerd)"; } # reloads daemon.json without a restart
+# Live-restore: runs outlive the engine (an engine upgrade or restart); docs/containers.md.
+LIVE_RESTORE='cfg["live-restore"] = true'
 if ! engine_up; then
   if ! command -v dockerd >/dev/null 2>&1; then
     step "installing Debian's docker.io"
@@ -35,13 +47,20 @@ if ! engine_up; then
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq docker.io >/dev/null
   fi
   if ! engine_up; then
-    step "starting dockerd (no default bridge, no iptables: runs have no network anyway)"
+    step "starting dockerd (no default bridge, no iptables: runs have no network anyway; live-restore)"
+    engine_config "$LIVE_RESTORE"
     # shellcheck disable=SC2024
     # The engine must not inherit the set-up lock (fd 9): it would hold it for as long as it runs.
     as_root sh -c 'nohup dockerd --bridge=none --iptables=false >"${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" 2>&1 9>&- &'
     for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
     engine_up || { echo "dockerd did not come up; see ${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" >&2; exit 1; }
   fi
+fi
+if [ "$(docker info --format '{{.LiveRestoreEnabled}}')" != true ]; then
+  step "turning on the engine's live-restore"
+  engine_config "$LIVE_RESTORE"
+  reload_engine
+  for _ in $(seq 1 20); do [ "$(docker info --format '{{.LiveRestoreEnabled}}')" = true ] && break; sleep 0.5; done
 fi
 echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
 if [ "${1:-}" = --engine-only ]; then exit 0; fi
@@ -52,13 +71,8 @@ if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}
   step "registering gVisor (runsc) with the engine"
   command -v runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
   # Runtime arguments can only be given here, not per container.
-  as_root mkdir -p /etc/docker
-  as_root node -e '
-    const fs = require("fs"); const f = "/etc/docker/daemon.json";
-    const cfg = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8")) : {};
-    cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } };
-    fs.writeFileSync(f, JSON.stringify(cfg, null, 2) + "\n");'
-  as_root kill -HUP "$(pgrep -xo dockerd)"   # reloads the runtimes without a restart
+  engine_config 'cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } }'
+  reload_engine
   for _ in $(seq 1 20); do docker info --format '{{json .Runtimes}}' | grep -q 'host-uds=all' && break; sleep 0.5; done
 fi
 

@@ -16,6 +16,7 @@ import { GatewayError } from '../errors';
 import { logger } from '../log';
 import { Telemetry } from '../observability/Telemetry';
 import { RunnerGoneError } from '../runs/RunnerClient';
+import { SandboxBackendUnavailableError } from '../sandbox/provider';
 
 /** The one status a failure is answered with; unknown errors are INTERNAL and logged. */
 export function toStatus(err: unknown): GatewayError {
@@ -23,6 +24,7 @@ export function toStatus(err: unknown): GatewayError {
   if (err instanceof RunnerGoneError)
     return new GatewayError(status.UNAVAILABLE, `the run's runner is gone: ${err.message}`);
   if (err instanceof ToolAbsentError) return new GatewayError(status.NOT_FOUND, err.message);
+  if (err instanceof SandboxBackendUnavailableError) return new GatewayError(status.UNAVAILABLE, err.message);
   logger.error({ err }, 'internal error');
   return new GatewayError(status.INTERNAL, `internal error: ${(err as Error | undefined)?.message ?? String(err)}`);
 }

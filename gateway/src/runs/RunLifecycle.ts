@@ -10,7 +10,13 @@ import type { Telemetry } from '../observability/Telemetry';
 import type { ClaimStore } from '../pool/ClaimStore';
 import type { RunPool } from '../pool/RunPool';
 import type { Warm } from '../pool/WarmPool';
-import { LABELS, type Sandbox, SandboxPreconditionError, type SandboxProvider } from '../sandbox/provider';
+import {
+  LABELS,
+  type Sandbox,
+  SandboxBackendUnavailableError,
+  SandboxPreconditionError,
+  type SandboxProvider,
+} from '../sandbox/provider';
 import type { TemplateCatalog } from '../templates/catalog';
 import type { Tenancy } from '../tenancy/Tenancy';
 import type { PausedStore } from './PausedStore';
@@ -157,6 +163,8 @@ export class RunLifecycle {
       run.sandboxRemoved();
       if (err instanceof SandboxPreconditionError)
         throw new GatewayError(status.FAILED_PRECONDITION, `could not start the run: ${err.message}`);
+      if (err instanceof SandboxBackendUnavailableError)
+        throw new GatewayError(status.UNAVAILABLE, `could not start the run: ${err.message}`);
     }
   }
 

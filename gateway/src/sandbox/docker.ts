@@ -1,12 +1,14 @@
 import Docker from 'dockerode';
 import { createReadStream, existsSync, promises as fs } from 'node:fs';
 import * as path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PassThrough, Writable, type Readable, type Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config';
 import { logger } from '../log';
 import { bootRunner, runSecret, socketDir } from './boot';
 import { resolveImage } from './image';
 import { EGRESS_MOUNT, egressEnvironment } from '../egress/service';
+import { engineUnreachable, untilEngineAnswers } from './engineReach';
 import { LoopDisks } from './loopDisk';
 import {
   LABELS,
@@ -18,6 +20,7 @@ import {
   type SandboxSpec,
   type SandboxUsage,
   SandboxUnreachableError,
+  SandboxBackendUnavailableError,
 } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 import { DockerTemplateImages } from './dockerTemplateImages';
@@ -51,9 +54,18 @@ interface Live {
   /** Set when the engine reported an OOM event in this container's cgroup. */
   oom: boolean;
   abort: AbortController;
+  /** The engine wait under way: ended when the engine goes away (its wait would hang). */
+  waiting?: AbortController;
 }
 
-const status = (err: unknown) => (err as { statusCode?: number }).statusCode;
+const status = (err: unknown) => (err as { statusCode?: number } | undefined)?.statusCode;
+/** An engine that went away is said plainly: what needs it now can be tried again. */
+const backendError = (err: unknown): never => {
+  if (!engineUnreachable(err)) throw err;
+  throw new SandboxBackendUnavailableError(
+    `the Docker engine is unreachable (${(err as Error).message}); live runs go on without it: try again when it is back`,
+  );
+};
 const ignoreMissing = (err: unknown) => {
   if (status(err) !== 404 && status(err) !== 304) throw err;
 };
@@ -79,6 +91,7 @@ export class DockerProvider implements SandboxProvider {
   private events?: Readable;
   private watching?: Promise<void>;
   private closed = false;
+  private readonly lifetime = new AbortController();
   /** Workspace filesystem images of this instance, by container id once known. */
   private readonly disks: LoopDisks;
   private readonly diskImages = new Map<string, string>();
@@ -106,7 +119,11 @@ export class DockerProvider implements SandboxProvider {
     };
   }
 
-  async create(spec: SandboxSpec): Promise<Sandbox> {
+  create(spec: SandboxSpec): Promise<Sandbox> {
+    return this.createSandbox(spec).catch(backendError);
+  }
+
+  private async createSandbox(spec: SandboxSpec): Promise<Sandbox> {
     const image = spec.image || resolveImage(this.config);
     if (!image) throw new Error('no runner image configured: run scripts/setup.sh, or set TETHER_IMAGE / docker.image');
     await this.watchOom();
@@ -339,28 +356,81 @@ export class DockerProvider implements SandboxProvider {
       // Only where the socket cannot be used does the engine carry the runner's stdio.
       stdio: () => (stdio ??= this.attachStdio(id, runId)),
       exited,
-      putArchive: (rel: string, tar: Readable) => this.putArchive(container, rel, tar),
-      getArchive: (rel: string) => this.getArchive(container, rel),
+      putArchive: (rel: string, tar: Readable) => this.putArchive(container, rel, tar).catch(backendError),
+      getArchive: (rel: string) => this.getArchive(container, rel).catch(backendError),
       usage: () => this.usage(container.id),
     };
     return sandbox;
   }
 
+  /**
+   * Whatever ended the engine's wait, the container's own state decides: an engine that stops
+   * or restarts ends every wait too (the events stream tells: a wait cut off that way never
+   * settles), and with live-restore the container is still running.
+   */
   private async waitExit(container: Docker.Container, entry: Live): Promise<SandboxExit> {
-    let exitCode: number | null = null;
+    const { signal } = entry.abort;
+    const never = new Promise<SandboxExit>(() => undefined); // the gateway let go of it
+    const removed = { reason: 'the container was removed', oomKilled: entry.oom, exitCode: null };
     try {
-      const res = await container.wait({ condition: 'not-running', abortSignal: entry.abort.signal });
-      exitCode = typeof res?.StatusCode === 'number' ? res.StatusCode : null;
-    } catch (err) {
-      if (entry.abort.signal.aborted) return new Promise<SandboxExit>(() => undefined); // the gateway let go of it; never resolves
-      if (status(err) === 404) return { reason: 'the container was removed', oomKilled: entry.oom, exitCode: null };
-      return { reason: `lost track of the container: ${(err as Error).message}`, oomKilled: entry.oom, exitCode: null };
+      for (;;) {
+        const attempt = new AbortController();
+        entry.waiting = attempt;
+        const either = AbortSignal.any([signal, attempt.signal]);
+        // Raced, not only aborted: a wait whose connection the engine dropped settles never.
+        const cut = new Promise<Error>((resolve) =>
+          either.addEventListener('abort', () => resolve(new Error('the wait was cut off')), { once: true }),
+        );
+        const err = await Promise.race([
+          container.wait({ condition: 'not-running', abortSignal: either }).then(
+            () => undefined,
+            (e: unknown) => e,
+          ),
+          cut,
+        ]);
+        if (signal.aborted) return never;
+        const cutOff = attempt.signal.aborted;
+        if (!cutOff && status(err) === 404) return removed;
+        if (err && !cutOff && !engineUnreachable(err))
+          return {
+            reason: `lost track of the container: ${(err as Error).message}`,
+            oomKilled: entry.oom,
+            exitCode: null,
+          };
+        const info = await this.inspectWhenReachable(container, entry).catch((e: Error) => e);
+        if (signal.aborted) return never;
+        if (info instanceof Error)
+          return { reason: `lost track of the container: ${info.message}`, oomKilled: entry.oom, exitCode: null };
+        if (info === undefined) return removed;
+        if (!info.State?.Running) return this.exitOf(info, entry);
+        await sleep(100); // a wait ended by a restarting engine: wait again on the one that is back
+      }
     } finally {
       entry.stream?.destroy();
     }
-    const info = await container.inspect().catch(() => undefined);
-    const oomKilled = entry.oom || !!info?.State?.OOMKilled;
-    const why = info?.State?.Error ? `: ${info.State.Error}` : '';
+  }
+
+  private async inspectWhenReachable(
+    container: Docker.Container,
+    entry: Live,
+  ): Promise<Docker.ContainerInspectInfo | undefined> {
+    for (let told = false; ; ) {
+      try {
+        return await container.inspect();
+      } catch (err) {
+        if (status(err) === 404) return undefined;
+        if (!engineUnreachable(err)) throw err;
+        if (!told) logger.warn({ runId: entry.runId }, 'the Docker engine is unreachable; the run goes on without it');
+        told = true;
+        if (!(await untilEngineAnswers(this.docker, entry.abort.signal))) return undefined;
+      }
+    }
+  }
+
+  private exitOf(info: Docker.ContainerInspectInfo, entry: Live): SandboxExit {
+    const exitCode = info.State?.ExitCode ?? null;
+    const oomKilled = entry.oom || !!info.State?.OOMKilled;
+    const why = info.State?.Error ? `: ${info.State.Error}` : '';
     const reason = oomKilled
       ? `the run reached its memory limit and was killed (OOM, exit code ${exitCode})`
       : exitCode === 137
@@ -381,6 +451,14 @@ export class DockerProvider implements SandboxProvider {
       throw err;
     });
     return this.watching;
+  }
+
+  /** An engine that restarted under live runs: their OOM events are watched again once it answers. */
+  private async rewatchOom(): Promise<void> {
+    while (!this.closed && this.live.size > 0 && !this.events) {
+      if (!(await untilEngineAnswers(this.docker, this.lifetime.signal))) return;
+      await this.watchOom().catch(() => sleep(1000));
+    }
   }
 
   private async subscribeOom(): Promise<void> {
@@ -420,6 +498,10 @@ export class DockerProvider implements SandboxProvider {
       if (this.events !== events) return;
       this.events = undefined;
       this.watching = undefined;
+      if (this.closed) return;
+      // The engine went away, or restarted: each container's state is read again once it answers.
+      for (const entry of this.live.values()) entry.waiting?.abort();
+      void this.rewatchOom();
     };
     events.on('error', reset);
     events.on('close', reset);
@@ -568,11 +650,25 @@ export class DockerProvider implements SandboxProvider {
     return info && workspaceVolumeOf(info);
   }
 
-  /** Removes a workspace volume and then the loop device and image under it. */
+  /**
+   * Removes a workspace volume and then the loop device and image under it. An engine that
+   * live-restored a run's container may have lost count of the volume's mounts (Docker before
+   * 20.10.25, moby/moby#44422): it then refuses to remove a volume no container uses until its
+   * own next restart, and leaves it mounted. No container uses it, so the disk under it is
+   * unmounted and released anyway; the empty record goes with a sweep after that restart.
+   */
   private async removeVolume(name: string): Promise<void> {
     const v = this.docker.getVolume(name);
-    const image = (await v.inspect().catch(() => undefined))?.Labels?.[DISK_IMAGE_LABEL];
-    await v.remove().catch(ignoreMissing);
+    const info = await v.inspect().catch(() => undefined);
+    const image = info?.Labels?.[DISK_IMAGE_LABEL];
+    await v.remove().catch(async (err: Error) => {
+      if (!/volume has active mounts/.test(err.message)) return ignoreMissing(err);
+      logger.warn(
+        { volume: name },
+        "the engine miscounts this volume's mounts since it restarted (moby/moby#44422); its disk is released, the record goes after the engine's next restart",
+      );
+      if (image && info?.Mountpoint) await this.disks.unmountLeft(info.Mountpoint, image);
+    });
     if (image) await this.disks.release({ image });
   }
 
@@ -661,6 +757,7 @@ export class DockerProvider implements SandboxProvider {
   /** Detaches from every container; the runs themselves are stopped by the run manager. */
   async close(): Promise<void> {
     this.closed = true;
+    this.lifetime.abort();
     for (const id of [...this.live.keys()]) this.release(id);
     this.events?.destroy();
     this.events = undefined;

@@ -19,6 +19,7 @@ export async function diagnoseDocker(config: GatewayConfig): Promise<Check[]> {
     Runtimes?: Record<string, unknown>;
     ServerVersion?: string;
     CgroupVersion?: string;
+    LiveRestoreEnabled?: boolean;
   };
   try {
     await docker.ping();
@@ -37,6 +38,17 @@ export async function diagnoseDocker(config: GatewayConfig): Promise<Check[]> {
     status: 'ok',
     detail: `Docker ${info.ServerVersion ?? '?'} on ${config.docker.socketPath} (cgroup v${info.CgroupVersion ?? '?'})`,
   });
+
+  checks.push(
+    info.LiveRestoreEnabled
+      ? { name: 'live-restore', status: 'ok', detail: 'on: runs outlive an engine restart or upgrade' }
+      : {
+          name: 'live-restore',
+          status: 'warn',
+          detail: 'off: stopping or upgrading the engine ends every live run',
+          fix: 'set "live-restore": true in /etc/docker/daemon.json and send dockerd SIGHUP (scripts/setup.sh does)',
+        },
+  );
 
   const runtimes = Object.keys(info.Runtimes ?? {});
   const runtime = config.docker.runtime || info.DefaultRuntime || 'runc';

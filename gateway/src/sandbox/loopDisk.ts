@@ -76,6 +76,21 @@ export class LoopDisks {
   }
 
   /** Detaches the device (only if it is still backed by this image) and deletes the image. */
+  /**
+   * Unmounts a filesystem of one of this instance's images that its engine left mounted
+   * (it lost count of the volume's mounts); its loop device can then be let go.
+   */
+  async unmountLeft(mountpoint: string, image: string): Promise<void> {
+    if (!this.owns(image)) return;
+    const devices = new Set(await this.devicesOf(image));
+    const mounts = await fs.readFile('/proc/self/mounts', 'utf8').catch(() => '');
+    const held = mounts.split('\n').some((line) => {
+      const [device, at] = line.split(' ');
+      return devices.has(device) && at === mountpoint;
+    });
+    if (held) await sh('umount', [mountpoint]).catch(() => undefined);
+  }
+
   async release(disk: Partial<LoopDisk>): Promise<void> {
     if (!disk.image || !this.owns(disk.image)) return;
     for (const device of await this.devicesOf(disk.image)) await sh('losetup', ['-d', device]).catch(() => undefined);

@@ -97,6 +97,13 @@ export class SandboxPreconditionError extends Error {}
  */
 export class SandboxUnreachableError extends Error {}
 
+/**
+ * What provides sandboxes cannot be reached now (a Docker engine stopped or restarting). Live
+ * sandboxes go on without it; what needs it now (a create, a file transfer) fails, and a later
+ * try may succeed.
+ */
+export class SandboxBackendUnavailableError extends Error {}
+
 /** A byte stream to a runner's socket that the gateway did not open itself. */
 export interface RunnerStream {
   readable: Readable;

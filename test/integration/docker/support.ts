@@ -1,5 +1,5 @@
 import Docker from 'dockerode';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { defaultConfig } from '../../../gateway/src/config';
@@ -138,4 +138,35 @@ export function serveGateway(env: Record<string, string>): { child: ChildProcess
     child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${err}`)));
   });
   return { child, ready };
+}
+
+const engineUp = () =>
+  docker.ping().then(
+    () => true,
+    () => false,
+  );
+
+/** Only root may stop and start this machine's engine, as an engine upgrade does. */
+export const canRestartEngine = () => process.getuid?.() === 0;
+
+/** Stops the engine (SIGTERM, as a service manager does) and waits until it is gone. */
+export async function stopEngine(): Promise<void> {
+  const pid = Number(execFileSync('pgrep', ['-xo', 'dockerd']).toString().trim());
+  process.kill(pid, 'SIGTERM');
+  await until('the engine to stop', async () => !(await engineUp()) && !isAlive(pid), 60_000, 200);
+}
+
+/** Starts the engine the way the set-up does, and waits until it answers. */
+export async function startEngine(): Promise<void> {
+  execFileSync('bash', [path.resolve(__dirname, '../../../../scripts/setup.sh'), '--engine-only'], { stdio: 'ignore' });
+  await until('the engine to answer', engineUp, 60_000, 200);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -103,17 +103,19 @@ export class DapClient {
       }
       for (const m of messages) this.dispatch(m);
     });
-    input.on('end', () => {
-      const plain = 'the debug adapter closed its connection';
+    // A pipe's end or a refused write usually means the adapter died: its exit says how, and
+    // is waited for a moment before the plainer reason is given.
+    const closeFor = (plain: string) => {
       if (!why) return this.close(plain);
       const timer = setTimeout(() => this.close(plain), 1000);
       void why.then((reason) => {
         clearTimeout(timer);
         this.close(reason);
       });
-    });
+    };
+    input.on('end', () => closeFor('the debug adapter closed its connection'));
     input.on('error', (err) => this.close(`the debug adapter connection failed: ${err.message}`));
-    output.on('error', (err) => this.close(`writing to the debug adapter failed: ${err.message}`));
+    output.on('error', (err) => closeFor(`writing to the debug adapter failed: ${err.message}`));
   }
 
   get closed(): string | undefined {

@@ -21,7 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-all=(call-latency transport containers pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability)
+all=(call-latency transport cpu-per-call containers pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability)
 chosen=("${@:-${all[@]}}")
 for b in "${chosen[@]}"; do
   echo "==> bench $b"
@@ -32,6 +32,7 @@ for b in "${chosen[@]}"; do
     pool) node dist/bench/pool.js 20 50 10 ;;
     lifecycle) node dist/bench/lifecycle.js 5 10 ;;
     density) node dist/bench/density.js 190 10 ;;
+    cpu-per-call) node dist/bench/cpu-per-call.js 2000 3 ;;
     lsp) node dist/bench/lsp.js 40 docker ;;
     ast) node dist/bench/ast.js ;;
     debug) node dist/bench/debug.js 5 30 docker ;;

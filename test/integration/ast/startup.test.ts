@@ -81,10 +81,10 @@ test('a starting language server pauses the background index until its first dia
     assert.ok(begun.paused && !ended.paused);
     assert.ok(begun.indexed < FILES, `the index was still under way when pyright started (${begun.indexed} files)`);
     // Each thread finishes the file in hand (2 files in all on a quiet machine); the bound
-    // leaves room for threads that see the pause late on a loaded one (5 seen, with other
-    // test files running beside this one).
+    // leaves room for threads that see the pause late on a loaded one (8 seen in a full
+    // suite), and far below the 2000 files the index has to go through.
     assert.ok(
-      ended.indexed - begun.indexed <= 3 * WORKERS,
+      ended.indexed - begun.indexed <= 8 * WORKERS,
       `indexed while pyright started (${hold.ended! - hold.began} ms): ${ended.indexed - begun.indexed} files`,
     );
 

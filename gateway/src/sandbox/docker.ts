@@ -371,7 +371,12 @@ export class DockerProvider implements SandboxProvider {
   private async waitExit(container: Docker.Container, entry: Live): Promise<SandboxExit> {
     const { signal } = entry.abort;
     const never = new Promise<SandboxExit>(() => undefined); // the gateway let go of it
-    const removed = { reason: 'the container was removed', oomKilled: entry.oom, exitCode: null };
+    const removed = () => ({ reason: 'the container was removed', oomKilled: entry.oom, exitCode: null });
+    const lostTrack = (e: Error) => ({
+      reason: `lost track of the container: ${e.message}`,
+      oomKilled: entry.oom,
+      exitCode: null,
+    });
     try {
       for (;;) {
         const attempt = new AbortController();
@@ -390,18 +395,12 @@ export class DockerProvider implements SandboxProvider {
         ]);
         if (signal.aborted) return never;
         const cutOff = attempt.signal.aborted;
-        if (!cutOff && status(err) === 404) return removed;
-        if (err && !cutOff && !engineUnreachable(err))
-          return {
-            reason: `lost track of the container: ${(err as Error).message}`,
-            oomKilled: entry.oom,
-            exitCode: null,
-          };
+        if (!cutOff && status(err) === 404) return removed();
+        if (err && !cutOff && !engineUnreachable(err)) return lostTrack(err as Error);
         const info = await this.inspectWhenReachable(container, entry).catch((e: Error) => e);
         if (signal.aborted) return never;
-        if (info instanceof Error)
-          return { reason: `lost track of the container: ${info.message}`, oomKilled: entry.oom, exitCode: null };
-        if (info === undefined) return removed;
+        if (info instanceof Error) return lostTrack(info);
+        if (info === undefined) return removed();
         if (!info.State?.Running) return this.exitOf(info, entry);
         await sleep(100); // a wait ended by a restarting engine: wait again on the one that is back
       }

@@ -22,13 +22,11 @@ const LONGEST_WAIT_MS = 2000;
  */
 export async function untilEngineAnswers(docker: Docker, signal: AbortSignal): Promise<boolean> {
   for (let wait = FIRST_WAIT_MS; !signal.aborted; wait = Math.min(wait * 2, LONGEST_WAIT_MS)) {
-    if (
-      await docker.ping().then(
-        () => true,
-        () => false,
-      )
-    )
-      return true;
+    const answers = await docker.ping().then(
+      () => true,
+      () => false,
+    );
+    if (answers) return true;
     await sleep(wait, undefined, { signal }).catch(() => undefined);
   }
   return false;

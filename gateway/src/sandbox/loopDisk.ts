@@ -75,7 +75,6 @@ export class LoopDisks {
     }
   }
 
-  /** Detaches the device (only if it is still backed by this image) and deletes the image. */
   /**
    * Unmounts a filesystem of one of this instance's images that its engine left mounted
    * (it lost count of the volume's mounts); its loop device can then be let go.
@@ -91,6 +90,7 @@ export class LoopDisks {
     if (held) await sh('umount', [mountpoint]).catch(() => undefined);
   }
 
+  /** Detaches the device (only if it is still backed by this image) and deletes the image. */
   async release(disk: Partial<LoopDisk>): Promise<void> {
     if (!disk.image || !this.owns(disk.image)) return;
     for (const device of await this.devicesOf(disk.image)) await sh('losetup', ['-d', device]).catch(() => undefined);

@@ -8,6 +8,7 @@
 #                       else tether-base:bookworm, debootstrapped offline by images/base/build-base.sh)
 #   TETHER_SKIP_GATEWAY_IMAGE=1   do not build the gateway image
 #   TETHER_WITH_RUNSC=1           install gVisor's runsc and register it with the engine
+#   TETHER_DOCKERD_CONFIG         the engine's daemon.json (default /etc/docker/daemon.json)
 #
 #   scripts/setup.sh --engine-only    only make sure a Docker engine runs
 set -euo pipefail
@@ -29,15 +30,22 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # ---- 1. a Docker engine -----------------------------------------------------------------
 engine_up() { docker info >/dev/null 2>&1; }
 # engine_config <node expression over cfg>: merges into the engine's daemon.json.
+daemon_json="${TETHER_DOCKERD_CONFIG:-/etc/docker/daemon.json}"
 engine_config() {
-  as_root mkdir -p /etc/docker
-  as_root node -e '
-    const fs = require("fs"); const f = "/etc/docker/daemon.json";
+  as_root mkdir -p "$(dirname "$daemon_json")"
+  as_root env DAEMON_JSON="$daemon_json" node -e '
+    const fs = require("fs"); const f = process.env.DAEMON_JSON;
     const cfg = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, "utf8")) : {};
     '"$1"';
     fs.writeFileSync(f, JSON.stringify(cfg, null, 2) + "\n");'
 }
-reload_engine() { as_root kill -HUP "$(pgrep -xo dockerd)"; } # reloads daemon.json without a restart
+# Reloads daemon.json without a restart.
+reload_engine() {
+  local pid
+  pid="$(pgrep -xo dockerd || true)"
+  [ -n "$pid" ] || { echo "the engine answers but no dockerd process is here to reload; restart it to apply $daemon_json" >&2; return 1; }
+  as_root kill -HUP "$pid"
+}
 # Live-restore: runs outlive the engine (an engine upgrade or restart); docs/containers.md.
 LIVE_RESTORE='cfg["live-restore"] = true'
 if ! engine_up; then
@@ -51,7 +59,7 @@ if ! engine_up; then
     engine_config "$LIVE_RESTORE"
     # shellcheck disable=SC2024
     # The engine must not inherit the set-up lock (fd 9): it would hold it for as long as it runs.
-    as_root sh -c 'nohup dockerd --bridge=none --iptables=false >"${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" 2>&1 9>&- &'
+    as_root sh -c 'nohup dockerd --config-file "$0" --bridge=none --iptables=false >"${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" 2>&1 9>&- &' "$daemon_json"
     for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
     engine_up || { echo "dockerd did not come up; see ${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" >&2; exit 1; }
   fi

@@ -32,14 +32,26 @@ test('a set-up that starts the engine leaves its lock free for the next set-up',
   mkdirSync(path.join(checkout, 'scripts'), { recursive: true });
   copyFileSync(path.join(repo, 'scripts/setup.sh'), path.join(checkout, 'scripts/setup.sh'));
   // A stand-in engine: `docker info` answers once the stand-in dockerd has started, which then
-  // stays alive (with every descriptor it inherited) like the real one.
-  stub(bin, 'docker', `[ -f "${tmp}/up" ] || exit 1\n[ "$1" = version ] && echo 0-standin\nexit 0`);
+  // stays alive (with every descriptor it inherited) like the real one; it reports live-restore
+  // on when the set-up wrote it into the stand-in's daemon.json.
+  const daemonJson = path.join(tmp, 'daemon.json');
+  stub(
+    bin,
+    'docker',
+    [
+      `[ -f "${tmp}/up" ] || exit 1`,
+      '[ "$1" = version ] && { echo 0-standin; exit 0; }',
+      `case "$*" in *LiveRestoreEnabled*) grep -q '"live-restore": true' "${daemonJson}" && echo true || echo false ;; esac`,
+      'exit 0',
+    ].join('\n'),
+  );
   stub(bin, 'dockerd', `echo $$ > "${tmp}/dockerd.pid"\ntouch "${tmp}/up"\nexec sleep 60`);
   stub(bin, 'sudo', 'exec "$@"');
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PATH: `${bin}:${process.env.PATH}`,
     TETHER_DOCKERD_LOG: path.join(tmp, 'dockerd.log'),
+    TETHER_DOCKERD_CONFIG: daemonJson,
   };
   delete env.TETHER_WITH_RUNSC;
   try {

@@ -6,6 +6,7 @@ import { diagnose, formatReport, type Check } from './doctor';
 import { registerTemplateCommands } from './templates/cli';
 import { registerEgressCommands } from './egress/cli';
 import { summarizeMetrics } from './observability/metricsSummary';
+import { PROVIDERS } from './sandbox/names';
 
 const program = new Command();
 program.name('tether').description('A gRPC gateway of tools bound to the live resources of one agent run.');
@@ -21,7 +22,7 @@ program
   .description('start the gateway')
   .option('--config <file>', 'JSON config file (or TETHER_CONFIG)')
   .option('--listen <host:port>', 'address to listen on')
-  .option('--provider <name>', 'sandbox provider: docker or process')
+  .option('--provider <name>', `sandbox provider: ${PROVIDERS.join(', ')}`)
   .action(async (o: { config?: string; listen?: string; provider?: ProviderName }) => {
     const config = loadConfig({
       file: o.config,

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { adminConfig } from '../templates/cli';
+import { adminConfig } from '../sandbox/adminConfig';
 import { loggedTenants, readEgressLog } from './log';
 import { egressLogDir } from './service';
 

@@ -18,6 +18,7 @@ for lang in ${langs[@]}; do
       echo "==> python: ruff, pyright, pytest"
       (cd clients/python && "$root/$venv/bin/ruff" check . && "$root/$venv/bin/ruff" format --check . \
         && "$root/$venv/bin/pyright" --pythonpath "$root/$venv/bin/python" \
+        && "$root/$venv/bin/pyright" --pythonpath "$root/$venv/bin/python" "$root/bench/clients/driver.py" \
         && "$root/$venv/bin/python" -m pytest -v -p no:cacheprovider)
       ;;
     go)

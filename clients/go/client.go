@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/tether-dev/tether/clients/go/tetherv1"
@@ -60,6 +61,19 @@ func (c *Client) Close() error {
 		c.calls.close()
 	}
 	return c.conn.Close()
+}
+
+// Health is the gateway's health status for service ("SERVING", "NOT_SERVING", …; the gateway's
+// own service when service is empty) over this client's connection. It needs no token.
+func (c *Client) Health(ctx context.Context, service string) (string, error) {
+	if service == "" {
+		service = "tether.v1.Gateway"
+	}
+	res, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return "", wrap(err)
+	}
+	return res.GetStatus().String(), nil
 }
 
 // Raw is the generated stub, for RPCs this wrapper does not cover (WatchWorkers, ReportWorker).

@@ -63,6 +63,17 @@ func TestFoldersInAndOut(t *testing.T) {
 	}
 }
 
+func TestHealthNeedsNoToken(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, "")
+	if s, err := c.Health(ctx, ""); err != nil || s != "SERVING" {
+		t.Fatalf("Health: %q, %v", s, err)
+	}
+	if _, err := c.Health(ctx, "no.such.Service"); !tether.IsNotFound(err) {
+		t.Fatalf("an unknown service: %v", err)
+	}
+}
+
 func TestErrorsCarryTheirCode(t *testing.T) {
 	ctx := context.Background()
 	_, err := dial(t, "").ListRuns(ctx)

@@ -3,7 +3,16 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Approval, QuestionKind, Status, TetherClient, TetherError, VERSION, isTetherError } from '@tether/client';
+import {
+  Approval,
+  QuestionKind,
+  Status,
+  TetherClient,
+  TetherError,
+  VERSION,
+  checkHealth,
+  isTetherError,
+} from '@tether/client';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 
 // What the TypeScript client adds over the shared conformance suite: its handlers' edge cases,
@@ -27,6 +36,18 @@ test('a refused request rejects with a TetherError carrying the code', async () 
   assert.match(err.message, /^NOT_FOUND: /);
   assert.ok(err.details.length > 0);
   assert.match(VERSION, /^\d+\.\d+\.\d+$/);
+});
+
+test("health needs no token, on the client's own connection or a new one", async () => {
+  const anonymous = new TetherClient(t.gateway.address, '');
+  try {
+    assert.equal(await anonymous.health(), 'SERVING');
+    assert.equal(await anonymous.health(''), 'SERVING');
+    await assert.rejects(anonymous.health('no.such.Service'), (e) => isTetherError(e, Status.NOT_FOUND));
+    assert.equal(await checkHealth(t.gateway.address), 'SERVING');
+  } finally {
+    anonymous.close();
+  }
 });
 
 test('an already aborted signal: nothing is sent, the request rejects with CANCELLED and the reason', async () => {

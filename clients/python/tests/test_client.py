@@ -26,6 +26,20 @@ def test_a_call_without_a_token_is_unauthenticated(gateway: Dict[str, str]) -> N
     assert isinstance(err.value, TetherError)
 
 
+def test_health_needs_no_token_and_rides_the_clients_channel(gateway: Dict[str, str]) -> None:
+    with Client(gateway["address"], "") as anonymous:
+        assert anonymous.health() == "SERVING"
+        assert anonymous.health("") == "SERVING"
+        with pytest.raises(NotFoundError):
+            anonymous.health("no.such.Service")
+
+    async def check() -> str:
+        async with AsyncClient(gateway["address"], "") as tether:
+            return await tether.health()
+
+    assert asyncio.run(check()) == "SERVING"
+
+
 def test_tools_on_two_surfaces_and_their_schemas(client: Client) -> None:
     run = client.create_run(conversation_id="py-tools", labels={"suite": "python"})
     try:

@@ -26,6 +26,7 @@ import { SharedCalls } from './sharedCalls';
 import { gatewayDefinition } from '@tether/contract/grpc';
 import { isTetherError, TetherError } from './errors';
 import { extractTo, tarOf, tarOfFolder, untar, type FileMap } from './files';
+import { healthChecker } from './health';
 import { VERSION } from './version';
 
 export type CreateRunInit = MessageInitShape<typeof CreateRunRequestSchema>;
@@ -73,6 +74,7 @@ export class TetherClient {
   readonly address: string;
   private readonly meta: grpc.Metadata;
   private readonly shared?: SharedCalls;
+  private checker?: ReturnType<typeof healthChecker>;
 
   constructor(address: string, token: string, options: ClientOptions | grpc.ClientOptions = {}) {
     const opts: ClientOptions =
@@ -344,6 +346,12 @@ export class TetherClient {
       create(ReportWorkerRequestSchema, req as MessageInitShape<typeof ReportWorkerRequestSchema>),
       o,
     );
+  }
+
+  /** The gateway's health status (`grpc.health.v1`) over this client's own connection; needs no token. */
+  health(service = 'tether.v1.Gateway', deadlineMs = 2000): Promise<string> {
+    this.checker ??= healthChecker(this.raw.getChannel());
+    return this.checker(service, deadlineMs);
   }
 
   close(): void {

@@ -30,16 +30,44 @@ const definition: grpc.ServiceDefinition = {
 const HealthClient = grpc.makeGenericClientConstructor(definition, 'Health');
 
 /** The gateway's health status for `service` ("SERVING", "NOT_SERVING", …); needs no token. */
-export function checkHealth(address: string, service = 'tether.v1.Gateway', deadlineMs = 2000): Promise<string> {
+export async function checkHealth(address: string, service = 'tether.v1.Gateway', deadlineMs = 2000): Promise<string> {
   const client = new HealthClient(address, grpc.credentials.createInsecure());
+  try {
+    return await healthOn(client, service, deadlineMs);
+  } finally {
+    client.close();
+  }
+}
+
+/**
+ * A health checker on an open channel (a TetherClient's own), so a check travels the same
+ * connection as the calls it is compared with.
+ */
+export function healthChecker(
+  channel: grpc.ChannelInterface,
+): (service?: string, deadlineMs?: number) => Promise<string> {
+  const client = new HealthClient('unused', grpc.credentials.createInsecure(), { channelOverride: channel });
+  return (service = 'tether.v1.Gateway', deadlineMs = 2000) => healthOn(client, service, deadlineMs);
+}
+
+function healthOn(client: grpc.Client, service: string, deadlineMs: number): Promise<string> {
   return new Promise<string>((resolve, reject) => {
-    client.check(service, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, status: number) => {
-      client.close();
-      if (err) reject(TetherError.from(err));
-      else resolve(STATUS_NAMES[status] ?? String(status));
-    });
+    (client as unknown as { check: HealthCheck }).check(
+      service,
+      { deadline: Date.now() + deadlineMs },
+      (err, status) => {
+        if (err) reject(TetherError.from(err));
+        else resolve(STATUS_NAMES[status] ?? String(status));
+      },
+    );
   });
 }
+
+type HealthCheck = (
+  service: string,
+  options: grpc.CallOptions,
+  cb: (err: grpc.ServiceError | null, status: number) => void,
+) => void;
 
 /** Resolves once the gateway reports SERVING; rejects with the last error after `timeoutMs`. */
 export async function waitUntilServing(address: string, timeoutMs = 30_000): Promise<void> {

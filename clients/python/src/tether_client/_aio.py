@@ -14,6 +14,7 @@ from ._calls import CallsNotServed, CallState, Pending
 from ._client import AnswerLike, ToolResultLike, create_run_request
 from ._common import (
     CHANNEL_OPTIONS,
+    HEALTH_CHECK,
     CallOutcome,
     CancelToken,
     FileMap,
@@ -24,6 +25,8 @@ from ._common import (
     cancel_input,
     extract_tar,
     files_of_tar,
+    health_request,
+    health_status,
     metadata_for,
     put_requests,
     start_input,
@@ -63,6 +66,7 @@ class AsyncClient:
         self.address = address
         self._channel = channel or grpc.aio.insecure_channel(address, options=[*CHANNEL_OPTIONS, *options])
         self._stub = rpc.GatewayStub(self._channel)
+        self._health = self._channel.unary_unary(HEALTH_CHECK)
         self._metadata = metadata_for(token)
         self._multiplex = multiplex
         self._calls: Optional[AsyncCallsStream] = None
@@ -78,6 +82,13 @@ class AsyncClient:
         if calls is not None:
             await calls.close()
         await self._channel.close()
+
+    async def health(self, service: str = "tether.v1.Gateway", *, timeout: Optional[float] = 2.0) -> str:
+        """The gateway's health status ("SERVING", "NOT_SERVING", …) over this client's channel; needs no token."""
+        try:
+            return health_status(await self._health(health_request(service), timeout=timeout))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
 
     # --- runs --------------------------------------------------------------------------------
 

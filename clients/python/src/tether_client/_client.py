@@ -10,6 +10,7 @@ import grpc
 from ._calls import CallsNotServed, CallState, Pending
 from ._common import (
     CHANNEL_OPTIONS,
+    HEALTH_CHECK,
     CallOutcome,
     CancelToken,
     FileMap,
@@ -20,6 +21,8 @@ from ._common import (
     cancel_input,
     extract_tar,
     files_of_tar,
+    health_request,
+    health_status,
     message,
     metadata_for,
     put_requests,
@@ -63,6 +66,7 @@ class Client:
         self.address = address
         self._channel = channel or grpc.insecure_channel(address, options=[*CHANNEL_OPTIONS, *options])
         self._stub = rpc.GatewayStub(self._channel)
+        self._health = self._channel.unary_unary(HEALTH_CHECK)
         self._metadata = metadata_for(token)
         self._multiplex = multiplex
         self._calls: Optional[CallsStream] = None
@@ -80,6 +84,13 @@ class Client:
         if calls is not None:
             calls.close()
         self._channel.close()
+
+    def health(self, service: str = "tether.v1.Gateway", *, timeout: Optional[float] = 2.0) -> str:
+        """The gateway's health status ("SERVING", "NOT_SERVING", …) over this client's channel; needs no token."""
+        try:
+            return health_status(self._health(health_request(service), timeout=timeout))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
 
     # --- runs --------------------------------------------------------------------------------
 

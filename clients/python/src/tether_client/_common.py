@@ -26,6 +26,55 @@ StrPath = Union[str, "os.PathLike[str]"]
 SurfaceLike = Union[pb.Surface, Mapping[str, Any], None]
 
 
+# grpc.health.v1 is two one-field messages; they are coded here so the client carries no health
+# package. A check travels the client's own channel, beside its calls.
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+HEALTH_STATUS = ("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def health_request(service: str) -> bytes:
+    data = service.encode()
+    return b"\x0a" + _varint(len(data)) + data if data else b""
+
+
+def health_status(response: bytes) -> str:
+    """The status field (1, varint) of a HealthCheckResponse, by name."""
+    i, status = 0, 0
+    while i < len(response):
+        tag, i = _read_varint(response, i)
+        field_no, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, i = _read_varint(response, i)
+            if field_no == 1:
+                status = value
+        elif wire == 2:
+            size, i = _read_varint(response, i)
+            i += size
+        else:
+            raise ValueError(f"unexpected wire type {wire} in a health response")
+    return HEALTH_STATUS[status] if status < len(HEALTH_STATUS) else str(status)
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
 def metadata_for(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 

@@ -202,6 +202,13 @@ export const configSchema = Type.Object(
           description:
             '`loop`: each fresh workspace is an ext4 image of `diskMb` on a loop device (needs root, or a gateway container with `-v /dev:/dev` and loop device cgroup rules; docs/tenancy.md); `none`: no disk limit',
         }),
+        spareDisks: Type.Integer({
+          minimum: 0,
+          maximum: 16,
+          default: 2,
+          description:
+            'with `disk: loop`, workspace disks kept formatted and attached ahead of need for each disk size runs asked for lately (the four latest), so a cold start does not make its own; 0 turns it off',
+        }),
       },
       { additionalProperties: false },
     ),

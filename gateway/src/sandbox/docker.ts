@@ -105,7 +105,7 @@ export class DockerProvider implements SandboxProvider {
       templateImages: new DockerTemplateImages(config, this.docker),
       pauseDepths: ['portable'],
     };
-    this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance));
+    this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance), config.docker.spareDisks);
   }
 
   private get user(): { uid: number; gid: number; spec: string } {
@@ -760,5 +760,6 @@ export class DockerProvider implements SandboxProvider {
     for (const id of [...this.live.keys()]) this.release(id);
     this.events?.destroy();
     this.events = undefined;
+    await this.disks.close();
   }
 }

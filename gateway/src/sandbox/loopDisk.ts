@@ -1,6 +1,8 @@
 import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { SpareDisks } from './spareDisks';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -11,6 +13,9 @@ export const NEEDS =
   'disk limits need losetup, mkfs.ext4 and debugfs (util-linux, e2fsprogs) and the right to attach loop devices: run the gateway as root, ' +
   "or its container with -v /dev:/dev --device-cgroup-rule='b 7:* rmw' --device-cgroup-rule='c 10:237 rmw'; " +
   'or set docker.disk to "none" to run without disk limits';
+
+type Owner = { uid: number; gid: number };
+const SPARE_PREFIX = 'spare-';
 
 export interface LoopDisk {
   /** The filesystem image on the gateway's disk (sparse: it grows as the run writes). */
@@ -34,15 +39,54 @@ async function sh(cmd: string, args: string[]): Promise<string> {
  * with ENOSPC inside the run; the host loses at most the image's size.
  */
 export class LoopDisks {
-  constructor(readonly dir: string) {}
+  private readonly spares: SpareDisks<LoopDisk>;
+  /** Names this gateway's spares apart from ones an earlier gateway left (which a sweep removes). */
+  private readonly sparePrefix = `${SPARE_PREFIX}${randomUUID().slice(0, 8)}-`;
+
+  /** `spares`: formatted, attached disks kept ready per size asked for (0: none). */
+  constructor(
+    readonly dir: string,
+    spares = 0,
+  ) {
+    this.spares = new SpareDisks<LoopDisk>(spares, {
+      make: ({ sizeMb, owner }) =>
+        this.make(path.join(this.dir, `${this.sparePrefix}${randomUUID()}.img`), sizeMb, owner),
+      release: (disk) => this.release(disk),
+    });
+  }
 
   imageFor(runId: string): string {
     return path.join(this.dir, `${runId}.img`);
   }
 
-  async create(runId: string, sizeMb: number, owner: { uid: number; gid: number }): Promise<LoopDisk> {
-    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
+  /**
+   * A disk for the run: a spare of its size and owner renamed to the run's image when one is
+   * ready (a rename keeps the loop device: sysfs names the backing file by its current path),
+   * else one made now. Either way a spare of that shape is made next, for the run after.
+   */
+  async create(runId: string, sizeMb: number, owner: Owner): Promise<LoopDisk> {
     const image = this.imageFor(runId);
+    const spare = this.spares.take({ sizeMb, owner });
+    this.spares.refill({ sizeMb, owner });
+    if (spare) {
+      try {
+        await fs.rename(spare.image, image);
+        return { image, device: spare.device };
+      } catch {
+        await this.release(spare);
+      }
+    }
+    return this.make(image, sizeMb, owner);
+  }
+
+  /** Lets go of every spare (detached and deleted); the runs' disks are theirs to release. */
+  close(): Promise<void> {
+    return this.spares.close();
+  }
+
+  /** Formats and attaches a new image at `image`. */
+  private async make(image: string, sizeMb: number, owner: Owner): Promise<LoopDisk> {
+    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const file = await fs.open(image, 'wx', 0o600);
     try {
       await file.truncate(sizeMb * 1024 * 1024);
@@ -103,7 +147,7 @@ export class LoopDisks {
     return st.blocks * 512;
   }
 
-  /** Releases every image in this directory that is not in `keep`. */
+  /** Releases every image in this directory that is not in `keep` (this gateway's spares stay, made or in the making). */
   async sweep(keep: Set<string>): Promise<number> {
     let names: string[];
     try {
@@ -114,7 +158,7 @@ export class LoopDisks {
     let removed = 0;
     for (const name of names) {
       const image = path.join(this.dir, name);
-      if (!name.endsWith('.img') || keep.has(image)) continue;
+      if (!name.endsWith('.img') || keep.has(image) || name.startsWith(this.sparePrefix)) continue;
       await this.release({ image });
       removed++;
     }

@@ -7,7 +7,7 @@ import { status } from '@grpc/grpc-js';
 import { RunState } from '@tether/contract';
 import { resultText, type TetherClient } from '@tether/client';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
-import { containerOf, containersOf, docker, dockerConfig, execIn, removeInstance } from './support';
+import { containerOf, containersOf, docker, dockerConfig, execIn, removeInstance, until } from './support';
 
 // Disk limits against the real engine: a loop-backed ext4 workspace per run.
 let t: TestGateway;
@@ -170,6 +170,46 @@ test('/tmp and home are capped at a quarter of the memory limit: ENOSPC, not an 
   await t.alice.deleteRun(run.runId);
 });
 
+/** This instance's spare disks: image → loop device. */
+async function spareDisks(): Promise<Map<string, string>> {
+  const dir = path.join(stateDir, 'disks', instance);
+  const out = new Map<string, string>();
+  for (const name of await fs.readdir('/sys/block')) {
+    const image = name.startsWith('loop') ? backingOf(`/dev/${name}`) : '';
+    if (image.startsWith(`${dir}/spare-`)) out.set(image, `/dev/${name}`);
+  }
+  return out;
+}
+
+test('a cold start takes a disk made ahead of need; the spare is made again, and a stop releases every spare', async () => {
+  // A size no other test asks for: its first start makes its own disk, then spares follow.
+  const first = await t.alice.createRun({ conversationId: 'spare-1', limits: { diskMb: 96 } });
+  assert.equal(first.state, RunState.READY, first.error);
+  await until('two spares', async () => ((await spareDisks()).size === 2 ? true : undefined), 30_000);
+  const spares = await spareDisks();
+
+  const second = await t.alice.createRun({
+    conversationId: 'spare-2',
+    features: { eval: true },
+    limits: { diskMb: 96 },
+  });
+  assert.equal(second.state, RunState.READY, second.error);
+  const disk = await diskOf(second.runId);
+  assert.equal(path.basename(disk.image), `${second.runId}.img`, 'renamed to the run');
+  assert.ok([...spares.values()].includes(disk.device), `${disk.device} was a spare's device`);
+  assert.equal(backingOf(disk.device), disk.image);
+  const res = await fill(t.alice, second.runId, 'f.bin', 256 * MiB);
+  assert.match(res.error ?? '', /^28 /, 'limited to its size');
+  assert.ok(res.written > 80 * MiB && res.written <= 96 * MiB, `wrote ${res.written}`);
+  const ls = await execIn(await containerOf(second.runId), ['ls', '-A', '/workspace']);
+  assert.equal(ls.stdout.trim(), 'f.bin', 'an empty workspace, the run user its owner');
+  await until('the spare made again', async () => ((await spareDisks()).size === 2 ? true : undefined), 30_000);
+
+  await t.alice.deleteRun(first.runId);
+  await t.alice.deleteRun(second.runId);
+  assert.equal(existsSync(disk.image), false);
+});
+
 test('a restarted gateway re-attaches to the same volume and loop device; a crash leftover is swept', async () => {
   const run = await t.alice.createRun({ conversationId: 'restart', features: { eval: true }, limits: { diskMb: 64 } });
   assert.equal(run.state, RunState.READY, run.error);
@@ -180,6 +220,7 @@ test('a restarted gateway re-attaches to the same volume and loop device; a cras
   t.alice.close();
   t.bob.close();
   await t.gateway.close({ keepRuns: true });
+  assert.deepEqual([...(await spareDisks()).keys()], [], 'a stop releases its spare disks');
   // The gateway "died" after creating the volume, before the container: only the volume is left.
   await (await containerOf(orphan.runId)).remove({ force: true });
 

@@ -68,6 +68,7 @@ test("the schema's defaults are the built-in config", () => {
       keepOnShutdown: false,
       user: '1000:1000',
       disk: 'loop',
+      spareDisks: 2,
     },
     kubernetes: {
       namespace: 'tether-runs',

@@ -85,6 +85,19 @@ fi
 echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
 if [ "${1:-}" = --engine-only ]; then exit 0; fi
 
+# runsc_registered <binary>: the engine runs <binary> for runtime runsc, with --host-uds=all.
+runsc_registered() { docker info --format '{{json .Runtimes}}' | RUNSC="$1" node -e '
+  const r = JSON.parse(require("fs").readFileSync(0, "utf8")).runsc || {};
+  process.exit(r.path === process.env.RUNSC && (r.runtimeArgs || []).includes("--host-uds=all") ? 0 : 1)'; }
+register_runsc() {
+  runsc_registered "$1" && return 0
+  step "registering gVisor (runsc: $1) with the engine"
+  # Runtime arguments can only be given here, not per container.
+  engine_config 'cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "'"$1"'", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } }'
+  reload_engine
+  for _ in $(seq 1 20); do runsc_registered "$1" && break; sleep 0.5; done
+}
+
 # Optional: gVisor as a runtime runs may use (docker.runtime / TETHER_RUNTIME=runsc), with the
 # engine's checkpoint API on (memory pauses: docs/lifecycle.md). runsc is built from its Go module
 # (scripts/runsc.sh, cached per machine) and installed under its version; when that build fails,
@@ -92,9 +105,12 @@ if [ "${1:-}" = --engine-only ]; then exit 0; fi
 # --host-uds=all, which the socket fast path needs) is brought up to date.
 if [ "${TETHER_WITH_RUNSC:-}" = 1 ]; then
   if built="$(bash scripts/runsc.sh build)"; then
-    runsc_bin="/usr/local/lib/tether/$(basename "$(dirname "$built")")/runsc"
-    if [ ! -x "$runsc_bin" ]; then
-      as_root install -D -m 0755 "$built" "$runsc_bin"
+    # Beside it, the wrapper the engine runs: uncompressed checkpoints, restores that load after.
+    runsc_dir="/usr/local/lib/tether/$(basename "$(dirname "$built")")"
+    runsc_bin="$runsc_dir/runsc-tether"
+    if [ ! -x "$runsc_dir/runsc" ] || ! cmp -s deploy/runsc/runsc-tether "$runsc_bin"; then
+      as_root install -D -m 0755 "$built" "$runsc_dir/runsc"
+      as_root install -D -m 0755 deploy/runsc/runsc-tether "$runsc_bin"
     fi
   else
     echo "WARNING: building runsc from its Go module failed (above); using Debian's runsc, whose checkpoints are slower (docs/lifecycle.md)" >&2
@@ -102,16 +118,7 @@ if [ "${TETHER_WITH_RUNSC:-}" = 1 ]; then
     runsc_bin="$(command -v runsc)"
   fi
   echo "runsc: $runsc_bin ($("$runsc_bin" --version | head -1))"
-  registered() { docker info --format '{{json .Runtimes}}' | RUNSC="$runsc_bin" node -e '
-    const r = JSON.parse(require("fs").readFileSync(0, "utf8")).runsc || {};
-    process.exit(r.path === process.env.RUNSC && (r.runtimeArgs || []).includes("--host-uds=all") ? 0 : 1)'; }
-  if ! registered; then
-    step "registering gVisor (runsc) with the engine"
-    # Runtime arguments can only be given here, not per container.
-    engine_config 'cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "'"$runsc_bin"'", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } }'
-    reload_engine
-    for _ in $(seq 1 20); do registered && break; sleep 0.5; done
-  fi
+  register_runsc "$runsc_bin"
   # The checkpoint API (`docker checkpoint`, start from a checkpoint) is an experimental feature,
   # and the engine reads that setting only when it starts: a restart (live-restore keeps runs).
   if [ "$(docker version --format '{{.Server.Experimental}}')" != true ]; then
@@ -136,6 +143,12 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
   fi
 fi
 base_id="$(docker image inspect --format '{{.Id}}' "$base")"
+# A runsc built here that cannot start a container on this machine gives way to Debian's.
+if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker run --rm --runtime runsc --network none "$base" true >/dev/null; then
+  echo "WARNING: the engine cannot start a container with $runsc_bin; using Debian's runsc instead" >&2
+  command -v /usr/bin/runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
+  register_runsc /usr/bin/runsc
+fi
 echo "base image $base ($base_id)"
 
 # ---- 3. the code ------------------------------------------------------------------------

@@ -74,7 +74,8 @@ export class DockerCheckpoints implements MemoryCheckpoints {
     const runId = await this.runIdOf(container);
     // A socket file left behind would be taken for the runner listening again.
     await fs.rm(this.deps.socketOf(runId), { force: true });
-    await container.start({ checkpoint } as object);
+    // In the query only: the engine refuses a start with a body.
+    await container.start({ _query: { checkpoint }, _body: {} } as object);
     return this.woken(container, runId);
   }
 
@@ -89,7 +90,7 @@ export class DockerCheckpoints implements MemoryCheckpoints {
 
   /** Signals the quiesced runner (PID 1 passes it on) and waits for its socket to be back. */
   private async woken(container: Docker.Container, runId: string): Promise<Sandbox> {
-    await container.kill({ signal: QUIESCE_WAKE_SIGNAL });
+    await container.kill({ _query: { signal: QUIESCE_WAKE_SIGNAL }, _body: {} } as object);
     const socket = this.deps.socketOf(runId);
     const until = Date.now() + this.deps.timeoutMs;
     while (!existsSync(socket)) {

@@ -64,6 +64,9 @@ export class DockerCheckpoints implements MemoryCheckpoints {
   async checkpoint(id: string): Promise<string> {
     const name = `tether-${Date.now().toString(36)}`;
     const container = this.deps.docker.getContainer(id);
+    // The runner removes its socket file last, once its connections and listener are closed.
+    const socket = this.deps.socketOf(await this.runIdOf(container));
+    for (const until = Date.now() + 2000; existsSync(socket) && Date.now() < until; ) await sleep(5);
     await withCheckpoints(container).createCheckpoint({ CheckpointID: name, Exit: true });
     this.deps.release(id);
     return name;

@@ -83,15 +83,15 @@ one() {
 
 for spec in "$@"; do
   label="${spec%%=*}"; bin="${spec#*=}"
-  version="$("$bin" --version | head -1)"
+  version="$("$bin" --version 2>&1 | sed -n 1p)"
   echo "== $label: $version" >&2
   ways=("|")
   # A runsc that can leave the image uncompressed, and load it after the restore returns.
-  if "$bin" checkpoint --help 2>&1 | grep -q -- '-compression'; then
+  if "$bin" checkpoint --help 2>&1 | grep -- '-compression' >/dev/null; then
     ways=("|" "-compression=none|" "-compression=none|-background")
   fi
   platforms=(ptrace)
-  if "$bin" help platforms >/dev/null 2>&1 && "$bin" help platforms 2>/dev/null | grep -q systrap; then platforms+=(systrap); fi
+  if "$bin" help platforms 2>/dev/null | grep systrap >/dev/null; then platforms+=(systrap); fi
   for platform in "${platforms[@]}"; do
     for workload in small python100; do
       for way in "${ways[@]}"; do

@@ -140,10 +140,9 @@ export class RunPauses {
       try {
         await lifecycle.connect(run, await memory.wake(sandbox.id));
       } catch (e) {
-        run.fail(
-          `the run could not be paused: its memory checkpoint failed (${why}) and its runner did not come back: ${(e as Error).message}`,
-        );
-        throw new GatewayError(status.UNAVAILABLE, `run ${run.runId} could not be paused: ${(e as Error).message}`);
+        // The sandbox did not outlive the failed checkpoint (runsc may end it): what it held in
+        // memory is lost, its files are not. Paused at portable depth with nothing saved, saying so.
+        return this.pausedAfterLoss(run, sandbox.id, reason, why, (e as Error).message);
       }
       return why;
     }
@@ -154,6 +153,36 @@ export class RunPauses {
     if (run.start === 'pool') await claims.remove(sandbox.id).catch(() => undefined);
     await egress.close(run.runId);
     logger.info({ runId: run.runId, reason, depth: 'memory', ms: Math.round(performance.now() - t0) }, 'run paused');
+    return undefined;
+  }
+
+  private async pausedAfterLoss(
+    run: RunRecord,
+    sandboxId: string,
+    reason: string,
+    why: string,
+    gone: string,
+  ): Promise<undefined> {
+    const { provider, paused, egress } = this.deps;
+    run.runner?.dispose();
+    const workspace = await provider.park!(sandboxId).catch(() => undefined);
+    if (!workspace) {
+      run.fail(`the run could not be paused: its memory checkpoint failed (${why}) and its sandbox is gone`);
+      throw new GatewayError(status.UNAVAILABLE, `run ${run.runId} could not be paused: ${why}`);
+    }
+    const info: PauseInfo = {
+      depth: 'portable',
+      pausedAt: new Date(),
+      reason,
+      stateBytes: 0,
+      notKept: [
+        `the run's memory (kernels' variables, language servers, workers): a memory checkpoint failed (${why}) and the sandbox ended with it (${gone}); the files of the workspace are kept`,
+      ],
+    };
+    await paused.write(run.runId, PausedStore.recordOf(run, workspace, info), { durable: true });
+    run.paused(workspace, info);
+    await egress.close(run.runId);
+    logger.warn({ runId: run.runId, why, gone }, 'memory checkpoint failed and the sandbox ended: paused on its files');
     return undefined;
   }
 

@@ -179,7 +179,7 @@ export class FakeProvider implements SandboxProvider {
    * Declares memory pauses too: a checkpoint stops the sandbox keeping what its processes hold,
    * a restore starts it again from there. `fail` makes a checkpoint or a restore fail.
    */
-  memoryPausable(fail: { checkpoint?: string; restore?: string } = {}): this {
+  memoryPausable(fail: { checkpoint?: string; restore?: string; ends?: boolean } = {}): this {
     this.pausable();
     this.capabilities = { ...this.capabilities, pauseDepths: ['portable', 'memory'] };
     const provider = this;
@@ -192,7 +192,11 @@ export class FakeProvider implements SandboxProvider {
       async checkpoint(id) {
         const sb = running(id);
         if (!sb.quiesced) throw new Error('the sandbox holds a connected host Unix socket');
-        if (fail.checkpoint) throw new Error(fail.checkpoint);
+        if (fail.checkpoint) {
+          // Some runtimes end the sandbox with a failed checkpoint.
+          if (fail.ends) sb.exit({ reason: 'ended by the failed checkpoint', exitCode: 128 });
+          throw new Error(fail.checkpoint);
+        }
         const name = `cp-${provider.checkpoints.get(id)?.size ?? 0}`;
         provider.checkpoints.set(
           id,
@@ -212,6 +216,7 @@ export class FakeProvider implements SandboxProvider {
       },
       async wake(id) {
         const sb = running(id);
+        if (!sb.running) throw new Error(`container ${id} is not running`);
         sb.quiesced = false;
         return sb.reattach();
       },

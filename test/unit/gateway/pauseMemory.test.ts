@@ -76,6 +76,23 @@ test('a checkpoint that fails wakes the runner and pauses at portable depth, say
   await m.close(false);
 });
 
+test('a checkpoint that fails and ends the sandbox: paused on its files at portable depth, saying the memory is lost', async () => {
+  const { m, provider } = gateway(new FakeProvider().memoryPausable({ checkpoint: 'runsc: refused', ends: true }));
+  const run = await m.lifecycle.create('alice', runSpec());
+  const first = run.sandbox as FakeSandbox;
+  await m.pauses.pause('alice', run.runId);
+  assert.equal(run.state, 'PAUSED');
+  assert.equal(run.pause?.depth, 'portable');
+  assert.match(
+    run.pause?.notKept[0] ?? '',
+    /memory checkpoint failed \(runsc: refused\) and the sandbox ended with it/,
+  );
+  assert.equal(provider.sandboxes.has(first.id), false, 'the dead sandbox is removed, its workspace kept');
+  const ready = await m.pauses.whenReady('alice', run.runId);
+  assert.equal(provider.madeOn.get(ready.sandbox.id), first.keepable);
+  await m.close(false);
+});
+
 test('a restore that fails resumes from the workspace at portable depth, saying the memory was lost', async () => {
   const { m, provider } = gateway(new FakeProvider().memoryPausable({ restore: 'checkpoint image damaged' }));
   const run = await m.lifecycle.create('alice', runSpec());

@@ -1,7 +1,9 @@
 /**
- * Pause, resume and fork at portable depth, side by side in one run with their baselines
+ * Pause, resume and fork at each depth, side by side in one run with their baselines
  * (one command: `bench/run.sh lifecycle`). The run: a Python kernel holding a 100 MB DataFrame,
- * pyright up on a small project. For each runtime (runc, and runsc where `docker info` lists it):
+ * pyright up on a small project. For each runtime (runc, and runsc where `docker info` lists it)
+ * and each depth its engine allows (portable everywhere; memory under runsc on an engine whose
+ * checkpoint API is on, `runs.memoryPause` on and off):
  *  1. baselines: a cold CreateRun to its first `eval` answer, `docker run` of the image to its
  *     first output, and the kernel loading the same DataFrame from a pickle in /tmp;
  *  2. `cycles` times: PauseRun (its time and the state it wrote; the run's containers after it),
@@ -12,10 +14,11 @@
  */
 import * as os from 'node:os';
 import Docker from 'dockerode';
-import { RunState } from '@tether/contract';
+import { PauseDepth, RunState } from '@tether/contract';
 import { resultText, type TetherClient } from '../clients/typescript/src';
 import { defaultConfig } from '../gateway/src/config';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
+import { checkpointSupport } from '../gateway/src/sandbox/dockerCheckpoints';
 import { LABELS } from '../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
 import { dockerRunBaseline, dockerRuntimes, summary, timeIt, writeResult } from './lib';
@@ -40,13 +43,13 @@ const PROJECT = {
 const HOVER = { action: 'hover', file: 'main.py', line: 3, symbol: 'area' };
 const mib = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
 
-function gateway(runtime: string): Promise<TestGateway> {
+function gateway(runtime: string, memoryPause: boolean): Promise<TestGateway> {
   const quota = { liveRuns: FORKS + 4, memoryMb: (FORKS + 4) * LIMITS.memoryMb, cpuMillis: 100_000 };
   return startTestGateway({
     provider: 'docker',
     docker: { ...defaultConfig().docker, image, runtime },
     limits: { default: LIMITS },
-    runs: { idlePauseSeconds: 0, maxForks: FORKS },
+    runs: { idlePauseSeconds: 0, maxForks: FORKS, memoryPause },
     tenancy: {
       default: { ...quota, diskMb: (FORKS + 4) * LIMITS.diskMb, createRun: { perSecond: 1000, burst: 1000 } },
     },
@@ -101,6 +104,7 @@ async function preparedRun(t: TestGateway): Promise<{ runId: string; sum: string
 }
 
 async function cycles(t: TestGateway, runId: string, sum: string, n: number) {
+  const depths = new Set<number>();
   const pause: number[] = [];
   const stateMiB: number[] = [];
   const containersWhilePaused: number[] = [];
@@ -114,6 +118,7 @@ async function cycles(t: TestGateway, runId: string, sum: string, n: number) {
       await timeIt(async () => {
         const p = await t.alice.pauseRun(runId);
         bytes = Number(p.pause?.stateBytes ?? 0);
+        depths.add(p.pause?.depth ?? 0);
       }),
     );
     stateMiB.push(mib(bytes));
@@ -130,6 +135,9 @@ async function cycles(t: TestGateway, runId: string, sum: string, n: number) {
     lspSecond.push(await timeIt(() => call(t.alice, runId, 'lsp', HOVER)));
   }
   return {
+    depthsReported: [...depths].map((d) =>
+      d === PauseDepth.MEMORY ? 'memory' : d === PauseDepth.PORTABLE ? 'portable' : d,
+    ),
     pause: summary(pause),
     stateWrittenMiB: stateMiB,
     containersWhilePaused,
@@ -158,17 +166,18 @@ async function fork(t: TestGateway, runId: string, sum: string, n: number) {
   };
 }
 
-async function measure(runtime: string) {
-  const t = await gateway(runtime);
+/** One depth under one runtime: its own gateway (`runs.memoryPause` says which depth). */
+async function measure(runtime: string, depth: 'portable' | 'memory', withBaselines: boolean) {
+  const t = await gateway(runtime, depth === 'memory');
   try {
-    const base = await baselines(t, runtime, CYCLES);
+    const base = withBaselines ? await baselines(t, runtime, CYCLES) : {};
     const run = await preparedRun(t);
     const cycle = await cycles(t, run.runId, run.sum, CYCLES);
     const forked = await fork(t, run.runId, run.sum, FORKS);
     await t.alice.deleteRun(run.runId);
     return {
       runtime: runtime || 'runc (engine default)',
-      depth: 'portable',
+      depth,
       ...base,
       kernelLoadsTheDataFrame: run.kernelLoad,
       ...cycle,
@@ -182,17 +191,23 @@ async function measure(runtime: string) {
 async function main() {
   const load = () => os.loadavg().map((x) => Math.round(x * 100) / 100);
   const loadBefore = load();
-  const runc = await measure('');
-  const runsc = (await dockerRuntimes()).includes('runsc')
-    ? await measure('runsc')
-    : 'no runsc runtime in `docker info`';
+  const runc = await measure('', 'portable', true);
+  let runsc: unknown = 'no runsc runtime in `docker info`';
+  let memory: unknown = 'no runsc runtime in `docker info`';
+  if ((await dockerRuntimes()).includes('runsc')) {
+    runsc = await measure('runsc', 'portable', true);
+    const support = await checkpointSupport(docker, 'runsc');
+    memory = support.ok ? await measure('runsc', 'memory', false) : `no memory depth here: ${support.why}`;
+  }
+  const version = (await docker.info()) as { Runtimes?: Record<string, { path?: string }> };
   writeResult('lifecycle', {
     limits: LIMITS,
     cycles: CYCLES,
     loadAverage: { before: loadBefore, after: load() },
-    memoryDepth: 'not built yet: every figure is at portable depth (docs/lifecycle.md)',
+    runscBinary: version.Runtimes?.runsc?.path,
     runc,
     runsc,
+    runscMemory: memory,
   });
 }
 

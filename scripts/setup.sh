@@ -46,6 +46,22 @@ reload_engine() {
   [ -n "$pid" ] || { echo "the engine answers but no dockerd process is here to reload; restart it to apply $daemon_json" >&2; return 1; }
   as_root kill -HUP "$pid"
 }
+start_engine() {
+  # shellcheck disable=SC2024
+  # The engine must not inherit the set-up lock (fd 9): it would hold it for as long as it runs.
+  as_root sh -c 'nohup dockerd --config-file "$0" --bridge=none --iptables=false >>"${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" 2>&1 9>&- &' "$daemon_json"
+  for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
+  engine_up || { echo "dockerd did not come up; see ${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" >&2; exit 1; }
+}
+# For settings the engine reads only when it starts. With live-restore, containers go on meanwhile.
+restart_engine() {
+  local pid
+  pid="$(pgrep -xo dockerd || true)"
+  [ -n "$pid" ] || { echo "the engine answers but no dockerd process is here to restart; restart it to apply $daemon_json" >&2; return 1; }
+  as_root kill -TERM "$pid"
+  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  start_engine
+}
 # Live-restore: runs outlive the engine (an engine upgrade or restart); docs/containers.md.
 LIVE_RESTORE='cfg["live-restore"] = true'
 if ! engine_up; then
@@ -57,11 +73,7 @@ if ! engine_up; then
   if ! engine_up; then
     step "starting dockerd (no default bridge, no iptables: runs have no network anyway; live-restore)"
     engine_config "$LIVE_RESTORE"
-    # shellcheck disable=SC2024
-    # The engine must not inherit the set-up lock (fd 9): it would hold it for as long as it runs.
-    as_root sh -c 'nohup dockerd --config-file "$0" --bridge=none --iptables=false >"${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" 2>&1 9>&- &' "$daemon_json"
-    for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
-    engine_up || { echo "dockerd did not come up; see ${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" >&2; exit 1; }
+    start_engine
   fi
 fi
 if [ "$(docker info --format '{{.LiveRestoreEnabled}}')" != true ]; then
@@ -73,17 +85,48 @@ fi
 echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
 if [ "${1:-}" = --engine-only ]; then exit 0; fi
 
-# Optional: gVisor as a runtime runs may use (docker.runtime / TETHER_RUNTIME=runsc).
-# An older registration without --host-uds=all is brought up to date: the socket fast path needs it.
-if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker info --format '{{json .Runtimes}}' | grep -q 'host-uds=all'; then
-  step "registering gVisor (runsc) with the engine"
-  command -v runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
+# runsc_registered <binary>: the engine runs <binary> for runtime runsc, with --host-uds=all.
+runsc_registered() { docker info --format '{{json .Runtimes}}' | RUNSC="$1" node -e '
+  const r = JSON.parse(require("fs").readFileSync(0, "utf8")).runsc || {};
+  process.exit(r.path === process.env.RUNSC && (r.runtimeArgs || []).includes("--host-uds=all") ? 0 : 1)'; }
+register_runsc() {
+  runsc_registered "$1" && return 0
+  step "registering gVisor (runsc: $1) with the engine"
   # Runtime arguments can only be given here, not per container.
-  engine_config 'cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } }'
+  engine_config 'cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "'"$1"'", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } }'
   reload_engine
-  for _ in $(seq 1 20); do docker info --format '{{json .Runtimes}}' | grep -q 'host-uds=all' && break; sleep 0.5; done
-fi
+  for _ in $(seq 1 20); do runsc_registered "$1" && break; sleep 0.5; done
+}
 
+# Optional: gVisor as a runtime runs may use (docker.runtime / TETHER_RUNTIME=runsc), with the
+# engine's checkpoint API on (memory pauses: docs/lifecycle.md). runsc is built from its Go module
+# (scripts/runsc.sh, cached per machine) and installed under its version; when that build fails,
+# Debian's runsc is used instead, and said. An older registration (another binary, or without
+# --host-uds=all, which the socket fast path needs) is brought up to date.
+if [ "${TETHER_WITH_RUNSC:-}" = 1 ]; then
+  if built="$(bash scripts/runsc.sh build)"; then
+    # Beside it, the wrapper the engine runs: uncompressed checkpoints, restores that load after.
+    runsc_dir="/usr/local/lib/tether/$(basename "$(dirname "$built")")"
+    runsc_bin="$runsc_dir/runsc-tether"
+    if [ ! -x "$runsc_dir/runsc" ] || ! cmp -s deploy/runsc/runsc-tether "$runsc_bin"; then
+      as_root install -D -m 0755 "$built" "$runsc_dir/runsc"
+      as_root install -D -m 0755 deploy/runsc/runsc-tether "$runsc_bin"
+    fi
+  else
+    echo "WARNING: building runsc from its Go module failed (above); using Debian's runsc, whose checkpoints are slower (docs/lifecycle.md)" >&2
+    command -v runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
+    runsc_bin="$(command -v runsc)"
+  fi
+  echo "runsc: $runsc_bin ($("$runsc_bin" --version | head -1))"
+  register_runsc "$runsc_bin"
+  # The checkpoint API (`docker checkpoint`, start from a checkpoint) is an experimental feature,
+  # and the engine reads that setting only when it starts: a restart (live-restore keeps runs).
+  if [ "$(docker version --format '{{.Server.Experimental}}')" != true ]; then
+    step "restarting the engine with experimental features (its checkpoint API)"
+    engine_config 'cfg.experimental = true'
+    restart_engine
+  fi
+fi
 # ---- 2. the base image ------------------------------------------------------------------
 base="${TETHER_BASE_IMAGE:-}"
 if [ -z "$base" ]; then
@@ -100,6 +143,12 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
   fi
 fi
 base_id="$(docker image inspect --format '{{.Id}}' "$base")"
+# A runsc built here that cannot start a container on this machine gives way to Debian's.
+if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker run --rm --runtime runsc --network none "$base" true >/dev/null; then
+  echo "WARNING: the engine cannot start a container with $runsc_bin; using Debian's runsc instead" >&2
+  command -v /usr/bin/runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
+  register_runsc /usr/bin/runsc
+fi
 echo "base image $base ($base_id)"
 
 # ---- 3. the code ------------------------------------------------------------------------

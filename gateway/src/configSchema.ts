@@ -132,6 +132,11 @@ export const configSchema = Type.Object(
           description:
             'a run with no calls for this long is paused, where its provider can pause it (0: never); the next call resumes it',
         }),
+        memoryPause: Type.Boolean({
+          default: true,
+          description:
+            'pause at memory depth (the whole sandbox checkpointed) where the provider can; false: always at portable depth',
+        }),
         pausedRetentionSeconds: Type.Number({
           minimum: 0,
           default: 7 * 24 * 3600,

@@ -74,3 +74,16 @@ export function isNonce(s: string): boolean {
 export namespace PingRequest {
   export const type = new RequestType0<{ runId: string | null; connections: number }, void>('runner/ping');
 }
+
+/**
+ * gateway → runner, before a memory checkpoint of its sandbox: the runner answers, then closes
+ * every socket connection and its listeners (gVisor does not save a sandbox holding a connected
+ * host Unix socket, google/gvisor#10897). It opens its listeners again on `QUIESCE_WAKE_SIGNAL`,
+ * which the gateway sends once the sandbox is restored (or the checkpoint failed).
+ */
+export namespace QuiesceRequest {
+  export const type = new RequestType0<{ closing: number }, void>('runner/quiesce');
+}
+
+/** The signal that has a quiesced runner listen again (PID 1 passes it on to the runner). */
+export const QUIESCE_WAKE_SIGNAL = 'SIGUSR2';

@@ -1,6 +1,7 @@
 import { TETHER_VERSION } from '../../protocol/src/version';
 import { readBoot } from './connections/boot';
-import { listen } from './connections/listeners';
+import { QUIESCE_WAKE_SIGNAL } from '../../protocol/src/transport';
+import { Listeners } from './connections/listeners';
 import { Sessions } from './connections/sessions';
 import { RunnerStdio } from './connections/stdio';
 import { logger } from './log';
@@ -34,7 +35,15 @@ async function main(): Promise<void> {
   // The runner's own stdio is the first connection and the fallback until a socket is used:
   // only whoever started the runner can write to it. When it closes, that gateway is gone.
   const stdio = new RunnerStdio(sessions, () => void stop(0));
-  const hello = await listen(boot.listen, boot.secret, sessions, () => stdio.retire());
+  const listeners = new Listeners(boot.secret, sessions, () => stdio.retire());
+  const hello = await listeners.listen(boot.listen);
+  // A memory pause: every connection and listener closed before the checkpoint, opened again
+  // when the gateway signals after the restore (docs/lifecycle.md, "Memory depth").
+  sessions.quiesce = { closing: () => listeners.connections, close: () => listeners.quiesce() };
+  process.on(
+    QUIESCE_WAKE_SIGNAL,
+    () => void listeners.reopen().catch((err: Error) => logger.error({ err: err.message }, 'listening again failed')),
+  );
   process.stdout.write(`${JSON.stringify(hello)}\n`);
   stdio.serve();
   logger.info({ pid: process.pid, listening: hello.listening, errors: hello.errors }, 'runner listening');

@@ -149,6 +149,10 @@ const (
 	// eval kernel's variables (serialized). Language servers, open files and debug sessions
 	// start again.
 	PauseDepth_PAUSE_DEPTH_PORTABLE PauseDepth = 1
+	// The whole sandbox: every process with its memory (kernels with their variables, language
+	// servers with their indexes, workers), checkpointed and restored (gVisor). Where the
+	// sandbox's runtime cannot, or its checkpoint fails, the pause is portable instead.
+	PauseDepth_PAUSE_DEPTH_MEMORY PauseDepth = 2
 )
 
 // Enum value maps for PauseDepth.
@@ -156,10 +160,12 @@ var (
 	PauseDepth_name = map[int32]string{
 		0: "PAUSE_DEPTH_UNSPECIFIED",
 		1: "PAUSE_DEPTH_PORTABLE",
+		2: "PAUSE_DEPTH_MEMORY",
 	}
 	PauseDepth_value = map[string]int32{
 		"PAUSE_DEPTH_UNSPECIFIED": 0,
 		"PAUSE_DEPTH_PORTABLE":    1,
+		"PAUSE_DEPTH_MEMORY":      2,
 	}
 )
 
@@ -4253,11 +4259,12 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x10RUN_STATE_FAILED\x10\x03\x12\x15\n" +
 	"\x11RUN_STATE_STOPPED\x10\x04\x12\x14\n" +
 	"\x10RUN_STATE_PAUSED\x10\x05\x12\x15\n" +
-	"\x11RUN_STATE_PAUSING\x10\x06*C\n" +
+	"\x11RUN_STATE_PAUSING\x10\x06*[\n" +
 	"\n" +
 	"PauseDepth\x12\x1b\n" +
 	"\x17PAUSE_DEPTH_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14PAUSE_DEPTH_PORTABLE\x10\x01*M\n" +
+	"\x14PAUSE_DEPTH_PORTABLE\x10\x01\x12\x16\n" +
+	"\x12PAUSE_DEPTH_MEMORY\x10\x02*M\n" +
 	"\bRunStart\x12\x19\n" +
 	"\x15RUN_START_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eRUN_START_COLD\x10\x01\x12\x12\n" +

@@ -64,7 +64,7 @@ const stateTo = {
 
 function pauseToProto(p: PauseInfo): RunPause {
   return create(RunPauseSchema, {
-    depth: PauseDepth.PORTABLE,
+    depth: p.depth === 'memory' ? PauseDepth.MEMORY : PauseDepth.PORTABLE,
     pausedAt: timestampFromDate(p.pausedAt),
     reason: p.reason,
     stateBytes: BigInt(p.stateBytes),

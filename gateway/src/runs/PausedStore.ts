@@ -52,6 +52,7 @@ export class PausedStore extends RecordDir<PausedRecord> {
         stateBytes: pause.stateBytes,
         notKept: pause.notKept,
         pausedAt: pause.pausedAt.toISOString(),
+        ...(pause.checkpoint ? { checkpoint: pause.checkpoint } : {}),
       },
     };
   }

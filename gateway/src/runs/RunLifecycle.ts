@@ -258,7 +258,13 @@ export class RunLifecycle {
   async stop(run: RunRecord, why: string): Promise<void> {
     const { provider, claims, egress, telemetry, paused } = this.deps;
     const kept = run.pausedWorkspace;
+    // A run paused at memory depth: its stopped sandbox holds the checkpoint and the workspace.
+    const checkpointed = kept ? run.pause?.checkpoint?.sandbox : undefined;
     const left = run.stop(why);
+    if (checkpointed)
+      await provider
+        .remove(checkpointed)
+        .catch((err) => logger.warn({ runId: run.runId, err: err.message }, 'removing the paused sandbox failed'));
     if (kept) {
       await provider
         .dropWorkspace?.(kept)

@@ -65,8 +65,143 @@ export class RunPauses {
         status.RESOURCE_EXHAUSTED,
         `tenant ${tenant} has ${maxPausedPerTenant} paused runs, its limit: delete or resume one first`,
       );
-    await this.reported(run, 'pause', () => this.moveOnce(runId, () => this.portablePause(run, ready, reason)));
+    await this.reported(run, 'pause', () => this.moveOnce(runId, () => this.pauseAtDepth(run, ready, reason)));
     return run;
+  }
+
+  /**
+   * At memory depth where the provider can and the run's runner is reached through its socket
+   * (the gateway reconnects to it after the restore); a memory checkpoint that fails falls back
+   * to portable, and `Run.pause` says which depth was used and why.
+   */
+  private async pauseAtDepth(run: RunRecord, ready: ReadyRun, reason: string): Promise<void> {
+    const memory = this.memoryRefusal(ready);
+    if (memory) return this.portablePause(run, ready, reason);
+    const fellBack = await this.memoryPause(run, reason);
+    if (fellBack === undefined) return;
+    const again = this.deps.registry.ready(run.tenant, run.runId);
+    await this.portablePause(run, again, reason, `a memory checkpoint failed (${fellBack}): paused at portable depth`);
+  }
+
+  /** Why this run is not paused at memory depth, or undefined when it can be. */
+  private memoryRefusal(ready: ReadyRun): string | undefined {
+    const { provider, config } = this.deps;
+    if (!config.runs.memoryPause) return 'runs.memoryPause is off';
+    if (!provider.memory || !provider.capabilities.pauseDepths?.includes('memory'))
+      return 'the provider takes no memory checkpoints';
+    if (!ready.sandbox.socket || ready.sandbox.dial)
+      return "the runner is not reached through a socket of the provider's";
+    if (!ready.sandbox.keepable) return 'its sandbox has no workspace of its own to keep';
+    return undefined;
+  }
+
+  /**
+   * A memory pause: a record saying a checkpoint is being written (so a restart never restores
+   * it), the runner quiesced, the checkpoint (the sandbox stops: no process, no memory), then the
+   * record naming the checkpoint. Returns why it fell back when the checkpoint failed: the runner
+   * is woken and the run READY again, for a portable pause.
+   */
+  private async memoryPause(run: RunRecord, reason: string): Promise<string | undefined> {
+    const { paused, lifecycle, claims, egress } = this.deps;
+    const memory = this.deps.provider.memory!;
+    const t0 = performance.now();
+    const { sandbox, runner } = run.beginPause();
+    const workspace = sandbox.keepable!;
+    const info: PauseInfo = {
+      depth: 'memory',
+      pausedAt: new Date(),
+      reason,
+      stateBytes: 0,
+      notKept: [],
+      checkpoint: { sandbox: sandbox.id, name: '' },
+    };
+    try {
+      await paused.write(run.runId, PausedStore.recordOf(run, workspace, info), { durable: true });
+      // From here the sandbox's end (the checkpoint stops it) and the runner's drop are on purpose.
+      lifecycle.letGo(sandbox);
+      await runner.quiesce(5000);
+    } catch (err) {
+      await paused.remove(run.runId).catch(() => undefined);
+      run.pauseAbandoned();
+      throw new GatewayError(
+        status.FAILED_PRECONDITION,
+        `run ${run.runId} could not be paused: ${(err as Error).message}`,
+      );
+    }
+    runner.dispose();
+    let name: string;
+    try {
+      name = await this.checkpointWhenQuiet(sandbox.id, memory);
+    } catch (err) {
+      const why = (err as Error).message;
+      logger.warn({ runId: run.runId, err: why }, 'memory checkpoint failed; pausing at portable depth');
+      await paused.remove(run.runId).catch(() => undefined);
+      run.reconnecting();
+      try {
+        await lifecycle.connect(run, await memory.wake(sandbox.id));
+      } catch (e) {
+        // The sandbox did not outlive the failed checkpoint (runsc may end it): what it held in
+        // memory is lost, its files are not. Paused at portable depth with nothing saved, saying so.
+        return this.pausedAfterLoss(run, sandbox.id, reason, why, (e as Error).message);
+      }
+      return why;
+    }
+    info.checkpoint = { sandbox: sandbox.id, name };
+    // The checkpoint is written whole: from now on it is what a resume restores.
+    await paused.write(run.runId, PausedStore.recordOf(run, workspace, info), { durable: true });
+    run.paused(workspace, info);
+    if (run.start === 'pool') await claims.remove(sandbox.id).catch(() => undefined);
+    await egress.close(run.runId);
+    logger.info({ runId: run.runId, reason, depth: 'memory', ms: Math.round(performance.now() - t0) }, 'run paused');
+    return undefined;
+  }
+
+  private async pausedAfterLoss(
+    run: RunRecord,
+    sandboxId: string,
+    reason: string,
+    why: string,
+    gone: string,
+  ): Promise<undefined> {
+    const { provider, paused, egress } = this.deps;
+    run.runner?.dispose();
+    const workspace = await provider.park!(sandboxId).catch(() => undefined);
+    if (!workspace) {
+      run.fail(`the run could not be paused: its memory checkpoint failed (${why}) and its sandbox is gone`);
+      throw new GatewayError(status.UNAVAILABLE, `run ${run.runId} could not be paused: ${why}`);
+    }
+    const info: PauseInfo = {
+      depth: 'portable',
+      pausedAt: new Date(),
+      reason,
+      stateBytes: 0,
+      notKept: [
+        `the run's memory (kernels' variables, language servers, workers): a memory checkpoint failed (${why}) and the sandbox ended with it (${gone}); the files of the workspace are kept`,
+      ],
+    };
+    await paused.write(run.runId, PausedStore.recordOf(run, workspace, info), { durable: true });
+    run.paused(workspace, info);
+    await egress.close(run.runId);
+    logger.warn({ runId: run.runId, why, gone }, 'memory checkpoint failed and the sandbox ended: paused on its files');
+    return undefined;
+  }
+
+  /**
+   * The checkpoint, once the runner's socket connections are closed: gVisor refuses to save a
+   * sandbox that still holds one, and the runner closes them just after it answers.
+   */
+  private async checkpointWhenQuiet(id: string, memory: NonNullable<SandboxProvider['memory']>): Promise<string> {
+    let last: Error | undefined;
+    for (let i = 0; i < 4; i++) {
+      try {
+        return await memory.checkpoint(id);
+      } catch (err) {
+        last = err as Error;
+        if (!/unix|socket|connected/i.test(last.message)) throw last;
+        await new Promise((r) => setTimeout(r, 50 * 2 ** i));
+      }
+    }
+    throw last!;
   }
 
   /** Times a pause or a resume and reports how it ended: metrics and the audit log. */
@@ -74,7 +209,8 @@ export class RunPauses {
     const t0 = performance.now();
     const report = (ok: boolean, detail: string) =>
       this.deps.telemetry.runMoved(run, move, {
-        depth: 'portable',
+        // The depth used: a pause's own, a resume's of the pause it ends (after a fallback, portable).
+        depth: run.pause?.depth ?? 'portable',
         ok,
         ms: performance.now() - t0,
         detail,
@@ -93,7 +229,7 @@ export class RunPauses {
     );
   }
 
-  private async portablePause(run: RunRecord, ready: ReadyRun, reason: string): Promise<void> {
+  private async portablePause(run: RunRecord, ready: ReadyRun, reason: string, fellBack?: string): Promise<void> {
     const { provider, paused, claims, egress, lifecycle } = this.deps;
     const t0 = performance.now();
     const { sandbox, runner } = run.beginPause();
@@ -107,7 +243,7 @@ export class RunPauses {
         pausedAt: new Date(),
         reason,
         stateBytes: wrote.bytes,
-        notKept: wrote.notKept.map((n) => `${n.what}: ${n.why}`),
+        notKept: [...(fellBack ? [fellBack] : []), ...wrote.notKept.map((n) => `${n.what}: ${n.why}`)],
       };
       // The decision, before the sandbox goes: a restart that finds it completes the pause.
       await paused.write(run.runId, PausedStore.recordOf(run, sandbox.keepable, info), { durable: true });
@@ -153,12 +289,63 @@ export class RunPauses {
     const { tenancy, registry } = this.deps;
     tenancy.checkQuota(tenant, registry.reservedBy(tenant), run.spec.limits);
     await this.reported(run, 'resume', () =>
-      this.moveOnce(runId, () => tenancy.admit(tenant, () => this.portableResume(run))),
+      this.moveOnce(runId, () =>
+        tenancy.admit(tenant, () => (run.pause?.checkpoint?.name ? this.memoryResume(run) : this.portableResume(run))),
+      ),
     );
     return run;
   }
 
-  private async portableResume(run: RunRecord): Promise<void> {
+  /**
+   * Starts the paused sandbox from its checkpoint and reconnects to its runner: everything it
+   * held is there as it was. A restore that fails falls back to the run's files: the sandbox and
+   * its checkpoint are removed keeping the workspace, and the run resumes at portable depth with
+   * a notice saying its memory was not kept.
+   */
+  private async memoryResume(run: RunRecord): Promise<void> {
+    const { provider, paused, lifecycle, egress } = this.deps;
+    const memory = provider.memory!;
+    const t0 = performance.now();
+    const checkpoint = run.pause!.checkpoint!;
+    const workspace = run.beginResume();
+    try {
+      if (run.spec.egress) await egress.open(run.runId, run.tenant, run.spec.egress);
+      const sandbox = await memory.restore(checkpoint.sandbox, checkpoint.name);
+      await lifecycle.connect(run, sandbox);
+      if (run.state !== 'READY') throw new Error(run.error || `the run is ${run.state.toLowerCase()}`);
+    } catch (err) {
+      const why = (err as Error).message;
+      logger.warn({ runId: run.runId, err: why }, 'memory restore failed; resuming from the workspace');
+      if (run.sandbox) lifecycle.letGo(run.sandbox);
+      run.runner?.dispose();
+      await egress.close(run.runId);
+      const kept = await provider.park!(checkpoint.sandbox).catch(() => workspace);
+      const info: PauseInfo = {
+        ...run.pause!,
+        depth: 'portable',
+        checkpoint: undefined,
+        notKept: [
+          `the run's memory (kernels' variables, language servers, workers): its checkpoint could not be restored (${why}); the files of the workspace are kept`,
+        ],
+      };
+      await paused.write(run.runId, PausedStore.recordOf(run, kept, info), { durable: true });
+      run.backToPaused(kept);
+      run.pause = info;
+      return this.portableResume(run, info.notKept[0]);
+    }
+    run.markResumed(
+      `This run was paused at memory depth at ${run.pause!.pausedAt.toISOString()} and resumed as it was: kernels, language servers and staged edits are all kept.`,
+    );
+    await paused.remove(run.runId);
+    await memory
+      .drop(checkpoint.sandbox, checkpoint.name)
+      .catch((err: Error) =>
+        logger.warn({ runId: run.runId, err: err.message }, 'could not remove a restored checkpoint'),
+      );
+    logger.info({ runId: run.runId, depth: 'memory', ms: Math.round(performance.now() - t0) }, 'run resumed');
+  }
+
+  private async portableResume(run: RunRecord, lost?: string): Promise<void> {
     const { provider, paused, egress, lifecycle, templates } = this.deps;
     const t0 = performance.now();
     const workspace = run.beginResume();
@@ -191,7 +378,8 @@ export class RunPauses {
       run.backToPaused(workspace);
       throw new GatewayError(status.UNAVAILABLE, `run ${run.runId} could not be resumed (it stays paused): ${why}`);
     }
-    run.markResumed(noticeOf(restored));
+    const notice = noticeOf(restored);
+    run.markResumed(lost ? `This run's memory could not be restored: ${lost}. ${notice}` : notice);
     await paused.remove(run.runId);
     logger.info(
       { runId: run.runId, outcome: restored?.outcome, ms: Math.round(performance.now() - t0) },
@@ -220,6 +408,12 @@ export class RunPauses {
     if (refused) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be forked: ${refused}`);
     await this.settled(runId);
     if (this.moving.has(runId)) return this.fork(tenant, runId, count);
+    // A checkpoint restores into its own container only: a parent paused at memory depth is
+    // resumed, and its forks start from the state it writes then.
+    if (parent.state === 'PAUSED' && parent.pause?.checkpoint?.name) {
+      await this.resume(tenant, runId);
+      return this.fork(tenant, runId, count);
+    }
     if (parent.state !== 'PAUSED') this.deps.registry.ready(tenant, runId);
     // All or nothing: every fork is a live run with the parent's limits.
     let inUse = registry.reservedBy(tenant);

@@ -31,6 +31,11 @@ export interface PauseInfo {
   stateBytes: number;
   notKept: string[];
   resumedAt?: Date;
+  /**
+   * A memory pause's checkpoint: the stopped sandbox that holds it and its name, empty while it
+   * is being written (a checkpoint never seen written whole is never restored).
+   */
+  checkpoint?: { sandbox: string; name: string };
 }
 
 type ReadyPhase = {
@@ -159,6 +164,16 @@ export class RunRecord {
     if (c.state !== 'PAUSING') return false;
     this.current = c.ready;
     return true;
+  }
+
+  /**
+   * PAUSING → STARTING: a memory checkpoint that failed left the sandbox running with its runner
+   * quiesced; a new connection to it is on its way (`attach`, then `becomeReady`).
+   */
+  reconnecting(): void {
+    const c = this.current;
+    if (c.state !== 'PAUSING') throw new Error(`run ${this.runId}: reconnect while ${c.state}`);
+    this.current = { state: 'STARTING' };
   }
 
   /** PAUSING (or, found again after a restart, STARTING) → PAUSED: the sandbox is gone, the workspace kept. */

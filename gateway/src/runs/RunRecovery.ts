@@ -60,6 +60,19 @@ export class RunRecovery {
       const claim = pooled ? await claims.read(info.id) : undefined;
       const pausedRun = paused.get((pooled ? claim?.runId : info.labels[LABELS.runId]) ?? '');
       if (pausedRun) {
+        const checkpoint = pausedRun.pause.checkpoint;
+        if (checkpoint?.name && checkpoint.sandbox === info.id) {
+          // A memory pause whose checkpoint was written whole: the stopped sandbox is the pause.
+          // One running was being resumed: it is stopped, and the next resume restores the
+          // checkpoint again rather than trust a runner nobody saw come back.
+          if (info.running)
+            await provider
+              .stop(info.id)
+              .catch((err: Error) =>
+                logger.warn({ runId: pausedRun.runId, err: err.message }, 'could not stop a resume'),
+              );
+          continue;
+        }
         // A pause (or a resume) the gateway did not see finish: the record decides, and the
         // pause is completed. A runner it never saw finish restoring is not trusted.
         await provider
@@ -113,13 +126,21 @@ export class RunRecovery {
         removed++;
       }
     }
+    const ids = new Set(found.map((f) => f.id));
     for (const record of paused.values()) {
+      const checkpoint = record.pause.checkpoint;
+      if (checkpoint && !(checkpoint.name && ids.has(checkpoint.sandbox)))
+        await this.memoryLost(
+          record,
+          checkpoint.name
+            ? 'its sandbox, which held the checkpoint, is gone'
+            : 'the gateway stopped while its checkpoint was being written',
+        );
       const run = new RunRecord(record.runId, record.tenant, record.spec, new Date(record.createdAt), record.start);
       run.paused(record.workspace, PausedStore.pauseOf(record));
       registry.add(run);
     }
     // Claims whose sandbox is gone (removed while the gateway was down).
-    const ids = new Set(found.map((f) => f.id));
     for (const id of await claims.list()) if (!ids.has(id)) await claims.remove(id).catch(() => undefined);
     const kept = new Set([...paused.values()].map((r) => r.workspace));
     removed +=
@@ -128,6 +149,31 @@ export class RunRecovery {
         return 0;
       })) ?? 0;
     return { recovered, removed, left, paused: paused.size };
+  }
+
+  /**
+   * A memory pause whose checkpoint cannot be trusted (never seen written whole) or is gone:
+   * never restored. The run stays paused on its workspace, at portable depth, and says what it lost.
+   */
+  private async memoryLost(record: PausedRecord, why: string): Promise<void> {
+    record.pause = {
+      ...record.pause,
+      depth: 'portable',
+      checkpoint: undefined,
+      notKept: [
+        ...record.pause.notKept,
+        `the run's memory (kernels' variables, language servers, workers): ${why}, so it is not restored; the files of the workspace are kept`,
+      ],
+    };
+    await this.deps.paused
+      .write(record.runId, record, { durable: true })
+      .catch((err: Error) =>
+        logger.warn({ runId: record.runId, err: err.message }, 'could not rewrite a paused record'),
+      );
+    logger.warn(
+      { runId: record.runId, why },
+      'a memory checkpoint is not restored; the run stays paused at portable depth',
+    );
   }
 
   /** The paused runs' records, by run id. */

@@ -36,7 +36,7 @@ import {
   type RunnerPhase,
   type ToolResult,
 } from '../../../protocol/src/tools';
-import { PingRequest } from '../../../protocol/src/transport';
+import { PingRequest, QuiesceRequest } from '../../../protocol/src/transport';
 import type { Sandbox } from '../sandbox/provider';
 import { logger } from '../log';
 import type { Channel } from './connection/channel';
@@ -243,6 +243,16 @@ export class RunnerClient {
   /** Which run the runner serves (null: none yet) and how many connections it has. */
   async ping(timeoutMs: number): Promise<{ runId: string | null; connections: number }> {
     return this.request((c) => c.sendRequest(PingRequest.type), timeoutMs);
+  }
+
+  /**
+   * Has the runner close every socket connection and listener (before a memory checkpoint).
+   * The drop that follows is expected: nothing reconnects, the client is done.
+   */
+  async quiesce(timeoutMs: number): Promise<{ closing: number }> {
+    const answer = await this.request((c) => c.sendRequest(QuiesceRequest.type), timeoutMs);
+    this.shuttingDown = true;
+    return answer;
   }
 
   async command<P, R>(type: FamilyCommand<P, R>, payload: P): Promise<R> {

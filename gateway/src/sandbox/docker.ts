@@ -12,6 +12,8 @@ import { engineUnreachable, untilEngineAnswers } from './engineReach';
 import { LoopDisks } from './loopDisk';
 import {
   LABELS,
+  type MemoryCheckpoints,
+  type PauseDepth,
   type ProviderCapabilities,
   type Sandbox,
   type SandboxExit,
@@ -24,6 +26,7 @@ import {
 } from './provider';
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 import { DockerTemplateImages } from './dockerTemplateImages';
+import { type CheckpointSupport, checkpointSupport, DockerCheckpoints } from './dockerCheckpoints';
 
 /** Where the runner image keeps the workspace and the run user's home. */
 export const WORKSPACE = '/workspace';
@@ -95,17 +98,44 @@ export class DockerProvider implements SandboxProvider {
   /** Workspace filesystem images of this instance, by container id once known. */
   private readonly disks: LoopDisks;
   private readonly diskImages = new Map<string, string>();
+  /** What the engine said about memory checkpoints; `memory` is a pause depth once it said yes. */
+  private support: CheckpointSupport = { ok: false, why: 'not asked yet' };
+  readonly memory: MemoryCheckpoints;
 
   constructor(private readonly config: GatewayConfig) {
     this.docker = new Docker({ socketPath: config.docker.socketPath });
+    const provider = this;
     this.capabilities = {
       sharedState: false,
       keepsRunsOnShutdown: config.docker.keepOnShutdown,
       egress: { carried: true },
       templateImages: new DockerTemplateImages(config, this.docker),
-      pauseDepths: ['portable'],
+      get pauseDepths(): readonly PauseDepth[] {
+        return provider.support.ok && config.fastPath ? ['portable', 'memory'] : ['portable'];
+      },
     };
     this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance), config.docker.spareDisks);
+    this.memory = new DockerCheckpoints({
+      docker: this.docker,
+      socketOf: (runId) => path.join(socketDir(config.stateDir, runId), SOCKET_NAME),
+      attach: (id) => this.attach(id),
+      release: (id) => this.release(id),
+      timeoutMs: config.runs.startTimeoutSeconds * 1000,
+    });
+    void this.checkpointSupport().catch(() => undefined);
+  }
+
+  /**
+   * Asks the engine whether it takes memory checkpoints of this runtime's containers (at start,
+   * and again for `tether doctor`); an engine that cannot be asked is taken as no.
+   */
+  async checkpointSupport(): Promise<CheckpointSupport> {
+    try {
+      this.support = await checkpointSupport(this.docker, this.config.docker.runtime);
+    } catch (err) {
+      this.support = { ok: false, why: `the engine could not be asked: ${(err as Error).message}` };
+    }
+    return this.support;
   }
 
   private get user(): { uid: number; gid: number; spec: string } {

@@ -2,6 +2,7 @@ import Docker from 'dockerode';
 import type { Check } from '../checks';
 import type { GatewayConfig } from '../config';
 import { resolveImage } from './image';
+import { type CheckpointSupport, checkpointSupport } from './dockerCheckpoints';
 import { LABELS } from './provider';
 
 const SETUP = 'run `bash scripts/setup.sh` (it installs and starts an engine where none runs and builds the images)';
@@ -20,7 +21,6 @@ export async function diagnoseDocker(config: GatewayConfig): Promise<Check[]> {
     ServerVersion?: string;
     CgroupVersion?: string;
     LiveRestoreEnabled?: boolean;
-    ExperimentalBuild?: boolean;
   };
   try {
     await docker.ping();
@@ -67,12 +67,25 @@ export async function diagnoseDocker(config: GatewayConfig): Promise<Check[]> {
       detail: `${runtime}${config.docker.runtime ? '' : ' (the engine default)'}`,
     });
   }
-  // What a memory checkpoint would need here; every pause is at portable depth today.
-  checks.push({
-    name: 'pause',
-    status: 'ok',
-    detail: `portable depth: a run's data is kept in its workspace and its sandbox let go. Memory depth is not built; it would need runsc on an engine started with --experimental (here: runtime ${runtime}, the engine ${info.ExperimentalBuild ? 'experimental' : 'not experimental'}) and a runner that closes its host socket first (docs/lifecycle.md)`,
-  });
+  // Which depths a pause can reach here: memory needs a runtime that checkpoints and an engine
+  // whose checkpoint API is on.
+  const memory = await checkpointSupport(docker, config.docker.runtime).catch(
+    (err: Error): CheckpointSupport => ({ ok: false, why: `the engine could not be asked: ${err.message}` }),
+  );
+  checks.push(
+    memory.ok && config.fastPath
+      ? {
+          name: 'pause',
+          status: 'ok',
+          detail: `memory depth (the whole sandbox checkpointed and restored: ${memory.why}), portable where a checkpoint fails`,
+        }
+      : {
+          name: 'pause',
+          status: 'ok',
+          detail: `portable depth only: ${memory.ok ? 'fastPath is off (a memory resume reconnects through the runner socket)' : memory.why}`,
+          fix: 'for memory depth: TETHER_WITH_RUNSC=1 bash scripts/setup.sh (runsc registered, the engine experimental) and docker.runtime runsc',
+        },
+  );
   if (config.docker.runtimeArgs.length) {
     checks.push({
       name: 'runtime args',

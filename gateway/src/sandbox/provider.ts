@@ -33,9 +33,30 @@ export interface SandboxSpec {
 
 /**
  * How deep a pause keeps a run. `portable`: what of the run is data, written by the runner into
- * its workspace, which the provider keeps while the sandbox is removed.
+ * its workspace, which the provider keeps while the sandbox is removed. `memory`: the whole
+ * sandbox, every process with its memory, checkpointed and stopped (`MemoryCheckpoints`).
  */
-export type PauseDepth = 'portable';
+export type PauseDepth = 'portable' | 'memory';
+
+/**
+ * Memory checkpoints of a sandbox, where the provider can take them (`pauseDepths` lists
+ * `memory`). The runner is quiesced first (no socket connection, no listener: `runner/quiesce`);
+ * the sandbox keeps its workspace throughout.
+ */
+export interface MemoryCheckpoints {
+  /**
+   * Checkpoints the sandbox and stops it: no process of it is left. Resolves with the
+   * checkpoint's name once it is written whole; a checkpoint that failed leaves the sandbox
+   * running, its runner still quiesced (`wake`).
+   */
+  checkpoint(id: string): Promise<string>;
+  /** Starts the sandbox from its checkpoint and wakes its runner; the sandbox, once its socket is back. */
+  restore(id: string, checkpoint: string): Promise<Sandbox>;
+  /** Has a quiesced runner of a running sandbox listen again (a checkpoint that failed); its sandbox. */
+  wake(id: string): Promise<Sandbox>;
+  /** Removes a checkpoint the run no longer needs (a resume came through). */
+  drop(id: string, checkpoint: string): Promise<void>;
+}
 
 /** Why a sandbox ended, as a person would want to read it. */
 export interface SandboxExit {
@@ -130,9 +151,6 @@ export interface SandboxInfo {
 /**
  * What a provider declares about itself. The gateway decides by these, never by the
  * provider's name.
- *
- * Room for `checkpoints` (memory checkpoints of a run's sandbox): declared here once a
- * provider can take and restore them.
  */
 export interface ProviderCapabilities {
   /**
@@ -145,7 +163,11 @@ export interface ProviderCapabilities {
   readonly egress: EgressCapability;
   /** Where runs of a template find its image; absent: the provider runs no templates. */
   readonly templateImages?: TemplateImageSource;
-  /** The depths at which its runs can be paused (`park` and `keptWorkspace`); absent: none. */
+  /**
+   * The depths at which its runs can be paused (`park` and `keptWorkspace` for `portable`,
+   * `SandboxProvider.memory` for `memory`); absent: none. May grow once the provider has asked
+   * its backend (docker: whether the engine takes checkpoints with this runtime).
+   */
   readonly pauseDepths?: readonly PauseDepth[];
 }
 
@@ -178,6 +200,8 @@ export interface SandboxProvider {
    * sandbox's `keepable`, or a kept one): a fork's. Returns its handle, for `keptWorkspace`.
    */
   cloneWorkspace?(from: string, spec: SandboxSpec): Promise<string>;
+  /** Memory checkpoints, where `pauseDepths` lists `memory`. */
+  readonly memory?: MemoryCheckpoints;
   list(labels: Record<string, string>): Promise<SandboxInfo[]>;
   /**
    * Removes what sandboxes with these labels left behind without a sandbox (a workspace

@@ -20,7 +20,7 @@ import {
   type RunEventParams,
 } from '../../../protocol/src/run';
 import { CallToolRequest } from '../../../protocol/src/tools';
-import { PingRequest } from '../../../protocol/src/transport';
+import { PingRequest, QuiesceRequest } from '../../../protocol/src/transport';
 import { startEgressFromEnvironment } from '../egressBridge';
 import { logger } from '../log';
 import { checkOomBeforeAnswer } from '../oom/watcher';
@@ -46,6 +46,11 @@ export class Sessions {
   private boundTo: string | undefined;
   private readonly watchers = new Set<MessageConnection>();
   private readonly open = new Set<MessageConnection>();
+  /**
+   * Closes every socket connection and listener, before a memory checkpoint, and how many
+   * connections it would close now. Set by whoever owns the listeners.
+   */
+  quiesce?: { closing: () => number; close: () => Promise<void> };
 
   constructor(
     private readonly version: string,
@@ -110,6 +115,14 @@ export class Sessions {
       const result = await traced(params.traceparent, () => registry.call(params.tool, params.arguments, ctx));
       checkOomBeforeAnswer();
       return result;
+    });
+    connection.onRequest(QuiesceRequest.type, async () => {
+      const quiesce = this.quiesce;
+      if (!quiesce) throw new Error('this runner has no listeners to close');
+      // The answer leaves first: the connection it goes out on is one of those closed (each is
+      // ended, what was written to it flushed, before it is destroyed).
+      setTimeout(() => void quiesce.close().catch((err: Error) => logger.error({ err: err.message }, 'quiesce')), 20);
+      return { closing: quiesce.closing() };
     });
     connection.onRequest(CommandRequest.type, async (params) => {
       if (!this.run) throw new Error('runner not initialized');

@@ -53,6 +53,7 @@ test("the schema's defaults are the built-in config", () => {
       idleTimeoutSeconds: 3600,
       maxLifetimeSeconds: 6 * 3600,
       idlePauseSeconds: 600,
+      memoryPause: true,
       pausedRetentionSeconds: 7 * 24 * 3600,
       maxForks: 10,
       maxPausedPerTenant: 100,

@@ -11,6 +11,7 @@ import { defaultConfig, type GatewayConfig } from '../../../gateway/src/config';
 import { specFromRequest } from '../../../gateway/src/grpc/convert';
 import type { RunSpec } from '../../../gateway/src/runs/RunRecord';
 import type {
+  MemoryCheckpoints,
   ProviderCapabilities,
   Sandbox,
   SandboxExit,
@@ -26,7 +27,7 @@ import {
   PrepareRequest,
   ShutdownRequest,
 } from '../../../protocol/src/run';
-import { PingRequest } from '../../../protocol/src/transport';
+import { PingRequest, QuiesceRequest } from '../../../protocol/src/transport';
 import type { ToolDescriptor } from '../../../protocol/src/tools';
 
 export const TOOLS: ToolDescriptor[] = [
@@ -49,6 +50,10 @@ export const answersInitialize: RunnerScript = (conn, sb) => {
   });
   conn.onRequest(PingRequest.type, () => ({ runId: sb.boundTo ?? null, connections: 1 }));
   conn.onRequest(ShutdownRequest.type, () => ({}));
+  conn.onRequest(QuiesceRequest.type, () => {
+    sb.quiesced = true;
+    return { closing: 1 };
+  });
 };
 
 /**
@@ -63,6 +68,12 @@ export class FakeSandbox implements Sandbox {
   running = true;
   /** The run its runner was bound to (it outlives a re-attach, as a real runner's does). */
   boundTo: string | undefined;
+  /** What its processes hold in memory: kept by a memory checkpoint, lost with the sandbox otherwise. */
+  memory: Record<string, unknown> = {};
+  /** Its runner closed its connections and listeners (`runner/quiesce`) and was not woken since. */
+  quiesced = false;
+  /** Where the gateway would reach its runner's socket (a fake one still talks over stdio). */
+  socket?: { path: string };
   private resolveExit!: (e: SandboxExit) => void;
 
   constructor(
@@ -160,6 +171,72 @@ export class FakeProvider implements SandboxProvider {
   /** The kept workspace each sandbox was made on, by sandbox id. */
   readonly madeOn = new Map<string, string>();
 
+  /** Checkpoints by sandbox: the memory each holds, by checkpoint name. */
+  readonly checkpoints = new Map<string, Map<string, Record<string, unknown>>>();
+  memory?: MemoryCheckpoints;
+
+  /**
+   * Declares memory pauses too: a checkpoint stops the sandbox keeping what its processes hold,
+   * a restore starts it again from there. `fail` makes a checkpoint or a restore fail.
+   */
+  memoryPausable(fail: { checkpoint?: string; restore?: string; ends?: boolean } = {}): this {
+    this.pausable();
+    this.capabilities = { ...this.capabilities, pauseDepths: ['portable', 'memory'] };
+    const provider = this;
+    const running = (id: string) => {
+      const sb = provider.sandboxes.get(id);
+      if (!sb) throw new Error(`no sandbox ${id}`);
+      return sb;
+    };
+    this.memory = {
+      async checkpoint(id) {
+        const sb = running(id);
+        if (!sb.quiesced) throw new Error('the sandbox holds a connected host Unix socket');
+        if (fail.checkpoint) {
+          // Some runtimes end the sandbox with a failed checkpoint.
+          if (fail.ends) sb.exit({ reason: 'ended by the failed checkpoint', exitCode: 128 });
+          throw new Error(fail.checkpoint);
+        }
+        const name = `cp-${provider.checkpoints.get(id)?.size ?? 0}`;
+        provider.checkpoints.set(
+          id,
+          new Map([...(provider.checkpoints.get(id) ?? []), [name, structuredClone(sb.memory)]]),
+        );
+        sb.exit({ reason: 'checkpointed', exitCode: 0 });
+        return name;
+      },
+      async restore(id, name) {
+        const old = running(id);
+        const held = provider.checkpoints.get(id)?.get(name);
+        if (!held) throw new Error(`no checkpoint ${name}`);
+        if (fail.restore) throw new Error(fail.restore);
+        const sb = provider.again(old);
+        sb.memory = structuredClone(held);
+        return sb;
+      },
+      async wake(id) {
+        const sb = running(id);
+        if (!sb.running) throw new Error(`container ${id} is not running`);
+        sb.quiesced = false;
+        return sb.reattach();
+      },
+      async drop(id, name) {
+        provider.checkpoints.get(id)?.delete(name);
+      },
+    };
+    return this;
+  }
+
+  /** The same sandbox started again (same id and workspace): a new runner process, new stdio. */
+  private again(old: FakeSandbox): FakeSandbox {
+    const sb = new FakeSandbox(old.id, old.runId, old.labels, this.script);
+    sb.keepable = old.keepable;
+    sb.socket = old.socket;
+    sb.boundTo = old.boundTo;
+    this.sandboxes.set(sb.id, sb);
+    return sb;
+  }
+
   /** Declares portable pauses, with a runner that suspends and restores. */
   pausable(): this {
     this.capabilities = { ...this.capabilities, pauseDepths: ['portable'] };
@@ -172,6 +249,8 @@ export class FakeProvider implements SandboxProvider {
     sb.keepable = spec.keptWorkspace ?? `ws-${spec.runId}`;
     if (!this.workspaces.has(sb.keepable)) this.workspaces.set(sb.keepable, {});
     if (spec.keptWorkspace) this.madeOn.set(sb.id, spec.keptWorkspace);
+    // A provider with memory checkpoints reconnects through the runner's socket after a restore.
+    if (this.memory) sb.socket = { path: `/nonexistent/tether-fake/${sb.id}.sock` };
     this.sandboxes.set(sb.id, sb);
     this.images.set(sb.id, spec.image);
     return sb;

@@ -43,8 +43,9 @@ export class RunPauses {
 
   /** Where the provider can pause this run, and why not otherwise. */
   private pausable(run: RunRecord): string | undefined {
-    if (!this.deps.provider.capabilities.pauseDepths?.includes('portable'))
-      return `the ${this.deps.provider.name} provider cannot pause runs`;
+    const { pauseDepths, noPauseReason } = this.deps.provider.capabilities;
+    if (!pauseDepths?.includes('portable'))
+      return noPauseReason ?? `the ${this.deps.provider.name} provider cannot pause runs`;
     if (run.spec.workspace) return 'a run on a host workspace is not paused (its files are the host directory)';
     return undefined;
   }

@@ -169,6 +169,8 @@ export interface ProviderCapabilities {
    * its backend (docker: whether the engine takes checkpoints with this runtime).
    */
   readonly pauseDepths?: readonly PauseDepth[];
+  /** Why its runs cannot be paused, where `pauseDepths` is absent and there is more to say than that. */
+  readonly noPauseReason?: string;
 }
 
 /**

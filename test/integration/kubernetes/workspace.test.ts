@@ -11,12 +11,12 @@ import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writ
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Approval, RunState } from '@tether/contract';
+import { Approval, PauseDepth, RunState } from '@tether/contract';
 import { resultText } from '../../../clients/typescript/src';
 import { defaultConfig } from '../../../gateway/src/config';
 import { diagnose } from '../../../gateway/src/doctor';
 import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
-import { claimName } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
+import { claimName, KEPT_LABEL } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { runnerImage } from '../docker/support';
@@ -34,8 +34,11 @@ const NS = `tether-pvc-t${process.pid}`;
 const CLASS = `tether-hostpath-t${process.pid}`;
 /** A class no volume has and no provisioner serves: its claims never bind. */
 const NO_VOLUMES = `tether-novolume-t${process.pid}`;
-/** Two volumes: a claim released from a `Retain` volume leaves it unbindable, and two runs bind one each. */
-const PVS = [`tether-ws-t${process.pid}-a`, `tether-ws-t${process.pid}-b`];
+/**
+ * Three volumes: a claim released from a `Retain` volume leaves it unbindable, and three runs
+ * bind one each (the paused run's claim binds once and keeps its volume across the pause).
+ */
+const PVS = [`tether-ws-t${process.pid}-a`, `tether-ws-t${process.pid}-b`, `tether-ws-t${process.pid}-c`];
 const kc = adminConfig();
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const storageApi = kc.makeApiClient(k8s.StorageV1Api);
@@ -197,7 +200,7 @@ describe('a workspace on a static PersistentVolume', () => {
     assert.equal(bad?.status, 'fail');
     assert.match(
       bad!.detail,
-      /create persistentvolumeclaims, get persistentvolumeclaims, list persistentvolumeclaims, delete persistentvolumeclaims/,
+      /create persistentvolumeclaims, get persistentvolumeclaims, list persistentvolumeclaims, delete persistentvolumeclaims, patch persistentvolumeclaims/,
     );
     // Without the option the same identity is enough.
     const plain = {
@@ -298,5 +301,102 @@ describe('a class with no volume', () => {
       return pods.length === 0 && claims.length === 0 ? true : undefined;
     });
     await t.alice.deleteRun(run.runId).catch(() => undefined);
+  });
+});
+
+describe('a paused run on its claim (portable depth)', () => {
+  const instance = `pvc-pause-t${process.pid}`;
+  const stateDir = mkdtempSync(path.join(tmp, 'state-'));
+  let t: TestGateway;
+  const start = () =>
+    startTestGateway({
+      provider: 'kubernetes',
+      instance,
+      stateDir,
+      kubernetes: section(CLASS, 120),
+      limits: { default: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 64 } },
+      runs: { startTimeoutSeconds: 120, idlePauseSeconds: 0 },
+    });
+
+  before(async () => {
+    t = await start();
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('pause deletes the pod and keeps the claim; a restarted gateway resumes it on a new pod with the kernel variable', async () => {
+    const run = await t.alice.createRun({
+      conversationId: 'pvc-pause',
+      features: { eval: true },
+      approvals: { write: Approval.AUTO },
+    });
+    assert.equal(run.state, RunState.READY, run.error);
+    const pod = podName(run.runId);
+    const claim = claimName(pod);
+    const firstUid = (await core.readNamespacedPod(pod, NS)).body.metadata!.uid!;
+    await t.alice.putFileMap(run.runId, { 'kept.txt': 'on the claim\n' });
+    const cell = await t.alice.callTool(run.runId, 'eval', {
+      code: 'answer = 6 * 7\nanswer',
+      description: 'a variable',
+    });
+    assert.match(resultText(cell.result), /42/);
+
+    const paused = await t.alice.pauseRun(run.runId);
+    assert.equal(paused.state, RunState.PAUSED, paused.error);
+    assert.equal(paused.pause?.depth, PauseDepth.PORTABLE);
+    await assert.rejects(core.readNamespacedPod(pod, NS), (e) => statusCode(e) === 404, 'no pod of the run is left');
+    const keptClaim = (await core.readNamespacedPersistentVolumeClaim(claim, NS)).body;
+    assert.equal(keptClaim.status?.phase, 'Bound');
+    assert.equal(keptClaim.metadata?.labels?.[KEPT_LABEL], 'true');
+    assert.equal(keptClaim.metadata?.ownerReferences?.length ?? 0, 0, 'no pod owns the kept claim');
+
+    // A restarted gateway sweeps claims without a pod at start: a kept one is not among them.
+    await t.close();
+    t = await start();
+    assert.equal((await t.alice.getRun(run.runId)).state, RunState.PAUSED);
+    assert.equal(
+      (await core.readNamespacedPersistentVolumeClaim(claim, NS)).body.metadata?.deletionTimestamp,
+      undefined,
+    );
+
+    const resumed = await t.alice.callTool(run.runId, 'eval', { code: 'answer + 1', description: 'after the resume' });
+    assert.equal(resumed.result.isError, false, resultText(resumed.result));
+    assert.match(resultText(resumed.result), /43/);
+    const newPod = (await core.readNamespacedPod(pod, NS)).body;
+    assert.notEqual(newPod.metadata!.uid, firstUid, 'a new pod');
+    const owned = (await core.readNamespacedPersistentVolumeClaim(claim, NS)).body;
+    assert.deepEqual(
+      owned.metadata?.ownerReferences?.map((o) => o.uid),
+      [newPod.metadata!.uid],
+    );
+    assert.equal(owned.metadata?.labels?.[KEPT_LABEL], undefined);
+    const files = await t.alice.getFileMap(run.runId, 'kept.txt');
+    assert.equal(files['kept.txt']?.toString(), 'on the claim\n');
+
+    await t.alice.deleteRun(run.runId);
+    await gone(`claim ${claim}`, () => core.readNamespacedPersistentVolumeClaim(claim, NS));
+  });
+
+  it('a run on an emptyDir workspace cannot be paused, and says why', async () => {
+    const plain = await startTestGateway({
+      provider: 'kubernetes',
+      kubernetes: { ...section(CLASS, 120), workspace: { storageClassName: '', sizeMb: 64, bindTimeoutSeconds: 5 } },
+      limits: { default: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 64 } },
+      runs: { startTimeoutSeconds: 120 },
+    });
+    try {
+      const run = await plain.alice.createRun({ conversationId: 'pvc-none' });
+      assert.equal(run.state, RunState.READY, run.error);
+      await assert.rejects(plain.alice.pauseRun(run.runId), (e: { code: number; details: string }) => {
+        assert.equal(e.code, 9, e.details);
+        assert.match(e.details, /emptyDir/);
+        return true;
+      });
+      assert.equal((await plain.alice.getRun(run.runId)).state, RunState.READY, 'the run goes on');
+      await plain.alice.deleteRun(run.runId);
+    } finally {
+      await plain.close();
+    }
   });
 });

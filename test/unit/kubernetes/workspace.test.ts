@@ -7,6 +7,7 @@ import {
   claimName,
   unboundReason,
   WORKSPACE_VOLUME,
+  KEPT_LABEL,
   WorkspaceClaims,
   workspaceClaim,
 } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
@@ -165,4 +166,47 @@ test('the sweep deletes labelled claims whose owning pod is gone, listing claims
     'delete ownerless',
   ]);
   assert.equal(removed, 2);
+});
+
+test("a paused run's claim is kept past its pod: the sweep leaves it, by label or by name; a resume's pod owns it again", async () => {
+  const patches: [string, unknown][] = [];
+  const deleted: string[] = [];
+  const core = {
+    listNamespacedPersistentVolumeClaim: async () => ({
+      body: {
+        items: [
+          { metadata: { name: 'labelled', labels: { [KEPT_LABEL]: 'true' } } },
+          { metadata: { name: 'named' } },
+          { metadata: { name: 'orphan' } },
+        ],
+      },
+    }),
+    listNamespacedPod: async () => ({ body: { items: [] } }),
+    deleteNamespacedPersistentVolumeClaim: async (name: string) => {
+      deleted.push(name);
+      return { body: {} };
+    },
+    patchNamespacedPersistentVolumeClaim: async (name: string, _ns: string, body: unknown, ...rest: unknown[]) => {
+      patches.push([name, body]);
+      assert.deepEqual(rest[5], { headers: { 'Content-Type': 'application/merge-patch+json' } });
+      return { body: {} };
+    },
+  };
+  const claims = new WorkspaceClaims(core as unknown as CoreV1Api, 'runs', storage);
+  assert.equal(await claims.sweep('x=y', new Set(['named'])), 1);
+  assert.deepEqual(deleted, ['orphan']);
+  await claims.keep('c');
+  await claims.adopt('c', { metadata: { name: 'p2', uid: 'u2' } });
+  assert.deepEqual(patches, [
+    ['c', { metadata: { labels: { [KEPT_LABEL]: 'true' }, ownerReferences: null } }],
+    [
+      'c',
+      {
+        metadata: {
+          labels: { [KEPT_LABEL]: null },
+          ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: 'p2', uid: 'u2' }],
+        },
+      },
+    ],
+  ]);
 });

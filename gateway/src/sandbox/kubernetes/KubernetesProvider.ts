@@ -90,6 +90,13 @@ export class KubernetesProvider implements SandboxProvider {
         reason: 'the kubernetes provider cannot carry egress yet (only the docker provider can)',
       },
       templateImages: new KubernetesTemplateImages(config.kubernetes.templates),
+      // Only a claim outlives its pod: an emptyDir goes with it, so such runs cannot be paused.
+      ...(config.kubernetes.workspace.storageClassName
+        ? { pauseDepths: ['portable'] as const }
+        : {
+            noPauseReason:
+              'its workspace is an emptyDir, which goes with its pod (set kubernetes.workspace.storageClassName to keep workspaces on claims)',
+          }),
     };
     const storage = config.kubernetes.workspace;
     if (storage.storageClassName) this.claims = new WorkspaceClaims(this.core, this.ns, storage);
@@ -115,8 +122,10 @@ export class KubernetesProvider implements SandboxProvider {
       runtimeClassName: this.config.kubernetes.runtimeClassName,
       ephemeralOverheadMb: this.config.kubernetes.ephemeralOverheadMb,
       runnerPort: this.tcpPort,
-      workspaceClaim: this.claims ? claimName(podName(spec.runId)) : undefined,
+      workspaceClaim: this.claims ? (spec.keptWorkspace ?? claimName(podName(spec.runId))) : undefined,
     });
+    const kept = spec.keptWorkspace;
+    if (kept && !this.claims) throw new Error('a kept workspace needs kubernetes.workspace.storageClassName');
     const name = pod.metadata!.name!;
     let created: k8s.V1Pod;
     try {
@@ -125,7 +134,9 @@ export class KubernetesProvider implements SandboxProvider {
       throw new Error(`could not create pod ${name}: ${bodyMessage(err)}`);
     }
     try {
-      if (this.claims) await this.claims.waitBound(await this.claims.create(created, spec.limits.diskMb ?? 0), name);
+      if (kept) await this.claims!.adopt(kept, created);
+      if (this.claims)
+        await this.claims.waitBound(kept ?? (await this.claims.create(created, spec.limits.diskMb ?? 0)), name);
       const sandbox = this.sandbox(name, spec.runId, await runSecret(this.config.stateDir, spec.runId));
       const running = await this.waitRunning(name, this.config.runs.startTimeoutSeconds * 1000);
       const port = this.tcpPort;
@@ -139,7 +150,8 @@ export class KubernetesProvider implements SandboxProvider {
         throw new SandboxPreconditionError(`${noAddressReason(pod)} (its runner listens on ${tcp!.host}:${port})`);
       return overTcp(sandbox, { host: address, port });
     } catch (err) {
-      await this.remove(name).catch(() => undefined);
+      // A resume that failed gives its workspace back to the pause, never to the bin.
+      await (kept ? this.park(name) : this.remove(name)).catch(() => undefined);
       throw err;
     }
   }
@@ -343,23 +355,56 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   async remove(id: string): Promise<void> {
+    await this.deletePod(id);
+    // Its owner reference would have the garbage collector do it too; the run's end should not wait for that.
+    await this.claims?.delete(claimName(id));
+  }
+
+  private async deletePod(id: string): Promise<void> {
     this.release(id);
     try {
       await this.core.deleteNamespacedPod(id, this.ns, undefined, undefined, 0);
     } catch (err) {
       if (status(err) !== 404) throw err;
     }
-    // Its owner reference would have the garbage collector do it too; the run's end should not wait for that.
-    await this.claims?.delete(claimName(id));
   }
 
-  /** Workspace claims whose pod is gone. */
-  async sweep(labels: Record<string, string>): Promise<number> {
+  /**
+   * A portable pause: the claim is kept (first, so that a gateway dying in between leaves it
+   * kept, never collected), then the pod is deleted and waited for, since the resumed run's pod
+   * has the same name and no process of a paused run may be left.
+   */
+  async park(id: string): Promise<string> {
+    if (!this.claims) throw new Error('a run on an emptyDir workspace cannot be paused: its files go with its pod');
+    const claim = claimName(id);
+    await this.claims.keep(claim);
+    await this.deletePod(id);
+    const deadline = Date.now() + this.config.runs.startTimeoutSeconds * 1000;
+    for (;;) {
+      try {
+        await this.core.readNamespacedPod(id, this.ns);
+      } catch (err) {
+        if (status(err) === 404) return claim;
+        throw err;
+      }
+      if (Date.now() > deadline)
+        throw new Error(`pod ${id} was not gone within ${this.config.runs.startTimeoutSeconds} s of its deletion`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  async dropWorkspace(handle: string): Promise<void> {
+    await this.claims?.delete(handle);
+  }
+
+  /** Workspace claims whose pod is gone, except those paused runs keep. */
+  async sweep(labels: Record<string, string>, kept?: ReadonlySet<string>): Promise<number> {
     if (!this.claims) return 0;
     return this.claims.sweep(
       Object.entries(labels)
         .map(([k, v]) => `${k}=${v}`)
         .join(','),
+      kept,
     );
   }
 

@@ -22,6 +22,7 @@ const NEEDED_FOR_CLAIMS: [string, string, string][] = [
   ['persistentvolumeclaims', '', 'get'],
   ['persistentvolumeclaims', '', 'list'],
   ['persistentvolumeclaims', '', 'delete'],
+  ['persistentvolumeclaims', '', 'patch'],
 ];
 
 const message = (err: unknown) =>

@@ -13,6 +13,14 @@ export const WORKSPACE_VOLUME = 'workspace';
 
 const POLL_MS = 250;
 
+/**
+ * On a claim a paused run keeps: no pod owns it, and no replica's sweep may take it for one
+ * whose pod is gone. Taken off when a resumed run's pod owns it again.
+ */
+export const KEPT_LABEL = 'dev.tether.kept';
+
+const MERGE_PATCH = { headers: { 'Content-Type': 'application/merge-patch+json' } };
+
 const status = (err: unknown) =>
   (err as { statusCode?: number }).statusCode ?? (err as { response?: { statusCode?: number } }).response?.statusCode;
 const bodyMessage = (err: unknown) =>
@@ -124,6 +132,39 @@ export class WorkspaceClaims {
     }
   }
 
+  /**
+   * Lets the claim outlive its pod (a portable pause): the pod's ownership goes, so the garbage
+   * collector leaves it when the pod is deleted, and the label tells every replica it is kept.
+   */
+  async keep(name: string): Promise<void> {
+    await this.patch(name, { labels: { [KEPT_LABEL]: 'true' }, ownerReferences: null });
+  }
+
+  /** A kept claim becomes the workspace of a new pod (a resume): owned by it again, no longer kept. */
+  async adopt(name: string, pod: k8s.V1Pod): Promise<void> {
+    const owner = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! };
+    await this.patch(name, { labels: { [KEPT_LABEL]: null }, ownerReferences: [owner] });
+  }
+
+  private async patch(name: string, metadata: Record<string, unknown>): Promise<void> {
+    try {
+      await this.core.patchNamespacedPersistentVolumeClaim(
+        name,
+        this.ns,
+        { metadata },
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        MERGE_PATCH,
+      );
+    } catch (err) {
+      if (status(err) === 404) throw new Error(`the workspace claim ${name} is gone`);
+      throw new Error(`could not update the workspace claim ${name}: ${bodyMessage(err)}`);
+    }
+  }
+
   async delete(name: string): Promise<void> {
     try {
       await this.core.deleteNamespacedPersistentVolumeClaim(name, this.ns);
@@ -137,8 +178,9 @@ export class WorkspaceClaims {
    * the two, a pod deleted past the gateway, a cluster without a garbage collector). Claims are
    * listed before pods: a claim is made only after its pod, so a claim in the first list whose
    * pod is missing from the second really has none, whatever other replicas create meanwhile.
+   * Kept claims (a paused run's, by label or by name) are not leftovers.
    */
-  async sweep(selector: string): Promise<number> {
+  async sweep(selector: string, kept: ReadonlySet<string> = new Set()): Promise<number> {
     const claims = (
       await this.core.listNamespacedPersistentVolumeClaim(this.ns, undefined, undefined, undefined, undefined, selector)
     ).body.items;
@@ -149,6 +191,7 @@ export class WorkspaceClaims {
     let removed = 0;
     for (const claim of claims) {
       if (claim.metadata?.deletionTimestamp) continue;
+      if (claim.metadata?.labels?.[KEPT_LABEL] === 'true' || kept.has(claim.metadata!.name!)) continue;
       const owner = claim.metadata?.ownerReferences?.find((o) => o.kind === 'Pod');
       if (owner && live.has(owner.uid)) continue;
       await this.delete(claim.metadata!.name!).then(() => removed++);

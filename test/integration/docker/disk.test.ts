@@ -170,13 +170,21 @@ test('/tmp and home are capped at a quarter of the memory limit: ENOSPC, not an 
   await t.alice.deleteRun(run.runId);
 });
 
-/** This instance's spare disks: image → loop device. */
-async function spareDisks(): Promise<Map<string, string>> {
+/**
+ * This instance's spare disks (image → loop device), of one size when named: other tests' runs
+ * asked for other sizes, whose spares are kept too.
+ */
+async function spareDisks(sizeMb?: number): Promise<Map<string, string>> {
   const dir = path.join(stateDir, 'disks', instance);
   const out = new Map<string, string>();
   for (const name of await fs.readdir('/sys/block')) {
     const image = name.startsWith('loop') ? backingOf(`/dev/${name}`) : '';
-    if (image.startsWith(`${dir}/spare-`)) out.set(image, `/dev/${name}`);
+    if (!image.startsWith(`${dir}/spare-`)) continue;
+    const size = await fs.stat(image).then(
+      (st) => st.size,
+      () => -1,
+    );
+    if (sizeMb === undefined || size === sizeMb * MiB) out.set(image, `/dev/${name}`);
   }
   return out;
 }
@@ -185,8 +193,8 @@ test('a cold start takes a disk made ahead of need; the spare is made again, and
   // A size no other test asks for: its first start makes its own disk, then spares follow.
   const first = await t.alice.createRun({ conversationId: 'spare-1', limits: { diskMb: 96 } });
   assert.equal(first.state, RunState.READY, first.error);
-  await until('two spares', async () => ((await spareDisks()).size === 2 ? true : undefined), 30_000);
-  const spares = await spareDisks();
+  await until('two spares', async () => ((await spareDisks(96)).size === 2 ? true : undefined), 30_000);
+  const spares = await spareDisks(96);
 
   const second = await t.alice.createRun({
     conversationId: 'spare-2',
@@ -203,7 +211,7 @@ test('a cold start takes a disk made ahead of need; the spare is made again, and
   assert.ok(res.written > 80 * MiB && res.written <= 96 * MiB, `wrote ${res.written}`);
   const ls = await execIn(await containerOf(second.runId), ['ls', '-A', '/workspace']);
   assert.equal(ls.stdout.trim(), 'f.bin', 'an empty workspace, the run user its owner');
-  await until('the spare made again', async () => ((await spareDisks()).size === 2 ? true : undefined), 30_000);
+  await until('the spare made again', async () => ((await spareDisks(96)).size === 2 ? true : undefined), 30_000);
 
   await t.alice.deleteRun(first.runId);
   await t.alice.deleteRun(second.runId);

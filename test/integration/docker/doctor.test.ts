@@ -24,7 +24,8 @@ test('doctor: a reachable engine, its default runtime and the built image are al
   assert.match(c.image.detail, /user 1000:1000/);
   // The set-up turns it on: runs outlive an engine restart (engineRestart.test.ts).
   assert.equal(c['live-restore'].status, 'ok', c['live-restore'].detail);
-  assert.match(c.pause.detail, /^portable depth: .*\(here: runtime runc, the engine not experimental\)/);
+  // runc on the engine's default runtime: the engine's checkpoint API is on, runc cannot use it.
+  assert.match(c.pause.detail, /^portable depth only: the runtime runc \(.*\) cannot checkpoint a running sandbox/);
 });
 
 test('doctor: the warm pool as configured, and a warning when its limits keep it below its size', async () => {

@@ -100,7 +100,7 @@ test('a memory pause stops the sandbox; a call restores it with the kernel varia
   // The next call restores it: the caller sees no error, and the first result says how.
   const first = await t.alice.callTool(run.runId, 'eval', {
     code: 'rows[999], pid == os.getpid()',
-    description: 'after',
+    description: 'the variable after a memory resume',
   });
   assert.equal(first.result.isError, false, resultText(first.result));
   assert.match(resultText(first.result), /998001, True/, 'the same kernel process, its variables with it');

@@ -338,7 +338,7 @@ describe('a paused run on its claim (portable depth)', () => {
     await t.alice.putFileMap(run.runId, { 'kept.txt': 'on the claim\n' });
     const cell = await t.alice.callTool(run.runId, 'eval', {
       code: 'answer = 6 * 7\nanswer',
-      description: 'a variable',
+      description: 'a variable the pause must keep',
     });
     assert.match(resultText(cell.result), /42/);
 
@@ -360,7 +360,10 @@ describe('a paused run on its claim (portable depth)', () => {
       undefined,
     );
 
-    const resumed = await t.alice.callTool(run.runId, 'eval', { code: 'answer + 1', description: 'after the resume' });
+    const resumed = await t.alice.callTool(run.runId, 'eval', {
+      code: 'answer + 1',
+      description: 'the variable after a resume on a new pod',
+    });
     assert.equal(resumed.result.isError, false, resultText(resumed.result));
     assert.match(resultText(resumed.result), /43/);
     const newPod = (await core.readNamespacedPod(pod, NS)).body;

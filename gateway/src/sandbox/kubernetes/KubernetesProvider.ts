@@ -235,6 +235,7 @@ export class KubernetesProvider implements SandboxProvider {
       id: name,
       runId,
       workspacePath: WORKSPACE,
+      ...(this.claims ? { keepable: claimName(name) } : {}),
       secret,
       noSocketReason: undefined,
       dial: () => this.dial(entry, target),

@@ -47,6 +47,8 @@ export class RunLifecycle {
   private sweeper?: NodeJS.Timeout;
   /** Sandboxes the gateway let go of on purpose: their end is not a failure. */
   private readonly letGoOf = new WeakSet<Sandbox>();
+  /** Ends seen while a caller that handles them connects: the run's only once it connected. */
+  private readonly heldEnds = new WeakMap<Sandbox, (() => void)[]>();
   private readonly startedListeners: ((e: RunStarted) => void)[] = [];
 
   constructor(private readonly deps: RunLifecycleDeps) {}
@@ -185,25 +187,42 @@ export class RunLifecycle {
 
   /**
    * Talks to a sandbox's runner until it answers `initialize`, then watches it: for a cold
-   * start, and for a run recovery re-attaches to.
+   * start, and for a run recovery re-attaches to. With `callerHandlesFailure` (a pause's wake,
+   * a resume) an end before the runner answered is the caller's to handle, from the rejection:
+   * it has a way back the run's failure would take away.
    */
-  async connect(run: RunRecord, sandbox: Sandbox, prepare?: (runner: RunnerClient) => Promise<void>): Promise<void> {
+  async connect(
+    run: RunRecord,
+    sandbox: Sandbox,
+    prepare?: (runner: RunnerClient) => Promise<void>,
+    callerHandlesFailure = false,
+  ): Promise<void> {
     const { config } = this.deps;
     const runner = new RunnerClient(sandbox);
+    if (callerHandlesFailure) this.heldEnds.set(sandbox, []);
     this.watch(run, sandbox, runner);
-    const init = await runner.initialize(
-      {
-        runId: run.runId,
-        conversationId: run.spec.conversationId,
-        workspace: sandbox.workspacePath,
-        features: run.spec.features,
-        settings: config.runner,
-      },
-      config.runs.startTimeoutSeconds * 1000,
-    );
-    // What must happen before the first call (a resume's restore).
-    await prepare?.(runner);
-    run.becomeReady(init.tools);
+    try {
+      const init = await runner.initialize(
+        {
+          runId: run.runId,
+          conversationId: run.spec.conversationId,
+          workspace: sandbox.workspacePath,
+          features: run.spec.features,
+          settings: config.runner,
+        },
+        config.runs.startTimeoutSeconds * 1000,
+      );
+      // What must happen before the first call (a resume's restore).
+      await prepare?.(runner);
+      run.becomeReady(init.tools);
+    } catch (err) {
+      this.heldEnds.delete(sandbox);
+      throw err;
+    }
+    // Connected: an end that came meanwhile (after the runner answered) is the run's.
+    const held = this.heldEnds.get(sandbox) ?? [];
+    this.heldEnds.delete(sandbox);
+    for (const end of held) end();
   }
 
   /**
@@ -217,20 +236,25 @@ export class RunLifecycle {
   /** The run takes the sandbox and its runner: their end is the run's failure. */
   private watch(run: RunRecord, sandbox: Sandbox, runner: RunnerClient): void {
     run.attach(sandbox, runner);
+    const onEnd = (end: () => void) => {
+      if (this.letGoOf.has(sandbox)) return;
+      const held = this.heldEnds.get(sandbox);
+      if (held) held.push(end);
+      else end();
+    };
     // The connection often notices a dead runner before the sandbox's exit is reported: the
     // run is FAILED from that moment, and the exit's reason (OOM, signal) replaces the
     // provisional one when it arrives.
     runner.onRunEvent(ResourcesEvent.type, (payload) => this.deps.telemetry.runResources(run, payload));
-    runner.onGone((err) => {
-      if (!this.letGoOf.has(sandbox)) this.markFailed(run, `the runner stopped answering: ${err.message}`, true);
-    });
-    void sandbox.exited.then((exit) => {
-      if (this.letGoOf.has(sandbox)) return;
-      const reason = exit.oomKilled
-        ? `the run ran out of memory and its sandbox was killed (OOM)${exit.detail ? `: ${exit.detail}` : ''}`
-        : `the run's sandbox ended: ${exit.reason}`;
-      this.failed(run, reason, run.sandboxExited(reason));
-    });
+    runner.onGone((err) => onEnd(() => this.markFailed(run, `the runner stopped answering: ${err.message}`, true)));
+    void sandbox.exited.then((exit) =>
+      onEnd(() => {
+        const reason = exit.oomKilled
+          ? `the run ran out of memory and its sandbox was killed (OOM)${exit.detail ? `: ${exit.detail}` : ''}`
+          : `the run's sandbox ended: ${exit.reason}`;
+        this.failed(run, reason, run.sandboxExited(reason));
+      }),
+    );
   }
 
   private markFailed(run: RunRecord, reason: string, provisional = false): void {

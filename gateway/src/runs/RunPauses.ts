@@ -76,8 +76,10 @@ export class RunPauses {
    * to portable, and `Run.pause` says which depth was used and why.
    */
   private async pauseAtDepth(run: RunRecord, ready: ReadyRun, reason: string): Promise<void> {
-    const memory = this.memoryRefusal(ready);
-    if (memory) return this.portablePause(run, ready, reason);
+    if (this.memoryRefusal(ready)) return this.portablePause(run, ready, reason);
+    const refused = this.deps.provider.memory!.refusal?.(ready.sandbox.id);
+    if (refused)
+      return this.portablePause(run, ready, reason, `no memory checkpoint (${refused}): paused at portable depth`);
     const fellBack = await this.memoryPause(run, reason);
     if (fellBack === undefined) return;
     const again = this.deps.registry.ready(run.tenant, run.runId);
@@ -139,7 +141,7 @@ export class RunPauses {
       await paused.remove(run.runId).catch(() => undefined);
       run.reconnecting();
       try {
-        await lifecycle.connect(run, await memory.wake(sandbox.id));
+        await lifecycle.connect(run, await memory.wake(sandbox.id), undefined, true);
       } catch (e) {
         // The sandbox did not outlive the failed checkpoint (runsc may end it): what it held in
         // memory is lost, its files are not. Paused at portable depth with nothing saved, saying so.
@@ -164,7 +166,9 @@ export class RunPauses {
     why: string,
     gone: string,
   ): Promise<undefined> {
-    const { provider, paused, egress } = this.deps;
+    const { provider, paused, egress, lifecycle } = this.deps;
+    // The wake attached a sandbox before its runner failed: its end is the pause's.
+    if (run.sandbox) lifecycle.letGo(run.sandbox);
     run.runner?.dispose();
     const workspace = await provider.park!(sandboxId).catch(() => undefined);
     if (!workspace) {
@@ -312,7 +316,7 @@ export class RunPauses {
     try {
       if (run.spec.egress) await egress.open(run.runId, run.tenant, run.spec.egress);
       const sandbox = await memory.restore(checkpoint.sandbox, checkpoint.name);
-      await lifecycle.connect(run, sandbox);
+      await lifecycle.connect(run, sandbox, undefined, true);
       if (run.state !== 'READY') throw new Error(run.error || `the run is ${run.state.toLowerCase()}`);
     } catch (err) {
       const why = (err as Error).message;
@@ -364,10 +368,15 @@ export class RunPauses {
         keptWorkspace: workspace,
       });
       made = sandbox.id;
-      await lifecycle.connect(run, sandbox, async (runner) => {
-        // A fork's first restore takes its parent's state; its own later ones, its own.
-        restored = await runner.command(RestoreCommand.type, { keep: true, forkOf: run.spec.forkedFrom });
-      });
+      await lifecycle.connect(
+        run,
+        sandbox,
+        async (runner) => {
+          // A fork's first restore takes its parent's state; its own later ones, its own.
+          restored = await runner.command(RestoreCommand.type, { keep: true, forkOf: run.spec.forkedFrom });
+        },
+        true,
+      );
       if (run.state !== 'READY') throw new Error(run.error || `the run is ${run.state.toLowerCase()}`);
     } catch (err) {
       // Nothing is lost: the workspace and its state stay for the next try.

@@ -91,6 +91,11 @@ export class DockerProvider implements SandboxProvider {
   readonly docker: Docker;
   readonly capabilities: ProviderCapabilities;
   private readonly live = new Map<string, Live>();
+  /**
+   * Containers the engine restarted under (live-restored): its checkpoint API refuses them
+   * ("invalid task checkpoint option"), so they are not quiesced for a checkpoint that cannot be.
+   */
+  private readonly outlivedEngine = new Set<string>();
   private events?: Readable;
   private watching?: Promise<void>;
   private closed = false;
@@ -120,6 +125,10 @@ export class DockerProvider implements SandboxProvider {
       socketOf: (runId) => path.join(socketDir(config.stateDir, runId), SOCKET_NAME),
       attach: (id) => this.attach(id),
       release: (id) => this.release(id),
+      refusal: (id) =>
+        this.outlivedEngine.has(id)
+          ? 'the engine restarted under its container, and its checkpoint API refuses such containers'
+          : undefined,
       timeoutMs: config.runs.startTimeoutSeconds * 1000,
     });
     void this.checkpointSupport().catch(() => undefined);
@@ -432,6 +441,7 @@ export class DockerProvider implements SandboxProvider {
         if (info instanceof Error) return lostTrack(info);
         if (info === undefined) return removed();
         if (!info.State?.Running) return this.exitOf(info, entry);
+        this.outlivedEngine.add(container.id);
         await sleep(100); // a wait ended by a restarting engine: wait again on the one that is back
       }
     } finally {

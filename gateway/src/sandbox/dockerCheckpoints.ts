@@ -50,6 +50,8 @@ export interface DockerCheckpointsDeps {
   attach(id: string): Promise<Sandbox>;
   /** Lets go of a container the provider watches (it stopped on purpose). */
   release(id: string): void;
+  /** Why this container cannot be checkpointed, known before its runner is quiesced. */
+  refusal(id: string): string | undefined;
   /** How long a runner may take to listen again. */
   timeoutMs: number;
 }
@@ -60,6 +62,10 @@ export interface DockerCheckpointsDeps {
  */
 export class DockerCheckpoints implements MemoryCheckpoints {
   constructor(private readonly deps: DockerCheckpointsDeps) {}
+
+  refusal(id: string): string | undefined {
+    return this.deps.refusal(id);
+  }
 
   async checkpoint(id: string): Promise<string> {
     const name = `tether-${Date.now().toString(36)}`;

@@ -44,6 +44,8 @@ export type PauseDepth = 'portable' | 'memory';
  * the sandbox keeps its workspace throughout.
  */
 export interface MemoryCheckpoints {
+  /** Why this sandbox cannot be checkpointed, where that is known before its runner is quiesced. */
+  refusal?(id: string): string | undefined;
   /**
    * Checkpoints the sandbox and stops it: no process of it is left. Resolves with the
    * checkpoint's name once it is written whole; a checkpoint that failed leaves the sandbox

@@ -179,7 +179,9 @@ export class FakeProvider implements SandboxProvider {
    * Declares memory pauses too: a checkpoint stops the sandbox keeping what its processes hold,
    * a restore starts it again from there. `fail` makes a checkpoint or a restore fail.
    */
-  memoryPausable(fail: { checkpoint?: string; restore?: string; ends?: boolean } = {}): this {
+  memoryPausable(
+    fail: { checkpoint?: string; restore?: string; ends?: boolean; wakeEnds?: boolean; restoredEnds?: boolean } = {},
+  ): this {
     this.pausable();
     this.capabilities = { ...this.capabilities, pauseDepths: ['portable', 'memory'] };
     const provider = this;
@@ -212,13 +214,19 @@ export class FakeProvider implements SandboxProvider {
         if (fail.restore) throw new Error(fail.restore);
         const sb = provider.again(old);
         sb.memory = structuredClone(held);
+        // Restored, and ended before its runner answered.
+        if (fail.restoredEnds) sb.exit({ reason: 'ended after the restore', exitCode: 1 });
         return sb;
       },
       async wake(id) {
         const sb = running(id);
         if (!sb.running) throw new Error(`container ${id} is not running`);
         sb.quiesced = false;
-        return sb.reattach();
+        if (!fail.wakeEnds) return sb.reattach();
+        // Attached anew (a new handle, as an engine's attach gives), and ended before its runner answered.
+        const woken = provider.again(sb);
+        woken.exit({ reason: 'ended after the wake', exitCode: 1 });
+        return woken;
       },
       async drop(id, name) {
         provider.checkpoints.get(id)?.delete(name);

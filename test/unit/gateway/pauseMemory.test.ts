@@ -93,6 +93,21 @@ test('a checkpoint that fails and ends the sandbox: paused on its files at porta
   await m.close(false);
 });
 
+test('a checkpoint that fails and a sandbox that ends after its wake: paused on its files, never failed by that end', async () => {
+  const { m } = gateway(new FakeProvider().memoryPausable({ checkpoint: 'engine: refused', wakeEnds: true }));
+  const run = await m.lifecycle.create('alice', runSpec());
+  await m.pauses.pause('alice', run.runId);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(run.state, 'PAUSED', run.error);
+  assert.match(
+    run.pause?.notKept[0] ?? '',
+    /memory checkpoint failed \(engine: refused\) and the sandbox ended with it/,
+  );
+  const ready = await m.pauses.whenReady('alice', run.runId);
+  assert.equal((ready.sandbox as FakeSandbox).running, true);
+  await m.close(false);
+});
+
 test('a restore that fails resumes from the workspace at portable depth, saying the memory was lost', async () => {
   const { m, provider } = gateway(new FakeProvider().memoryPausable({ restore: 'checkpoint image damaged' }));
   const run = await m.lifecycle.create('alice', runSpec());
@@ -106,6 +121,19 @@ test('a restore that fails resumes from the workspace at portable depth, saying 
   assert.equal(provider.sandboxes.has(first.id), false, 'the sandbox holding the checkpoint is gone');
   assert.equal(run.pause?.depth, 'portable');
   assert.match(ready.takeResumeNotice() ?? '', /memory could not be restored.*checkpoint image damaged/);
+  await m.close(false);
+});
+
+test('a restored sandbox that ends before its runner answers: resumed from the workspace, never failed by that end', async () => {
+  const { m } = gateway(new FakeProvider().memoryPausable({ restoredEnds: true }));
+  const run = await m.lifecycle.create('alice', runSpec());
+  await m.pauses.pause('alice', run.runId);
+  assert.equal(run.pause?.depth, 'memory');
+  const ready = await m.pauses.whenReady('alice', run.runId);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(run.state, 'READY', run.error);
+  assert.equal((ready.sandbox as FakeSandbox).running, true);
+  assert.match(ready.takeResumeNotice() ?? '', /memory could not be restored/);
   await m.close(false);
 });
 

@@ -682,6 +682,7 @@ export class DockerProvider implements SandboxProvider {
     const info = await container.inspect().catch((err) => (status(err) === 404 ? undefined : Promise.reject(err)));
     await container.remove({ force: true }).catch(ignoreMissing);
     this.diskImages.delete(id);
+    this.outlivedEngine.delete(id);
     const runId = info?.Config?.Labels?.[LABELS.runId];
     if (runId)
       await fs.rm(socketDir(this.config.stateDir, runId), { recursive: true, force: true }).catch(() => undefined);

@@ -85,17 +85,22 @@ fi
 echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
 if [ "${1:-}" = --engine-only ]; then exit 0; fi
 
-# runsc_registered <binary>: the engine runs <binary> for runtime runsc, with --host-uds=all.
-runsc_registered() { docker info --format '{{json .Runtimes}}' | RUNSC="$1" node -e '
+# runsc_args <extra flag>...: the runtime arguments runsc is registered with, as JSON.
+runsc_args() { node -e 'console.log(JSON.stringify(["--platform=ptrace", "--network=none", "--host-uds=all", ...process.argv.slice(1)]))' -- "$@"; }
+# runsc_registered <binary> <args as JSON>: the engine runs <binary> for runtime runsc, with those arguments.
+runsc_registered() { docker info --format '{{json .Runtimes}}' | RUNSC="$1" ARGS="$2" node -e '
   const r = JSON.parse(require("fs").readFileSync(0, "utf8")).runsc || {};
-  process.exit(r.path === process.env.RUNSC && (r.runtimeArgs || []).includes("--host-uds=all") ? 0 : 1)'; }
+  process.exit(r.path === process.env.RUNSC && JSON.stringify(r.runtimeArgs || []) === process.env.ARGS ? 0 : 1)'; }
+# register_runsc <binary> [extra flag]...
 register_runsc() {
-  runsc_registered "$1" && return 0
+  local args
+  args="$(runsc_args "${@:2}")"
+  runsc_registered "$1" "$args" && return 0
   step "registering gVisor (runsc: $1) with the engine"
   # Runtime arguments can only be given here, not per container.
-  engine_config 'cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "'"$1"'", runtimeArgs: ["--platform=ptrace", "--network=none", "--host-uds=all"] } }'
+  engine_config 'cfg.runtimes = { ...(cfg.runtimes || {}), runsc: { path: "'"$1"'", runtimeArgs: '"$args"' } }'
   reload_engine
-  for _ in $(seq 1 20); do runsc_registered "$1" && break; sleep 0.5; done
+  for _ in $(seq 1 20); do runsc_registered "$1" "$args" && break; sleep 0.5; done
 }
 
 # Optional: gVisor as a runtime runs may use (docker.runtime / TETHER_RUNTIME=runsc), with the
@@ -105,9 +110,11 @@ register_runsc() {
 # --host-uds=all, which the socket fast path needs) is brought up to date.
 if [ "${TETHER_WITH_RUNSC:-}" = 1 ]; then
   if built="$(bash scripts/runsc.sh build)"; then
-    # Beside it, the wrapper the engine runs: uncompressed checkpoints, restores that load after.
+    # Beside it, the wrapper the engine runs: uncompressed checkpoints kept in their container's
+    # directory, restores that load after.
     runsc_dir="/usr/local/lib/tether/$(basename "$(dirname "$built")")"
     runsc_bin="$runsc_dir/runsc-tether"
+    runsc_extra=("--tether-containers=$(docker info --format '{{.DockerRootDir}}')/containers")
     if [ ! -x "$runsc_dir/runsc" ] || ! cmp -s deploy/runsc/runsc-tether "$runsc_bin"; then
       as_root install -D -m 0755 "$built" "$runsc_dir/runsc"
       as_root install -D -m 0755 deploy/runsc/runsc-tether "$runsc_bin"
@@ -116,9 +123,10 @@ if [ "${TETHER_WITH_RUNSC:-}" = 1 ]; then
     echo "WARNING: building runsc from its Go module failed (above); using Debian's runsc, whose checkpoints are slower (docs/lifecycle.md)" >&2
     command -v runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
     runsc_bin="$(command -v runsc)"
+    runsc_extra=()
   fi
   echo "runsc: $runsc_bin ($("$runsc_bin" --version | head -1))"
-  register_runsc "$runsc_bin"
+  register_runsc "$runsc_bin" "${runsc_extra[@]}"
   # The checkpoint API (`docker checkpoint`, start from a checkpoint) is an experimental feature,
   # and the engine reads that setting only when it starts: a restart (live-restore keeps runs).
   if [ "$(docker version --format '{{.Server.Experimental}}')" != true ]; then

@@ -22,6 +22,8 @@ export interface InitializeParams {
   features: RunFeatures;
   /** Per tool family settings from the server config, keyed by family name. */
   settings: Record<string, unknown>;
+  /** The run this one was forked from (`BindParams.forkOf`). */
+  forkOf?: string;
 }
 
 export interface InitializeResult {
@@ -60,11 +62,17 @@ export interface BindParams {
   runId: string;
   conversationId: string;
   features: RunFeatures;
+  /**
+   * The run this one was forked from. A runner bound to that run (its sandbox was started from a
+   * memory checkpoint of the parent's) serves this run from now on, with everything it holds.
+   */
+  forkOf?: string;
 }
 
 /**
  * gateway → runner: binds a prepared runner to its run, once (`initialize` is prepare and
- * bind in one). Again with the same run id it answers the same tools; another run is refused.
+ * bind in one). Again with the same run id it answers the same tools; another run is refused,
+ * except a fork of the bound run (`forkOf`), which it serves from then on.
  */
 export namespace BindRequest {
   export const type = new RequestType<BindParams, InitializeResult, void>('runner/bind');

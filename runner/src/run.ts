@@ -24,8 +24,8 @@ export interface WriteObserver {
 
 /** Everything of one run that lives in the runner: workspace, features, settings, observers. */
 export class RunContext {
-  readonly runId: string;
-  readonly conversationId: string;
+  runId: string;
+  conversationId: string;
   readonly workspace: Workspace;
   readonly features: RunFeatures;
   private readonly settings: Record<string, unknown>;
@@ -59,6 +59,12 @@ export class RunContext {
     this.portable = new PortableState(path.join(this.workspace.stateDir, 'state'), this, maxStateMB * 1024 * 1024);
     this.handleCommand(SuspendCommand.type, (params) => this.portable.suspend(params ?? {}));
     this.handleCommand(RestoreCommand.type, (params) => this.portable.restore(params ?? {}));
+  }
+
+  /** The run this context serves is now a fork of the one it served (a memory fork's copy of it). */
+  becomeFork(runId: string, conversationId: string): void {
+    this.runId = runId;
+    this.conversationId = conversationId;
   }
 
   /** A family's settings from the server config, merged over its defaults. */

@@ -209,6 +209,8 @@ export class RunLifecycle {
           workspace: sandbox.workspacePath,
           features: run.spec.features,
           settings: config.runner,
+          // A memory fork's runner is still bound to the parent it was copied from.
+          ...(run.spec.forkedFrom ? { forkOf: run.spec.forkedFrom } : {}),
         },
         config.runs.startTimeoutSeconds * 1000,
       );

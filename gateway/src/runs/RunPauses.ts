@@ -6,7 +6,7 @@ import type { EgressService } from '../egress/service';
 import { GatewayError } from '../errors';
 import { logger } from '../log';
 import type { ClaimStore } from '../pool/ClaimStore';
-import type { SandboxProvider } from '../sandbox/provider';
+import type { SandboxProvider, SandboxSpec } from '../sandbox/provider';
 import type { TemplateCatalog } from '../templates/catalog';
 import type { Telemetry } from '../observability/Telemetry';
 import type { Tenancy } from '../tenancy/Tenancy';
@@ -134,7 +134,7 @@ export class RunPauses {
     runner.dispose();
     let name: string;
     try {
-      name = await this.checkpointWhenQuiet(sandbox.id, memory);
+      name = await this.whenQuiet(() => memory.checkpoint(sandbox.id));
     } catch (err) {
       const why = (err as Error).message;
       logger.warn({ runId: run.runId, err: why }, 'memory checkpoint failed; pausing at portable depth');
@@ -192,14 +192,14 @@ export class RunPauses {
   }
 
   /**
-   * The checkpoint, once the runner's socket connections are closed: gVisor refuses to save a
+   * A checkpoint, once the runner's socket connections are closed: gVisor refuses to save a
    * sandbox that still holds one, and the runner closes them just after it answers.
    */
-  private async checkpointWhenQuiet(id: string, memory: NonNullable<SandboxProvider['memory']>): Promise<string> {
+  private async whenQuiet(take: () => Promise<string>): Promise<string> {
     let last: Error | undefined;
     for (let i = 0; i < 4; i++) {
       try {
-        return await memory.checkpoint(id);
+        return await take();
       } catch (err) {
         last = err as Error;
         if (!/unix|socket|connected/i.test(last.message)) throw last;
@@ -451,8 +451,11 @@ export class RunPauses {
     for (const f of forks) registry.add(f);
     // The parent stays as it is meanwhile: no pause or resume of it starts until the copies are made.
     await this.moveOnce(runId, async () => {
+      if (await this.memoryFork(parent, forks)) return;
       const source = await this.stateOf(parent);
-      await Promise.all(forks.map((f) => tenancy.admit(tenant, () => this.startFork(f, source))));
+      const specs = await Promise.all(forks.map((f) => this.forkSpec(f)));
+      const copies = await provider.cloneWorkspace!(source, specs);
+      await Promise.all(forks.map((f, i) => tenancy.admit(tenant, () => this.startFork(f, copies[i]))));
     }).catch((err) => {
       for (const f of forks)
         if (f.state === 'STARTING') f.fail(`the fork could not be made: ${(err as Error).message}`);
@@ -477,26 +480,29 @@ export class RunPauses {
     return ready.sandbox.keepable;
   }
 
+  private async forkSpec(fork: RunRecord): Promise<SandboxSpec> {
+    const { lifecycle, templates } = this.deps;
+    return {
+      runId: fork.runId,
+      tenant: fork.tenant,
+      limits: fork.spec.limits,
+      labels: lifecycle.labelsFor(fork),
+      image: await templates.imageFor(fork.tenant, fork.spec.template ?? ''),
+    };
+  }
+
   /**
    * A fork begins as a paused run on its copy of the workspace (recorded like any pause, so a
    * restart finds it and the next call resumes it) and is resumed at once.
    */
-  private async startFork(fork: RunRecord, source: string): Promise<void> {
-    const { provider, lifecycle, templates, paused } = this.deps;
-    let copy: string | undefined;
+  private async startFork(fork: RunRecord, copy: string): Promise<void> {
+    const { provider, paused } = this.deps;
     try {
-      copy = await provider.cloneWorkspace!(source, {
-        runId: fork.runId,
-        tenant: fork.tenant,
-        limits: fork.spec.limits,
-        labels: lifecycle.labelsFor(fork),
-        image: await templates.imageFor(fork.tenant, fork.spec.template ?? ''),
-      });
       const info: PauseInfo = { depth: 'portable', pausedAt: new Date(), reason: 'fork', stateBytes: 0, notKept: [] };
       await paused.write(fork.runId, PausedStore.recordOf(fork, copy, info), { durable: true });
       fork.paused(copy, info);
     } catch (err) {
-      if (copy) await provider.dropWorkspace?.(copy).catch(() => undefined);
+      await provider.dropWorkspace?.(copy).catch(() => undefined);
       fork.fail(`the fork could not be made: ${(err as Error).message}`);
       return;
     }
@@ -504,6 +510,127 @@ export class RunPauses {
     await this.reported(fork, 'resume', () => this.moveOnce(fork.runId, () => this.portableResume(fork))).catch(
       (err: Error) => logger.warn({ runId: fork.runId, err: err.message }, 'fork left paused'),
     );
+  }
+
+  /**
+   * Forks at memory depth, where the run could be paused at it: a checkpoint of the running
+   * sandbox and a workspace copy per fork (`snapshotForForks`), then each fork a sandbox started
+   * from that checkpoint on its copy, its runner told which run it serves now. False, with nothing
+   * made and the parent READY again, where this cannot be done (the caller forks at portable
+   * depth). A fork that fails alone is FAILED with its reason.
+   */
+  private async memoryFork(parent: RunRecord, forks: RunRecord[]): Promise<boolean> {
+    const { provider, lifecycle, tenancy } = this.deps;
+    const memory = provider.memory;
+    const ready = parent.ready();
+    if (!ready || !memory?.snapshot || !memory.copies || parent.spec.egress) return false;
+    if (this.memoryRefusal(ready) || memory.refusal?.(ready.sandbox.id)) return false;
+    // The checkpoint closes the runner's connections: a call under way would be cut.
+    if (ready.runner.toolCallsInFlight > 0) return false;
+    const t0 = performance.now();
+    const specs = await Promise.all(forks.map((f) => this.forkSpec(f)));
+    const taken = await this.snapshotForForks(parent, specs);
+    if (!taken) return false;
+    const copied = performance.now();
+    const { copies } = taken;
+    const started = await tenancy
+      .admit(parent.tenant, () =>
+        memory.copies!(
+          taken.sandbox,
+          taken.checkpoint,
+          specs.map((spec, i) => ({ ...spec, keptWorkspace: copies[i] })),
+        ),
+      )
+      .catch(async (err: Error) => {
+        await memory.drop(taken.sandbox, taken.checkpoint).catch(() => undefined);
+        for (const copy of copies) await provider.dropWorkspace?.(copy).catch(() => undefined);
+        logger.warn({ runId: parent.runId, err: err.message }, 'memory fork failed; forking at portable depth');
+        return undefined;
+      });
+    if (!started) return false;
+    const notice = `This run is a fork of run ${parent.runId}, copied at memory depth: its kernels' variables, language servers and staged edits are those of ${parent.runId} when it was forked; nothing either writes from now on is seen by the other.`;
+    await Promise.all(
+      forks.map(async (fork, i) => {
+        const result = started[i];
+        if (result.status === 'rejected') {
+          await provider.dropWorkspace?.(copies[i]).catch(() => undefined);
+          fork.fail(`the fork could not be made: ${(result.reason as Error).message}`);
+          return;
+        }
+        fork.pause = { depth: 'memory', pausedAt: new Date(), reason: 'fork', stateBytes: 0, notKept: [] };
+        await this.reported(fork, 'resume', () => lifecycle.connect(fork, result.value)).then(
+          () => fork.markResumed(notice),
+          async (err: Error) => {
+            await provider.remove(result.value.id).catch(() => undefined);
+            fork.fail(`the fork could not be made: ${err.message}`);
+          },
+        );
+      }),
+    );
+    logger.info(
+      {
+        runId: parent.runId,
+        forks: forks.length,
+        depth: 'memory',
+        ms: Math.round(performance.now() - t0),
+        copiedMs: Math.round(copied - t0),
+      },
+      'run forked',
+    );
+    return true;
+  }
+
+  /**
+   * The parent's part of a memory fork: its runner quiesced, a checkpoint that leaves the sandbox
+   * running, a copy of the workspace per fork made while the runner is still quiet (the files the
+   * checkpoint holds open are there), the runner woken and reconnected. Undefined, with nothing
+   * left of it, when the checkpoint or a copy failed; a parent whose sandbox does not come back is
+   * paused on its files, as after a failed memory pause.
+   */
+  private async snapshotForForks(
+    parent: RunRecord,
+    specs: SandboxSpec[],
+  ): Promise<{ sandbox: string; checkpoint: string; copies: string[] } | undefined> {
+    const { provider, lifecycle } = this.deps;
+    const memory = provider.memory!;
+    const { sandbox, runner } = parent.beginPause();
+    lifecycle.letGo(sandbox);
+    try {
+      await runner.quiesce(5000);
+    } catch (err) {
+      parent.pauseAbandoned();
+      logger.warn(
+        { runId: parent.runId, err: (err as Error).message },
+        'memory fork: the runner could not be quiesced',
+      );
+      return undefined;
+    }
+    runner.dispose();
+    let checkpoint: string | undefined;
+    let copies: string[] | undefined;
+    let why = '';
+    try {
+      checkpoint = await this.whenQuiet(() => memory.snapshot!(sandbox.id));
+      copies = await provider.cloneWorkspace!(sandbox.keepable!, specs);
+    } catch (err) {
+      why = (err as Error).message;
+    }
+    parent.reconnecting();
+    try {
+      await lifecycle.connect(parent, await memory.wake(sandbox.id), undefined, true);
+    } catch (err) {
+      const gone = (err as Error).message;
+      for (const copy of copies ?? []) await provider.dropWorkspace?.(copy).catch(() => undefined);
+      await this.pausedAfterLoss(parent, sandbox.id, 'fork', why || 'a checkpoint for forks', gone);
+      throw new GatewayError(
+        status.UNAVAILABLE,
+        `run ${parent.runId} could not be forked: its sandbox did not come back from the checkpoint (${gone}); it is paused on its files`,
+      );
+    }
+    if (checkpoint && copies) return { sandbox: sandbox.id, checkpoint, copies };
+    if (checkpoint) await memory.drop(sandbox.id, checkpoint).catch(() => undefined);
+    logger.warn({ runId: parent.runId, err: why }, 'memory fork failed; forking at portable depth');
+    return undefined;
   }
 
   /**

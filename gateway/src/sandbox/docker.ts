@@ -27,6 +27,7 @@ import {
 import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 import { DockerTemplateImages } from './dockerTemplateImages';
 import { type CheckpointSupport, checkpointSupport, DockerCheckpoints } from './dockerCheckpoints';
+import { runHelper } from './dockerHelper';
 
 /** Where the runner image keeps the workspace and the run user's home. */
 export const WORKSPACE = '/workspace';
@@ -34,6 +35,17 @@ const HOME = '/home/tether';
 const VOLUME_PREFIX = 'tether-ws-';
 /** On a size-limited workspace volume: the filesystem image behind its loop device. */
 const DISK_IMAGE_LABEL = 'dev.tether.disk-image';
+/**
+ * Copies /from into every directory it is given, two at a time (under gVisor the copies' page
+ * cache counts against the copier's memory); fails when any copy failed.
+ */
+const COPY_EACH = `printf '%s\\0' "$@" | xargs -0 -n 1 -P 2 sh -c 'cp -a -- /from/. "$0/"'`;
+
+/**
+ * On a memory fork's container: the run whose secret its runner holds (the runner was copied,
+ * with everything in its memory, from that run's sandbox).
+ */
+const SECRET_OF_LABEL = 'dev.tether.secret-of';
 /** /dev/shm: memory-backed like /tmp, and small (Docker's own default). */
 const SHM_BYTES = 64 * 1024 * 1024;
 /** Where the run's socket directory is mounted inside the container. */
@@ -130,6 +142,8 @@ export class DockerProvider implements SandboxProvider {
           ? 'the engine restarted under its container, and its checkpoint API refuses such containers'
           : undefined,
       timeoutMs: config.runs.startTimeoutSeconds * 1000,
+      createCopy: (spec, source) => this.createCopy(spec, source),
+      discard: (id) => this.park(id).then(() => undefined),
     });
     void this.checkpointSupport().catch(() => undefined);
   }
@@ -575,7 +589,7 @@ export class DockerProvider implements SandboxProvider {
     const sandbox = this.sandbox(
       id,
       runId,
-      await runSecret(this.config.stateDir, runId),
+      await runSecret(this.config.stateDir, info.Config.Labels?.[SECRET_OF_LABEL] ?? runId),
       Promise.resolve(),
       workspaceVolumeOf(info),
     );
@@ -592,6 +606,23 @@ export class DockerProvider implements SandboxProvider {
         `the run was started with state directory ${path.dirname(path.dirname(mounted))}, not ${this.config.stateDir}: only a gateway with that directory can reach its runner`,
       );
     return { ...sandbox, noSocketReason: this.config.fastPath ? `no socket at ${hostSocket}` : 'fastPath is off' };
+  }
+
+  /** A memory fork's container, stopped, on its kept workspace: `source`'s command, mounts and limits. */
+  private async createCopy(spec: SandboxSpec, source: string): Promise<string> {
+    if (!spec.keptWorkspace) throw new Error(`the copy for run ${spec.runId} has no workspace`);
+    if (!this.config.fastPath) throw new Error('a memory copy is reached through its socket (fastPath is off)');
+    const info = await this.docker.getContainer(source).inspect();
+    const labels = info.Config.Labels ?? {};
+    const options = this.containerOptions(
+      spec,
+      info.Config.Image,
+      spec.keptWorkspace,
+      await this.socketDirFor(spec.runId),
+    );
+    options.Labels = { ...options.Labels, [SECRET_OF_LABEL]: labels[SECRET_OF_LABEL] ?? labels[LABELS.runId] ?? '' };
+    const container = await this.docker.createContainer(options);
+    return container.id;
   }
 
   async stop(id: string): Promise<void> {
@@ -619,50 +650,46 @@ export class DockerProvider implements SandboxProvider {
    * short-lived container of the runner image as the run's user, with no network, no
    * capabilities and the runs' runtime: the engine's own copy would run as root on the host.
    */
-  async cloneWorkspace(from: string, spec: SandboxSpec): Promise<string> {
+  async cloneWorkspace(from: string, specs: SandboxSpec[]): Promise<string[]> {
     await this.checkKept(from);
-    const volume = `${VOLUME_PREFIX}${spec.runId}`;
-    await this.createVolume(volume, spec);
-    let copier: Docker.Container | undefined;
+    if (specs.length === 0) return [];
+    const volumes: string[] = [];
     try {
-      const image = spec.image || resolveImage(this.config);
+      for (const spec of specs) {
+        const volume = `${VOLUME_PREFIX}${spec.runId}`;
+        await this.createVolume(volume, spec);
+        volumes.push(volume);
+      }
+      const image = specs[0].image || resolveImage(this.config);
       if (!image) throw new Error('no runner image configured');
-      copier = await this.docker.createContainer({
-        name: `tether-copy-${spec.runId}`,
+      // One copier for every copy: under gVisor a container's start costs more than a small copy.
+      await runHelper(this.docker, 'copying the workspace', {
+        name: `tether-copy-${specs[0].runId}`,
         Image: image,
-        Entrypoint: ['cp'],
-        Cmd: ['-a', '--', '/from/.', `${WORKSPACE}/`],
+        Entrypoint: ['sh', '-c', COPY_EACH, 'copy'],
+        Cmd: volumes.map((_, i) => `/to/${i}`),
         User: this.user.spec,
         Labels: { [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance },
         NetworkDisabled: true,
         HostConfig: {
           ...LOCKED_DOWN,
-          // Room for gVisor's own threads where it is the runtime; cp itself needs one.
-          PidsLimit: 128,
+          // Room for gVisor's own threads where it is the runtime (its gofer serves every mount,
+          // and under ptrace each process of the copier is a host process too).
+          PidsLimit: 512,
           Memory: 256 * 1024 * 1024,
           Runtime: this.config.docker.runtime || undefined,
           Mounts: [
             { Type: 'volume', Source: from, Target: '/from', ReadOnly: true },
-            { Type: 'volume', Source: volume, Target: WORKSPACE },
+            ...volumes.map((volume, i) => ({ Type: 'volume' as const, Source: volume, Target: `/to/${i}` })),
           ],
         },
       });
-      await copier.start();
-      const { StatusCode } = (await copier.wait()) as { StatusCode: number };
-      if (StatusCode !== 0) {
-        const said = (await copier.logs({ stdout: true, stderr: true }).catch(() => Buffer.alloc(0))) as Buffer;
-        throw new Error(
-          `copying the workspace failed (exit ${StatusCode}): ${said.toString('utf8').slice(-300).trim()}`,
-        );
-      }
     } catch (err) {
-      // Its disk image goes with it (the volume's label names it).
-      await this.removeVolume(volume).catch(() => undefined);
+      // Each disk image goes with its volume (the volume's label names it).
+      for (const volume of volumes) await this.removeVolume(volume).catch(() => undefined);
       throw err;
-    } finally {
-      await copier?.remove({ force: true }).catch(() => undefined);
     }
-    return volume;
+    return volumes;
   }
 
   /** A paused run's workspace, before a sandbox is made on it: said plainly when it is gone. */

@@ -3,7 +3,8 @@ import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Docker from 'dockerode';
 import { QUIESCE_WAKE_SIGNAL } from '../../../protocol/src/transport';
-import { LABELS, type MemoryCheckpoints, type Sandbox } from './provider';
+import { runHelper } from './dockerHelper';
+import { LABELS, type MemoryCheckpoints, type Sandbox, type SandboxSpec } from './provider';
 
 /** Whether this engine takes memory checkpoints of the runs' containers, and why not. */
 export interface CheckpointSupport {
@@ -54,7 +55,50 @@ export interface DockerCheckpointsDeps {
   refusal(id: string): string | undefined;
   /** How long a runner may take to listen again. */
   timeoutMs: number;
+  /**
+   * A new, stopped container for `spec`'s run on its kept workspace, like the one `source` runs
+   * in (a checkpoint restores only into the same command, mounts and limits); returns its id.
+   */
+  createCopy(spec: SandboxSpec, source: string): Promise<string>;
+  /** Removes a container, keeping its workspace. */
+  discard(id: string): Promise<void>;
 }
+
+/** The engine's own directory for its containers (`<data-root>/containers`), on the host. */
+const containersDir = async (docker: Docker) =>
+  path.join(((await docker.info()) as { DockerRootDir?: string }).DockerRootDir || '/var/lib/docker', 'containers');
+
+/**
+ * Gives each of the containers after the first two arguments the checkpoint `$2` of container
+ * `$1`, under the same name: the image's files hard-linked into each container's own directory
+ * (no byte copied; deploy/runsc/runsc-tether restores from there and removes them), or, for an
+ * image the runtime left in the engine's checkpoint folder, that folder's files. `$3` is where
+ * the engine's containers directory is on the host, mounted here at /c.
+ */
+const LINK_CHECKPOINT = `set -eu
+src="$1"; name="$2"; root="$3"; shift 3
+from="/c/$src/checkpoints/$name"
+[ -d "$from" ] || { echo "container $src has no checkpoint $name" >&2; exit 1; }
+image=""
+if [ -f "$from/tether-image" ]; then
+  image="$(head -n1 "$from/tether-image")"
+  case "$image" in "$root/$src/tether-memory/"*) ;; *) echo "checkpoint $name names no image of its container: $image" >&2; exit 1 ;; esac
+  [ -f "/c/\${image#"$root/"}/checkpoint.img" ] || { echo "the image of checkpoint $name is gone" >&2; exit 1; }
+fi
+for id in "$@"; do
+  mkdir -p "/c/$id/checkpoints/$name"
+  if [ -n "$image" ]; then
+    to="$id/tether-memory/\${image##*/}"
+    mkdir -p "/c/$to"
+    ln "/c/\${image#"$root/"}"/* "/c/$to/"
+    printf '%s\n' "$root/$to" >"/c/$id/checkpoints/$name/tether-image"
+  else
+    ln "$from"/* "/c/$id/checkpoints/$name/"
+  fi
+done
+# Each copy holds its own links: the source's are not needed any more.
+if [ -n "$image" ]; then rm -rf "/c/\${image#"$root/"}"; fi
+`;
 
 /**
  * Memory checkpoints of a run's container through the engine. The checkpoint stops the
@@ -68,13 +112,73 @@ export class DockerCheckpoints implements MemoryCheckpoints {
   }
 
   async checkpoint(id: string): Promise<string> {
+    const name = await this.take(id, true);
+    // The engine answers before it has seen the sandbox end, and refuses to start (restore) a
+    // container it still thinks runs.
+    await this.deps.docker.getContainer(id).wait({ condition: 'not-running' });
+    this.deps.release(id);
+    return name;
+  }
+
+  snapshot(id: string): Promise<string> {
+    return this.take(id, false);
+  }
+
+  async copies(id: string, checkpoint: string, specs: SandboxSpec[]): Promise<PromiseSettledResult<Sandbox>[]> {
+    const { docker } = this.deps;
+    const source = await docker.getContainer(id).inspect();
+    const made = await Promise.allSettled(specs.map((spec) => this.deps.createCopy(spec, id)));
+    const ids = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
+    try {
+      if (ids.length) {
+        const root = await containersDir(docker);
+        await runHelper(docker, 'handing the checkpoint to the copies', {
+          name: `tether-link-${source.Name.replace(/^\//, '')}-${checkpoint}`,
+          Image: source.Config.Image,
+          Entrypoint: ['sh', '-c', LINK_CHECKPOINT, 'link'],
+          Cmd: [source.Id, checkpoint, root, ...ids],
+          // Root, to write into the engine's directories; nothing else: no network, no capability.
+          User: '0:0',
+          Labels: { [LABELS.managed]: 'true', [LABELS.instance]: source.Config.Labels?.[LABELS.instance] ?? '' },
+          NetworkDisabled: true,
+          HostConfig: {
+            NetworkMode: 'none',
+            CapDrop: ['ALL'],
+            SecurityOpt: ['no-new-privileges'],
+            ReadonlyRootfs: true,
+            PidsLimit: 32,
+            Memory: 64 * 1024 * 1024,
+            Mounts: [{ Type: 'bind', Source: root, Target: '/c' }],
+          },
+        });
+      }
+    } catch (err) {
+      await Promise.all(ids.map((copy) => this.deps.discard(copy).catch(() => undefined)));
+      throw err;
+    } finally {
+      await this.drop(id, checkpoint).catch(() => undefined);
+    }
+    return Promise.allSettled(
+      made.map(async (m) => {
+        if (m.status === 'rejected') throw m.reason;
+        try {
+          return await this.restore(m.value, checkpoint);
+        } catch (err) {
+          await this.deps.discard(m.value).catch(() => undefined);
+          throw err;
+        }
+      }),
+    );
+  }
+
+  /** A checkpoint of the quiesced runner's container; with `exit` the container stops. */
+  private async take(id: string, exit: boolean): Promise<string> {
     const name = `tether-${Date.now().toString(36)}`;
     const container = this.deps.docker.getContainer(id);
     // The runner removes its socket file last, once its connections and listener are closed.
     const socket = this.deps.socketOf(await this.runIdOf(container));
     for (const until = Date.now() + 2000; existsSync(socket) && Date.now() < until; ) await sleep(5);
-    await withCheckpoints(container).createCheckpoint({ CheckpointID: name, Exit: true });
-    this.deps.release(id);
+    await withCheckpoints(container).createCheckpoint({ CheckpointID: name, Exit: exit });
     return name;
   }
 

@@ -58,6 +58,18 @@ export interface MemoryCheckpoints {
   wake(id: string): Promise<Sandbox>;
   /** Removes a checkpoint the run no longer needs (a resume came through). */
   drop(id: string, checkpoint: string): Promise<void>;
+  /**
+   * For memory forks, where the provider can make them: checkpoints the sandbox and leaves it
+   * running, its runner still quiesced (`wake`). Resolves with the checkpoint's name.
+   */
+  snapshot?(id: string): Promise<string>;
+  /**
+   * New sandboxes started from checkpoint `checkpoint` of sandbox `id`, one per spec, each on its
+   * `keptWorkspace` (a copy of the workspace made while the runner was quiesced), their runners
+   * listening again and still bound to the run they were copied from. Each settles on its own; a
+   * failed one leaves only its workspace behind. The checkpoint is used up.
+   */
+  copies?(id: string, checkpoint: string, specs: SandboxSpec[]): Promise<PromiseSettledResult<Sandbox>[]>;
 }
 
 /** Why a sandbox ended, as a person would want to read it. */
@@ -200,10 +212,11 @@ export interface SandboxProvider {
   /** Removes a workspace `park` kept (a paused run deleted or expired). */
   dropWorkspace?(handle: string): Promise<void>;
   /**
-   * A new workspace for `spec`'s run with a copy of the files of workspace `from` (a live
-   * sandbox's `keepable`, or a kept one): a fork's. Returns its handle, for `keptWorkspace`.
+   * A new workspace for each spec's run with a copy of the files of workspace `from` (a live
+   * sandbox's `keepable`, or a kept one): forks'. All are made or none. Returns their handles,
+   * in order, for `keptWorkspace`.
    */
-  cloneWorkspace?(from: string, spec: SandboxSpec): Promise<string>;
+  cloneWorkspace?(from: string, specs: SandboxSpec[]): Promise<string[]>;
   /** Memory checkpoints, where `pauseDepths` lists `memory`. */
   readonly memory?: MemoryCheckpoints;
   list(labels: Record<string, string>): Promise<SandboxInfo[]>;

@@ -179,8 +179,15 @@ export class Sessions {
   /** The run this runner serves from now on: the first call sets it up; the same run again gets the same tools. */
   private async bind(params: BindParams): Promise<InitializeResult> {
     if (this.binding) {
-      if (params.runId !== this.boundTo) throw new Error(`runner belongs to run ${this.boundTo}, not ${params.runId}`);
-      return this.binding;
+      if (params.runId === this.boundTo) return this.binding;
+      // A sandbox started from a checkpoint of the bound run's: the fork is this runner's run now.
+      if (params.forkOf !== undefined && params.forkOf === this.boundTo && this.run) {
+        this.boundTo = params.runId;
+        this.run.becomeFork(params.runId, params.conversationId);
+        logger.info({ runId: params.runId, forkOf: params.forkOf }, 'runner bound to a fork of its run');
+        return this.binding;
+      }
+      throw new Error(`runner belongs to run ${this.boundTo}, not ${params.runId}`);
     }
     if (!this.preparing) throw new Error('runner not prepared');
     const preparing = this.preparing;

@@ -153,3 +153,84 @@ kept = 41
   assert.match(await evalIn(t.alice, run.runId, lost ? '"kept" in globals()' : 'kept + 1'), lost ? /False/ : /42/);
   await t.alice.deleteRun(run.runId);
 });
+
+test('a fork at memory depth: each fork is a copy of the running sandbox, on its own workspace; the parent goes on', async (ctx) => {
+  if (skip || !t) return ctx.skip(skip || 'no gateway');
+  const run = await t.alice.createRun({ conversationId: 'fork-memory', features: { eval: true, lsp: true } });
+  assert.equal(run.state, RunState.READY, run.error);
+  await t.alice.putFileMap(run.runId, {
+    'm.py': 'def area(r):\n    return 3 * r * r\n\n\narea(2)\n',
+    'pyproject.toml': '[project]\nname = "m"\nversion = "0.1.0"\n',
+  });
+  assert.match(
+    await evalIn(t.alice, run.runId, 'import os\nrows = list(range(1000))\npid = os.getpid()\nlen(rows)'),
+    /1000/,
+  );
+  const [box] = await containersOf(run.runId);
+
+  const forks = await t.alice.forkRun(run.runId, 2);
+  assert.equal(forks.length, 2);
+  for (const f of forks) {
+    assert.equal(f.state, RunState.READY, f.error);
+    assert.equal(f.pause?.depth, PauseDepth.MEMORY, 'copied at memory depth');
+    // The very kernel of the parent, copied: its variables, and the pid it had there.
+    const first = await t.alice.callTool(f.runId, 'eval', {
+      code: 'rows[999], pid == os.getpid()',
+      description: 'the variable in a fork at memory depth',
+    });
+    assert.equal(first.result.isError, false, resultText(first.result));
+    assert.match(resultText(first.result), /999, True/);
+    assert.match(resultText(first.result), new RegExp(`fork of run ${run.runId}, copied at memory depth`));
+    const hover = await t.alice.callTool(f.runId, 'lsp', { action: 'hover', file: 'm.py', line: 5, symbol: 'area' });
+    assert.equal(hover.result.isError, false, resultText(hover.result));
+  }
+  assert.equal((await containersOf(run.runId))[0]!.Id, box!.Id, 'the parent keeps its own container');
+  assert.match(await evalIn(t.alice, run.runId, 'len(rows)'), /1000/, 'the parent goes on');
+
+  // Forks are independent: nothing one writes is seen by another or by the parent.
+  await evalIn(t.alice, forks[0]!.runId, 'rows.append("fork0")\nopen("only-fork0.txt", "w").write("x")');
+  const seen = 'import os\n(len(rows), os.path.exists("only-fork0.txt"))';
+  assert.match(await evalIn(t.alice, forks[0]!.runId, seen), /\(1001, True\)/);
+  assert.match(await evalIn(t.alice, forks[1]!.runId, seen), /\(1000, False\)/);
+  assert.match(await evalIn(t.alice, run.runId, seen), /\(1000, False\)/);
+
+  // A fork pauses and resumes at memory depth like any run (its runner still proves the secret it
+  // was copied with).
+  const paused = await t.alice.pauseRun(forks[1]!.runId);
+  assert.equal(paused.pause?.depth, PauseDepth.MEMORY, JSON.stringify(paused.pause?.notKept));
+  assert.match(await evalIn(t.alice, forks[1]!.runId, 'len(rows)'), /1000/);
+
+  for (const f of forks) await t.alice.deleteRun(f.runId);
+  await t.alice.deleteRun(run.runId);
+  for (const id of [run.runId, ...forks.map((f) => f.runId)]) assert.equal((await containersOf(id)).length, 0);
+});
+
+test('a restarted gateway finds memory forks again and reaches their runners', async (ctx) => {
+  if (skip) return ctx.skip(skip);
+  const own = { instance: `${instance}-restart`, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-forkmem-')) };
+  const options = {
+    provider: 'docker' as const,
+    docker: { ...dockerConfig(), runtime: RUNTIME, keepOnShutdown: true },
+    ...own,
+    runs: { idlePauseSeconds: 0 },
+  };
+  const first = await startTestGateway(options);
+  let second: TestGateway | undefined;
+  try {
+    const run = await first.alice.createRun({ conversationId: 'fork-restart', features: { eval: true } });
+    assert.equal(run.state, RunState.READY, run.error);
+    await evalIn(first.alice, run.runId, 'kept = 7');
+    const [fork] = await first.alice.forkRun(run.runId, 1);
+    assert.equal(fork!.pause?.depth, PauseDepth.MEMORY);
+    await first.close();
+
+    second = await startTestGateway(options);
+    const found = await second.alice.getRun(fork!.runId);
+    assert.equal(found.state, RunState.READY, found.error);
+    assert.match(await evalIn(second.alice, fork!.runId, 'kept * 6'), /42/);
+    assert.match(await evalIn(second.alice, run.runId, 'kept'), /7/);
+  } finally {
+    await second?.close();
+    await removeInstance(own.instance);
+  }
+});

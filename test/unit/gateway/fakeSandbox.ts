@@ -38,16 +38,20 @@ export const TOOLS: ToolDescriptor[] = [
 /** How the fake runner answers; set per test. Runs once per connection (create and attach). */
 export type RunnerScript = (conn: MessageConnection, sandbox: FakeSandbox) => void;
 
+/** Binds as a runner does: once, to one run, or to a fork of the run it is bound to. */
+const bind = (sb: FakeSandbox, p: { runId: string; forkOf?: string }) => {
+  if (sb.boundTo !== undefined && sb.boundTo !== p.runId) {
+    if (p.forkOf === undefined || p.forkOf !== sb.boundTo)
+      throw new Error(`runner belongs to run ${sb.boundTo}, not ${p.runId}`);
+  }
+  sb.boundTo = p.runId;
+  return { version: 'fake', tools: TOOLS };
+};
+
 export const answersInitialize: RunnerScript = (conn, sb) => {
-  conn.onRequest(InitializeRequest.type, (p) => {
-    sb.boundTo ??= p.runId;
-    return { version: 'fake', tools: TOOLS };
-  });
+  conn.onRequest(InitializeRequest.type, (p) => bind(sb, p));
   conn.onRequest(PrepareRequest.type, () => ({ version: 'fake' }));
-  conn.onRequest(BindRequest.type, (p) => {
-    sb.boundTo ??= p.runId;
-    return { version: 'fake', tools: TOOLS };
-  });
+  conn.onRequest(BindRequest.type, (p) => bind(sb, p));
   conn.onRequest(PingRequest.type, () => ({ runId: sb.boundTo ?? null, connections: 1 }));
   conn.onRequest(ShutdownRequest.type, () => ({}));
   conn.onRequest(QuiesceRequest.type, () => {
@@ -180,7 +184,17 @@ export class FakeProvider implements SandboxProvider {
    * a restore starts it again from there. `fail` makes a checkpoint or a restore fail.
    */
   memoryPausable(
-    fail: { checkpoint?: string; restore?: string; ends?: boolean; wakeEnds?: boolean; restoredEnds?: boolean } = {},
+    fail: {
+      checkpoint?: string;
+      restore?: string;
+      ends?: boolean;
+      wakeEnds?: boolean;
+      restoredEnds?: boolean;
+      /** Memory forks: the checkpoint that leaves the sandbox running fails. */
+      snapshot?: string;
+      /** Memory forks: the copy at this index fails to start. */
+      copy?: number;
+    } = {},
   ): this {
     this.pausable();
     this.capabilities = { ...this.capabilities, pauseDepths: ['portable', 'memory'] };
@@ -230,6 +244,33 @@ export class FakeProvider implements SandboxProvider {
       },
       async drop(id, name) {
         provider.checkpoints.get(id)?.delete(name);
+      },
+      async snapshot(id) {
+        const sb = running(id);
+        if (!sb.quiesced) throw new Error('the sandbox holds a connected host Unix socket');
+        if (fail.snapshot) throw new Error(fail.snapshot);
+        const name = `snap-${provider.checkpoints.get(id)?.size ?? 0}`;
+        provider.checkpoints.set(
+          id,
+          new Map([...(provider.checkpoints.get(id) ?? []), [name, structuredClone(sb.memory)]]),
+        );
+        return name;
+      },
+      async copies(id, name, specs) {
+        const source = running(id);
+        const held = provider.checkpoints.get(id)?.get(name);
+        if (!held) throw new Error(`no checkpoint ${name}`);
+        provider.checkpoints.get(id)?.delete(name);
+        return Promise.allSettled(
+          specs.map(async (spec, i) => {
+            if (fail.copy === i) throw new Error('the copy did not start');
+            const sb = await provider.create(spec);
+            sb.memory = structuredClone(held);
+            // Its runner is the source's, copied: still bound to the source's run.
+            sb.boundTo = source.boundTo;
+            return sb;
+          }),
+        );
       },
     };
     return this;
@@ -288,12 +329,14 @@ export class FakeProvider implements SandboxProvider {
     return sb.keepable;
   }
 
-  async cloneWorkspace(from: string, spec: SandboxSpec): Promise<string> {
+  async cloneWorkspace(from: string, specs: SandboxSpec[]): Promise<string[]> {
     const source = this.workspaces.get(from);
     if (!source) throw new Error(`no workspace ${from}`);
-    const handle = `ws-${spec.runId}`;
-    this.workspaces.set(handle, structuredClone(source));
-    return handle;
+    return specs.map((spec) => {
+      const handle = `ws-${spec.runId}`;
+      this.workspaces.set(handle, structuredClone(source));
+      return handle;
+    });
   }
 
   async dropWorkspace(handle: string): Promise<void> {

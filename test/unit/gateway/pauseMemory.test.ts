@@ -198,3 +198,49 @@ test('a fork of a run paused at memory depth resumes it first and forks from its
   for (const f of forks) assert.equal(f.state, 'READY');
   await m.close(false);
 });
+
+test('a memory fork copies the running sandbox: each fork has what the parent held, its runner serves the fork, the parent goes on', async () => {
+  const { m, provider } = gateway();
+  const run = await m.lifecycle.create('alice', runSpec());
+  const parent = run.sandbox as FakeSandbox;
+  parent.memory.x = 42;
+  const forks = await m.pauses.fork('alice', run.runId, 2);
+  assert.equal(run.state, 'READY', 'the parent goes on');
+  assert.equal(run.sandbox?.id, parent.id, 'on its own sandbox, woken');
+  assert.equal(parent.quiesced, false);
+  for (const f of forks) {
+    assert.equal(f.state, 'READY', f.error);
+    assert.equal(f.pause?.depth, 'memory');
+    const sb = f.sandbox as FakeSandbox;
+    assert.notEqual(sb.id, parent.id);
+    assert.deepEqual(sb.memory, { x: 42 }, "the parent's memory");
+    assert.equal(sb.boundTo, f.runId, 'its runner serves the fork now');
+    assert.match(f.takeResumeNotice() ?? '', new RegExp(`fork of run ${run.runId}, copied at memory depth`));
+  }
+  (forks[0].sandbox as FakeSandbox).memory.y = 1;
+  assert.deepEqual(parent.memory, { x: 42 }, 'nothing a fork does reaches the parent');
+  assert.equal(provider.checkpoints.get(parent.id)?.size, 0, 'the checkpoint is used up');
+  await m.close(false);
+});
+
+test('a memory fork whose checkpoint fails forks at portable depth; a copy that fails alone is FAILED, the others go on', async () => {
+  const snapshotFails = gateway(new FakeProvider().memoryPausable({ snapshot: 'engine: refused' }));
+  const run = await snapshotFails.m.lifecycle.create('alice', runSpec());
+  const forks = await snapshotFails.m.pauses.fork('alice', run.runId, 2);
+  assert.equal(run.state, 'READY');
+  for (const f of forks) {
+    assert.equal(f.state, 'READY', f.error);
+    assert.equal(f.pause?.depth, 'portable', 'from the state the runner wrote');
+  }
+  await snapshotFails.m.close(false);
+
+  const copyFails = gateway(new FakeProvider().memoryPausable({ copy: 1 }));
+  const parent = await copyFails.m.lifecycle.create('alice', runSpec());
+  const [ok, failed] = await copyFails.m.pauses.fork('alice', parent.runId, 2);
+  assert.equal(ok.state, 'READY', ok.error);
+  assert.equal(failed.state, 'FAILED');
+  assert.match(failed.error, /the fork could not be made: the copy did not start/);
+  assert.ok(copyFails.provider.dropped.includes(`ws-${failed.runId}`), "the failed fork's workspace copy is removed");
+  assert.equal(parent.state, 'READY');
+  await copyFails.m.close(false);
+});

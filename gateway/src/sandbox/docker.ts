@@ -144,6 +144,7 @@ export class DockerProvider implements SandboxProvider {
       timeoutMs: config.runs.startTimeoutSeconds * 1000,
       createCopy: (spec, source) => this.createCopy(spec, source),
       discard: (id) => this.park(id).then(() => undefined),
+      helperImage: () => resolveImage(config),
     });
     void this.checkpointSupport().catch(() => undefined);
   }

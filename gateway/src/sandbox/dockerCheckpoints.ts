@@ -62,6 +62,12 @@ export interface DockerCheckpointsDeps {
   createCopy(spec: SandboxSpec, source: string): Promise<string>;
   /** Removes a container, keeping its workspace. */
   discard(id: string): Promise<void>;
+  /**
+   * The gateway's own runner image, for the helper that hands a checkpoint to copies: it runs
+   * as root with the engine's containers directory mounted, so never from a run's (template's)
+   * image, whose files a tenant may have chosen.
+   */
+  helperImage(): string | undefined;
 }
 
 /** The engine's own directory for its containers (`<data-root>/containers`), on the host. */
@@ -69,7 +75,7 @@ const containersDir = async (docker: Docker) =>
   path.join(((await docker.info()) as { DockerRootDir?: string }).DockerRootDir || '/var/lib/docker', 'containers');
 
 /**
- * Gives each of the containers after the first two arguments the checkpoint `$2` of container
+ * Gives each of the containers after the first three arguments the checkpoint `$2` of container
  * `$1`, under the same name: the image's files hard-linked into each container's own directory
  * (no byte copied; deploy/runsc/runsc-tether restores from there and removes them), or, for an
  * image the runtime left in the engine's checkpoint folder, that folder's files. `$3` is where
@@ -131,10 +137,12 @@ export class DockerCheckpoints implements MemoryCheckpoints {
     const ids = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
     try {
       if (ids.length) {
+        const image = this.deps.helperImage();
+        if (!image) throw new Error('no runner image configured for the checkpoint helper');
         const root = await containersDir(docker);
         await runHelper(docker, 'handing the checkpoint to the copies', {
           name: `tether-link-${source.Name.replace(/^\//, '')}-${checkpoint}`,
-          Image: source.Config.Image,
+          Image: image,
           Entrypoint: ['sh', '-c', LINK_CHECKPOINT, 'link'],
           Cmd: [source.Id, checkpoint, root, ...ids],
           // Root, to write into the engine's directories; nothing else: no network, no capability.

@@ -235,6 +235,11 @@ export class RunLifecycle {
     this.letGoOf.add(sandbox);
   }
 
+  /** Takes back a sandbox let go of for a move that did not happen: its end is the run's again. */
+  holdOn(sandbox: Sandbox): void {
+    this.letGoOf.delete(sandbox);
+  }
+
   /** The run takes the sandbox and its runner: their end is the run's failure. */
   private watch(run: RunRecord, sandbox: Sandbox, runner: RunnerClient): void {
     run.attach(sandbox, runner);

@@ -19,7 +19,7 @@ export interface RunPausesDeps {
   config: GatewayConfig;
   provider: SandboxProvider;
   registry: RunRegistry;
-  lifecycle: Pick<RunLifecycle, 'connect' | 'letGo' | 'labelsFor' | 'stop'>;
+  lifecycle: Pick<RunLifecycle, 'connect' | 'letGo' | 'holdOn' | 'labelsFor' | 'stop'>;
   tenancy: Pick<Tenancy, 'checkQuota' | 'admit'>;
   templates: Pick<TemplateCatalog, 'imageFor'>;
   egress: Pick<EgressService, 'open' | 'close'>;
@@ -125,6 +125,7 @@ export class RunPauses {
       await runner.quiesce(5000);
     } catch (err) {
       await paused.remove(run.runId).catch(() => undefined);
+      lifecycle.holdOn(sandbox);
       run.pauseAbandoned();
       throw new GatewayError(
         status.FAILED_PRECONDITION,
@@ -598,6 +599,7 @@ export class RunPauses {
     try {
       await runner.quiesce(5000);
     } catch (err) {
+      lifecycle.holdOn(sandbox);
       parent.pauseAbandoned();
       logger.warn(
         { runId: parent.runId, err: (err as Error).message },

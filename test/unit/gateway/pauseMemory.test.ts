@@ -7,6 +7,7 @@ import { Metrics } from '../../../gateway/src/observability/metrics';
 import { Telemetry } from '../../../gateway/src/observability/Telemetry';
 import { PausedStore } from '../../../gateway/src/runs/PausedStore';
 import { assembleRuns } from '../../../gateway/src/server';
+import { QuiesceRequest } from '../../../protocol/src/transport';
 import { FakeProvider, runSpec, testConfig, type FakeSandbox } from './fakeSandbox';
 
 /** Runs on a provider that takes memory checkpoints, with their own state directory. */
@@ -243,4 +244,19 @@ test('a memory fork whose checkpoint fails forks at portable depth; a copy that 
   assert.ok(copyFails.provider.dropped.includes(`ws-${failed.runId}`), "the failed fork's workspace copy is removed");
   assert.equal(parent.state, 'READY');
   await copyFails.m.close(false);
+});
+
+test('a runner that cannot be quiesced: the pause is refused, the run READY, and its sandbox’s end is the run’s again', async () => {
+  const { m } = gateway();
+  const run = await m.lifecycle.create('alice', runSpec());
+  const sb = run.sandbox as FakeSandbox;
+  sb.runner.onRequest(QuiesceRequest.type, () => {
+    throw new Error('a listener would not close');
+  });
+  await assert.rejects(m.pauses.pause('alice', run.runId), /could not be paused: .*a listener would not close/);
+  assert.equal(run.state, 'READY');
+  sb.exit({ reason: 'killed', exitCode: 137 });
+  for (let i = 0; i < 50 && run.state === 'READY'; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(run.state, 'FAILED', 'not let go of');
+  await m.close(false);
 });

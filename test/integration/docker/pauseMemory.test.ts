@@ -229,6 +229,9 @@ test('a restarted gateway finds memory forks again and reaches their runners', a
     assert.equal(found.state, RunState.READY, found.error);
     assert.match(await evalIn(second.alice, fork!.runId, 'kept * 6'), /42/);
     assert.match(await evalIn(second.alice, run.runId, 'kept'), /7/);
+    // Deleted through the gateway: their workspace disks are released with them.
+    await second.alice.deleteRun(fork!.runId);
+    await second.alice.deleteRun(run.runId);
   } finally {
     await second?.close();
     await removeInstance(own.instance);

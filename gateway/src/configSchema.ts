@@ -135,7 +135,7 @@ export const configSchema = Type.Object(
         memoryPause: Type.Boolean({
           default: true,
           description:
-            'pause at memory depth (the whole sandbox checkpointed) where the provider can; false: always at portable depth',
+            'pause and fork at memory depth (the whole sandbox checkpointed) where the provider can; false: always at portable depth',
         }),
         pausedRetentionSeconds: Type.Number({
           minimum: 0,

@@ -6,7 +6,7 @@ import type { EgressService } from '../egress/service';
 import { GatewayError } from '../errors';
 import { logger } from '../log';
 import type { ClaimStore } from '../pool/ClaimStore';
-import type { SandboxProvider, SandboxSpec } from '../sandbox/provider';
+import type { Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/provider';
 import type { TemplateCatalog } from '../templates/catalog';
 import type { Telemetry } from '../observability/Telemetry';
 import type { Tenancy } from '../tenancy/Tenancy';
@@ -415,7 +415,9 @@ export class RunPauses {
       );
     const refused =
       this.pausable(parent) ??
-      (provider.cloneWorkspace ? undefined : `the ${provider.name} provider cannot copy a workspace`);
+      (provider.newWorkspaces && provider.copyWorkspace
+        ? undefined
+        : `the ${provider.name} provider cannot copy a workspace`);
     if (refused) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be forked: ${refused}`);
     await this.settled(runId);
     if (this.moving.has(runId)) return this.fork(tenant, runId, count);
@@ -455,7 +457,11 @@ export class RunPauses {
       if (await this.memoryFork(parent, forks)) return;
       const source = await this.stateOf(parent);
       const specs = await Promise.all(forks.map((f) => this.forkSpec(f)));
-      const copies = await provider.cloneWorkspace!(source, specs);
+      const copies = await provider.newWorkspaces!(specs);
+      await provider.copyWorkspace!(source, copies, specs[0]?.image).catch(async (err) => {
+        for (const copy of copies) await provider.dropWorkspace?.(copy).catch(() => undefined);
+        throw err;
+      });
       await Promise.all(forks.map((f, i) => tenancy.admit(tenant, () => this.startFork(f, copies[i]))));
     }).catch((err) => {
       for (const f of forks)
@@ -515,13 +521,13 @@ export class RunPauses {
 
   /**
    * Forks at memory depth, where the run could be paused at it: a checkpoint of the running
-   * sandbox and a workspace copy per fork (`snapshotForForks`), then each fork a sandbox started
-   * from that checkpoint on its copy, its runner told which run it serves now. False, with nothing
+   * sandbox and a workspace copy per fork (`copiesOf`), then each fork a sandbox started from
+   * that checkpoint on its copy, its runner told which run it serves now. False, with nothing
    * made and the parent READY again, where this cannot be done (the caller forks at portable
    * depth). A fork that fails alone is FAILED with its reason.
    */
   private async memoryFork(parent: RunRecord, forks: RunRecord[]): Promise<boolean> {
-    const { provider, lifecycle, tenancy } = this.deps;
+    const { provider, lifecycle } = this.deps;
     const memory = provider.memory;
     const ready = parent.ready();
     if (!ready || !memory?.snapshot || !memory.copies || parent.spec.egress) return false;
@@ -530,31 +536,15 @@ export class RunPauses {
     if (ready.runner.toolCallsInFlight > 0) return false;
     const t0 = performance.now();
     const specs = await Promise.all(forks.map((f) => this.forkSpec(f)));
-    const taken = await this.snapshotForForks(parent, specs);
-    if (!taken) return false;
-    const copied = performance.now();
-    const { copies } = taken;
-    const started = await tenancy
-      .admit(parent.tenant, () =>
-        memory.copies!(
-          taken.sandbox,
-          taken.checkpoint,
-          specs.map((spec, i) => ({ ...spec, keptWorkspace: copies[i] })),
-        ),
-      )
-      .catch(async (err: Error) => {
-        await memory.drop(taken.sandbox, taken.checkpoint).catch(() => undefined);
-        for (const copy of copies) await provider.dropWorkspace?.(copy).catch(() => undefined);
-        logger.warn({ runId: parent.runId, err: err.message }, 'memory fork failed; forking at portable depth');
-        return undefined;
-      });
-    if (!started) return false;
+    const copied = await this.copiesOf(parent, specs);
+    if (!copied) return false;
+    const { workspaces, started } = copied;
     const notice = `This run is a fork of run ${parent.runId}, copied at memory depth: its kernels' variables, language servers and staged edits are those of ${parent.runId} when it was forked; nothing either writes from now on is seen by the other.`;
     await Promise.all(
       forks.map(async (fork, i) => {
         const result = started[i];
         if (result.status === 'rejected') {
-          await provider.dropWorkspace?.(copies[i]).catch(() => undefined);
+          await provider.dropWorkspace?.(workspaces[i]).catch(() => undefined);
           fork.fail(`the fork could not be made: ${(result.reason as Error).message}`);
           return;
         }
@@ -569,31 +559,32 @@ export class RunPauses {
       }),
     );
     logger.info(
-      {
-        runId: parent.runId,
-        forks: forks.length,
-        depth: 'memory',
-        ms: Math.round(performance.now() - t0),
-        copiedMs: Math.round(copied - t0),
-      },
+      { runId: parent.runId, forks: forks.length, depth: 'memory', ms: Math.round(performance.now() - t0) },
       'run forked',
     );
     return true;
   }
 
   /**
-   * The parent's part of a memory fork: its runner quiesced, a checkpoint that leaves the sandbox
-   * running, a copy of the workspace per fork made while the runner is still quiet (the files the
-   * checkpoint holds open are there), the runner woken and reconnected. Undefined, with nothing
-   * left of it, when the checkpoint or a copy failed; a parent whose sandbox does not come back is
-   * paused on its files, as after a failed memory pause.
+   * The sandboxes of a memory fork, with the parent's part in it: the forks' workspaces made
+   * meanwhile, the parent's runner quiesced, a checkpoint that leaves the sandbox running, the
+   * workspace copied into each fork's while the runner is still quiet (the files the checkpoint
+   * holds open are there), and the forks' containers readied beside that copy and started once
+   * it is done; then the runner woken and reconnected. Undefined, with nothing left of it, when
+   * the checkpoint, the workspaces or the copy failed. A parent whose sandbox does not come back
+   * is paused on its files, as after a failed memory pause, and nothing of the forks is kept.
    */
-  private async snapshotForForks(
+  private async copiesOf(
     parent: RunRecord,
     specs: SandboxSpec[],
-  ): Promise<{ sandbox: string; checkpoint: string; copies: string[] } | undefined> {
-    const { provider, lifecycle } = this.deps;
+  ): Promise<{ workspaces: string[]; started: PromiseSettledResult<Sandbox>[] } | undefined> {
+    const { provider, lifecycle, tenancy } = this.deps;
     const memory = provider.memory!;
+    const made = provider.newWorkspaces!(specs);
+    made.catch(() => undefined);
+    const dropMade = async () => {
+      for (const w of await made.catch(() => [])) await provider.dropWorkspace?.(w).catch(() => undefined);
+    };
     const { sandbox, runner } = parent.beginPause();
     lifecycle.letGo(sandbox);
     try {
@@ -601,6 +592,7 @@ export class RunPauses {
     } catch (err) {
       lifecycle.holdOn(sandbox);
       parent.pauseAbandoned();
+      await dropMade();
       logger.warn(
         { runId: parent.runId, err: (err as Error).message },
         'memory fork: the runner could not be quiesced',
@@ -609,11 +601,24 @@ export class RunPauses {
     }
     runner.dispose();
     let checkpoint: string | undefined;
-    let copies: string[] | undefined;
+    let started: Promise<PromiseSettledResult<Sandbox>[]> | undefined;
     let why = '';
     try {
       checkpoint = await this.whenQuiet(() => memory.snapshot!(sandbox.id));
-      copies = await provider.cloneWorkspace!(sandbox.keepable!, specs);
+      const workspaces = await made;
+      const copied = provider.copyWorkspace!(sandbox.keepable!, workspaces, specs[0]?.image);
+      copied.catch(() => undefined);
+      const name = checkpoint;
+      started = tenancy.admit(parent.tenant, () =>
+        memory.copies!(
+          sandbox.id,
+          name,
+          specs.map((spec, i) => ({ ...spec, keptWorkspace: workspaces[i] })),
+          copied,
+        ),
+      );
+      started.catch(() => undefined);
+      await copied;
     } catch (err) {
       why = (err as Error).message;
     }
@@ -622,15 +627,21 @@ export class RunPauses {
       await lifecycle.connect(parent, await memory.wake(sandbox.id), undefined, true);
     } catch (err) {
       const gone = (err as Error).message;
-      for (const copy of copies ?? []) await provider.dropWorkspace?.(copy).catch(() => undefined);
+      for (const r of (await started?.catch(() => [])) ?? [])
+        if (r.status === 'fulfilled') await provider.remove(r.value.id).catch(() => undefined);
+      await dropMade();
       await this.pausedAfterLoss(parent, sandbox.id, 'fork', why || 'a checkpoint for forks', gone);
       throw new GatewayError(
         status.UNAVAILABLE,
         `run ${parent.runId} could not be forked: its sandbox did not come back from the checkpoint (${gone}); it is paused on its files`,
       );
     }
-    if (checkpoint && copies) return { sandbox: sandbox.id, checkpoint, copies };
+    const results = why ? undefined : await started?.catch((err: Error) => void (why = err.message));
+    if (results) return { workspaces: await made, started: results };
+    // Once the copies' own clean-up has run (their containers discarded).
+    await started?.catch(() => undefined);
     if (checkpoint) await memory.drop(sandbox.id, checkpoint).catch(() => undefined);
+    await dropMade();
     logger.warn({ runId: parent.runId, err: why }, 'memory fork failed; forking at portable depth');
     return undefined;
   }

@@ -646,14 +646,7 @@ export class DockerProvider implements SandboxProvider {
     await this.removeVolume(handle);
   }
 
-  /**
-   * A new workspace volume for `spec`'s run holding a copy of `from` (a fork's), copied by a
-   * short-lived container of the runner image as the run's user, with no network, no
-   * capabilities and the runs' runtime: the engine's own copy would run as root on the host.
-   */
-  async cloneWorkspace(from: string, specs: SandboxSpec[]): Promise<string[]> {
-    await this.checkKept(from);
-    if (specs.length === 0) return [];
+  async newWorkspaces(specs: SandboxSpec[]): Promise<string[]> {
     const volumes: string[] = [];
     try {
       for (const spec of specs) {
@@ -661,36 +654,45 @@ export class DockerProvider implements SandboxProvider {
         await this.createVolume(volume, spec);
         volumes.push(volume);
       }
-      const image = specs[0].image || resolveImage(this.config);
-      if (!image) throw new Error('no runner image configured');
-      // One copier for every copy: under gVisor a container's start costs more than a small copy.
-      await runHelper(this.docker, 'copying the workspace', {
-        name: `tether-copy-${specs[0].runId}`,
-        Image: image,
-        Entrypoint: ['sh', '-c', COPY_EACH, 'copy'],
-        Cmd: volumes.map((_, i) => `/to/${i}`),
-        User: this.user.spec,
-        Labels: { [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance },
-        NetworkDisabled: true,
-        HostConfig: {
-          ...LOCKED_DOWN,
-          // Room for gVisor's own threads where it is the runtime (its gofer serves every mount,
-          // and under ptrace each process of the copier is a host process too).
-          PidsLimit: 512,
-          Memory: 256 * 1024 * 1024,
-          Runtime: this.config.docker.runtime || undefined,
-          Mounts: [
-            { Type: 'volume', Source: from, Target: '/from', ReadOnly: true },
-            ...volumes.map((volume, i) => ({ Type: 'volume' as const, Source: volume, Target: `/to/${i}` })),
-          ],
-        },
-      });
     } catch (err) {
       // Each disk image goes with its volume (the volume's label names it).
       for (const volume of volumes) await this.removeVolume(volume).catch(() => undefined);
       throw err;
     }
     return volumes;
+  }
+
+  /**
+   * Copies by a short-lived container of the run's image as the run's user, with no network, no
+   * capabilities and the runs' runtime (the engine's own copy would run as root on the host):
+   * one copier for every copy, since under gVisor a container's start costs more than a small copy.
+   */
+  async copyWorkspace(from: string, into: string[], image?: string): Promise<void> {
+    await this.checkKept(from);
+    if (into.length === 0) return;
+    const copierImage = image || resolveImage(this.config);
+    if (!copierImage) throw new Error('no runner image configured');
+    await runHelper(this.docker, 'copying the workspace', {
+      name: `tether-copy-${into[0].slice(VOLUME_PREFIX.length)}`,
+      Image: copierImage,
+      Entrypoint: ['sh', '-c', COPY_EACH, 'copy'],
+      Cmd: into.map((_, i) => `/to/${i}`),
+      User: this.user.spec,
+      Labels: { [LABELS.managed]: 'true', [LABELS.instance]: this.config.instance },
+      NetworkDisabled: true,
+      HostConfig: {
+        ...LOCKED_DOWN,
+        // Room for gVisor's own threads where it is the runtime (its gofer serves every mount,
+        // and under ptrace each process of the copier is a host process too).
+        PidsLimit: 512,
+        Memory: 256 * 1024 * 1024,
+        Runtime: this.config.docker.runtime || undefined,
+        Mounts: [
+          { Type: 'volume', Source: from, Target: '/from', ReadOnly: true },
+          ...into.map((volume, i) => ({ Type: 'volume' as const, Source: volume, Target: `/to/${i}` })),
+        ],
+      },
+    });
   }
 
   /** A paused run's workspace, before a sandbox is made on it: said plainly when it is gone. */

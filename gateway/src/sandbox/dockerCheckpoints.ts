@@ -130,7 +130,12 @@ export class DockerCheckpoints implements MemoryCheckpoints {
     return this.take(id, false);
   }
 
-  async copies(id: string, checkpoint: string, specs: SandboxSpec[]): Promise<PromiseSettledResult<Sandbox>[]> {
+  async copies(
+    id: string,
+    checkpoint: string,
+    specs: SandboxSpec[],
+    copied: Promise<void>,
+  ): Promise<PromiseSettledResult<Sandbox>[]> {
     const { docker } = this.deps;
     const source = await docker.getContainer(id).inspect();
     const made = await Promise.allSettled(specs.map((spec) => this.deps.createCopy(spec, id)));
@@ -160,6 +165,8 @@ export class DockerCheckpoints implements MemoryCheckpoints {
           },
         });
       }
+      // The files the checkpoint holds open must be in each copy before it starts.
+      await copied;
     } catch (err) {
       await Promise.all(ids.map((copy) => this.deps.discard(copy).catch(() => undefined)));
       throw err;

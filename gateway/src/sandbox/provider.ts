@@ -65,11 +65,18 @@ export interface MemoryCheckpoints {
   snapshot?(id: string): Promise<string>;
   /**
    * New sandboxes started from checkpoint `checkpoint` of sandbox `id`, one per spec, each on its
-   * `keptWorkspace` (a copy of the workspace made while the runner was quiesced), their runners
-   * listening again and still bound to the run they were copied from. Each settles on its own; a
-   * failed one leaves only its workspace behind. The checkpoint is used up.
+   * `keptWorkspace`, their runners listening again and still bound to the run they were copied
+   * from. What does not need the workspaces' files is done at once; the sandboxes start once
+   * `copied` (the copy of the workspace made while the runner was quiesced) resolves, and none
+   * does when it rejects. Each settles on its own; a failed one leaves only its workspace behind.
+   * The checkpoint is used up.
    */
-  copies?(id: string, checkpoint: string, specs: SandboxSpec[]): Promise<PromiseSettledResult<Sandbox>[]>;
+  copies?(
+    id: string,
+    checkpoint: string,
+    specs: SandboxSpec[],
+    copied: Promise<void>,
+  ): Promise<PromiseSettledResult<Sandbox>[]>;
 }
 
 /** Why a sandbox ended, as a person would want to read it. */
@@ -212,11 +219,17 @@ export interface SandboxProvider {
   /** Removes a workspace `park` kept (a paused run deleted or expired). */
   dropWorkspace?(handle: string): Promise<void>;
   /**
-   * A new workspace for each spec's run with a copy of the files of workspace `from` (a live
-   * sandbox's `keepable`, or a kept one): forks'. All are made or none. Returns their handles,
-   * in order, for `keptWorkspace`.
+   * New, empty workspaces for forks' runs, one per spec, all or none: their handles, in order,
+   * for `copyWorkspace` and then `keptWorkspace`. Made apart from the copy so that they can be
+   * made while the source is still being readied.
    */
-  cloneWorkspace?(from: string, specs: SandboxSpec[]): Promise<string[]>;
+  newWorkspaces?(specs: SandboxSpec[]): Promise<string[]>;
+  /**
+   * Copies the files of workspace `from` (a live sandbox's `keepable`, or a kept one) into each
+   * of `into` (made by `newWorkspaces`), with the run's `image` where the copy runs in one.
+   * Rejects when any copy failed; the workspaces stay the caller's to drop.
+   */
+  copyWorkspace?(from: string, into: string[], image?: string): Promise<void>;
   /** Memory checkpoints, where `pauseDepths` lists `memory`. */
   readonly memory?: MemoryCheckpoints;
   list(labels: Record<string, string>): Promise<SandboxInfo[]>;

@@ -256,11 +256,12 @@ export class FakeProvider implements SandboxProvider {
         );
         return name;
       },
-      async copies(id, name, specs) {
+      async copies(id, name, specs, copied) {
         const source = running(id);
         const held = provider.checkpoints.get(id)?.get(name);
         if (!held) throw new Error(`no checkpoint ${name}`);
         provider.checkpoints.get(id)?.delete(name);
+        await copied;
         return Promise.allSettled(
           specs.map(async (spec, i) => {
             if (fail.copy === i) throw new Error('the copy did not start');
@@ -329,14 +330,18 @@ export class FakeProvider implements SandboxProvider {
     return sb.keepable;
   }
 
-  async cloneWorkspace(from: string, specs: SandboxSpec[]): Promise<string[]> {
-    const source = this.workspaces.get(from);
-    if (!source) throw new Error(`no workspace ${from}`);
+  async newWorkspaces(specs: SandboxSpec[]): Promise<string[]> {
     return specs.map((spec) => {
       const handle = `ws-${spec.runId}`;
-      this.workspaces.set(handle, structuredClone(source));
+      this.workspaces.set(handle, {});
       return handle;
     });
+  }
+
+  async copyWorkspace(from: string, into: string[]): Promise<void> {
+    const source = this.workspaces.get(from);
+    if (!source) throw new Error(`no workspace ${from}`);
+    for (const handle of into) this.workspaces.set(handle, structuredClone(source));
   }
 
   async dropWorkspace(handle: string): Promise<void> {

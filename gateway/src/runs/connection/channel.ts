@@ -23,6 +23,9 @@ export interface Channel {
   close(): void;
 }
 
+/** How long a runner's socket path may refuse connections before it is taken as closed. */
+const REFUSED_GRACE_MS = 1000;
+
 /**
  * Connects to a runner's socket and passes the mutual challenge: the runner proves it holds
  * the run's secret before the gateway proves it does, and the secret itself never crosses.
@@ -31,14 +34,25 @@ export async function connectSocket(
   target: { path: string } | { host: string; port: number },
   secret: Buffer,
 ): Promise<Channel> {
-  const socket = await new Promise<net.Socket>((resolve, reject) => {
-    const s = 'path' in target ? net.connect(target.path) : net.connect(target.port, target.host);
-    s.once('connect', () => {
-      s.off('error', reject);
-      resolve(s);
+  const open = () =>
+    new Promise<net.Socket>((resolve, reject) => {
+      const s = 'path' in target ? net.connect(target.path) : net.connect(target.port, target.host);
+      s.once('connect', () => {
+        s.off('error', reject);
+        resolve(s);
+      });
+      s.once('error', reject);
     });
-    s.once('error', reject);
-  });
+  // A runner's socket file appears when it binds, a moment before it listens (under gVisor,
+  // through the gofer, long enough to be seen): a refusal then is not the runner's answer yet.
+  let socket: net.Socket | undefined;
+  for (const until = Date.now() + REFUSED_GRACE_MS; !socket; ) {
+    socket = await open().catch(async (err: NodeJS.ErrnoException) => {
+      if (!('path' in target) || err.code !== 'ECONNREFUSED' || Date.now() > until) throw err;
+      await new Promise((r) => setTimeout(r, 10));
+      return undefined;
+    });
+  }
   try {
     socket.setNoDelay(true);
     await challenge(socket, socket, secret);

@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { RunState } from '@tether/contract';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { containersOf, docker, gatewayImage, removeInstance, runnerImage, until } from './support';
@@ -75,7 +75,11 @@ test('the gateway image creates a hardened run container per run, and DeleteRun 
   assert.equal((await containersOf(run.runId)).length, 0, 'the container vanished');
 });
 
-const loopBound = (device: string) => existsSync(`/sys/block/${device.replace('/dev/', '')}/loop/backing_file`);
+/** The file a loop device is bound to, or undefined when it is free. */
+const backingFile = (device: string) => {
+  const file = `/sys/block/${device.replace('/dev/', '')}/loop/backing_file`;
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
+};
 
 test('the gateway image gives a run a size-limited workspace on a loop device, and releases it on DeleteRun', async () => {
   const run = await client.createRun({ conversationId: 'disk', features: { eval: true }, limits: { diskMb: 48 } });
@@ -84,7 +88,8 @@ test('the gateway image gives a run a size-limited workspace on a loop device, a
   const volume = await docker.getVolume(c.Mounts.find((m) => m.Destination === '/workspace')!.Name!).inspect();
   const device = volume.Options?.device as string;
   assert.match(device, /^\/dev\/loop\d+$/);
-  assert.ok(loopBound(device));
+  const image = backingFile(device);
+  assert.ok(image, `${device} is bound`);
   const cell =
     "import os\nn = 0\ntry:\n    with open('f.bin', 'wb') as f:\n        while n < (200 << 20): n += f.write(b'\\0' * (1 << 20))\nexcept OSError as e:\n    print('stopped', n >> 20, e.strerror)";
   const out = await client.callTool(run.runId, 'eval', {
@@ -96,7 +101,8 @@ test('the gateway image gives a run a size-limited workspace on a loop device, a
   const usage = (await client.getRun(run.runId)).usage;
   assert.ok(Number(usage?.diskBytes) > 32 * 2 ** 20, `usage ${usage?.diskBytes}`);
   await client.deleteRun(run.runId);
-  assert.equal(loopBound(device), false, 'the loop device is detached');
+  // The device may be bound again at once, to a spare disk made meanwhile: never to the run's image.
+  assert.notEqual(backingFile(device), image, "the run's disk is detached");
 });
 
 test('stopping the gateway container stops and removes its runs', async () => {
@@ -111,6 +117,7 @@ test('stopping the gateway container stops and removes its runs', async () => {
   const devices = await Promise.all(
     volumes.map(async (v) => (await docker.getVolume(v).inspect()).Options?.device as string),
   );
+  const images = devices.map(backingFile);
   await gateway.stop({ timeout: 15_000 });
   await until(
     'the run containers to vanish',
@@ -119,5 +126,5 @@ test('stopping the gateway container stops and removes its runs', async () => {
   );
   for (const v of volumes)
     await assert.rejects(docker.getVolume(v).inspect(), /no such volume/i, `volume ${v} was removed`);
-  for (const d of devices) assert.equal(loopBound(d), false, `${d} was detached`);
+  for (const [i, d] of devices.entries()) assert.notEqual(backingFile(d), images[i], `${d} was detached`);
 });

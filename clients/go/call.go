@@ -163,6 +163,11 @@ func (c *Client) callOnOwnStream(ctx context.Context, start *pb.CallToolInput, o
 	_ = stream.CloseSend()
 	sendMu.Unlock()
 	if call.out.Result == nil {
+		// The deadline passed and the gateway, seeing the stream's context end, closed it
+		// before this side saw DEADLINE_EXCEEDED: the caller's deadline is the reason.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, contextError(ctx.Err(), context.Cause(ctx))
+		}
 		return nil, ErrNoResult
 	}
 	return &call.out, nil

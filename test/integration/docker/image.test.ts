@@ -8,7 +8,7 @@ const CHECKS: Record<string, string> = {
   user: 'id -u; id -g; stat -c %u /workspace',
   node: 'node -e "console.log(process.versions.node)"',
   runner:
-    "test -f /opt/tether/dist/runner/src/main.js && node -e \"require('/opt/tether/node_modules/vscode-jsonrpc/node'); console.log('ok')\"",
+    'test -f /opt/tether/dist/runner/src/main.bundle.js && test -n "$(ls /opt/tether/compile-cache/*/)" && node -e "require(\'/opt/tether/node_modules/vscode-jsonrpc/node\'); console.log(\'ok\')"',
   python:
     "python3 -c \"import debugpy, pandas, matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; print('ok', debugpy.__version__, pandas.__version__)\"",
   venv: 'python3 -m venv /tmp/v && /tmp/v/bin/python -c "print(\'ok\')" && python3 -m pip --version',

@@ -4,13 +4,16 @@
  * their environment, and write a framed `runner/shutdown` into their stdin and stdout. The cell
  * prints one JSON line; each attempt is `ok`, `written` or the errno's name.
  */
+/** The runner's script in its image, as its command line names it (scripts/build.sh bundles it). */
+export const RUNNER_SCRIPT = '/opt/tether/dist/runner/src/main.bundle.js';
+
 export const PID1_PROBE = String.raw`
 import errno, glob, json, os
 
 def runner_pid():
     for d in glob.glob('/proc/[0-9]*'):
         try:
-            if open(d + '/cmdline', 'rb').read().split(b'\0')[1:2] == [b'/opt/tether/dist/runner/src/main.js']:
+            if open(d + '/cmdline', 'rb').read().split(b'\0')[1:2] == [b'${RUNNER_SCRIPT}']:
                 return d.split('/')[-1]
         except OSError:
             pass

@@ -1,9 +1,9 @@
-import * as path from 'node:path';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import type { FileSummary } from './fileIndex';
 import type { FlatTree } from './flatTree';
 import { ownerOf } from './owner';
 import { serveModules } from './wasmModules';
+import { runnerFile } from '../../files';
 
 /** A file parsed in the background, on its way to the shard that owns it. */
 export interface IndexedFile {
@@ -215,7 +215,7 @@ class IndexThread {
       done: [...this.done],
     };
     this.done.clear();
-    const w = new Worker(path.join(__dirname, 'indexWorker.js'), {
+    const w = new Worker(runnerFile('tools/ast/indexWorker.js'), {
       workerData: data,
       transferList: [port2, ...shards],
     });

@@ -1,4 +1,3 @@
-import * as path from 'node:path';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { ToolError } from '../../tool';
 import { Shard, type FileOutcome, type ShardJob } from './shard';
@@ -6,6 +5,7 @@ import { indexedTransferables, type FileVersion, type IndexedFile } from './inde
 import { ownerOf } from './owner';
 import { serveModules } from './wasmModules';
 import type { WorkerReply, WorkerRequest } from './worker';
+import { runnerFile } from '../../files';
 
 /** Runs shard jobs: on worker threads, or in this thread when `workers` is 0. */
 export interface SearchEngine {
@@ -95,7 +95,7 @@ class ShardWorker {
     if (this.worker) return this.worker;
     const { port1, port2 } = new MessageChannel();
     serveModules(port1);
-    const w = new Worker(path.join(__dirname, 'worker.js'), {
+    const w = new Worker(runnerFile('tools/ast/worker.js'), {
       workerData: { cacheBytes: this.cacheBytes, modules: port2 },
       transferList: [port2],
     });

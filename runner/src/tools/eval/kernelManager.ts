@@ -8,6 +8,7 @@ import type { EvalSettings } from './schemas';
 import type { KernelLimits, KernelStateReport } from './wire';
 import { phase } from '../../util/phases';
 import { noLifecycle, type ProcessLifecycle, type RestartCause } from '../../resources';
+import { runnerFile } from '../../files';
 
 const LANGUAGES: Language[] = ['python', 'javascript'];
 
@@ -22,7 +23,7 @@ function summaryOf(language: Language, r: KernelStateReport): KernelStateSummary
 }
 
 /** The Python kernel's driver script: copied beside the compiled runner by the build (scripts/copy-assets.sh). */
-const PYTHON_DRIVER = path.join(__dirname, 'python', 'driver.py');
+const PYTHON_DRIVER = runnerFile('tools/eval/python/driver.py');
 
 /** The kernel processes of one run: one per language, started on first use, kept until reset or stop. */
 export class KernelManager {
@@ -70,7 +71,7 @@ export class KernelManager {
     return {
       language,
       command: this.settings.node,
-      args: ['--disable-warning=ExperimentalWarning', path.join(__dirname, 'javascript', 'driver.js'), limits],
+      args: ['--disable-warning=ExperimentalWarning', runnerFile('tools/eval/javascript/driver.js'), limits],
       cwd: this.cwd,
       env,
     };

@@ -4,8 +4,12 @@
  * - CreateRun → first tool answer, against the same image started as a bare pod (same
  *   hardening, `sleep` instead of the runner) and `true` exec'd in it, alternating;
  * - sequential `read` calls through the provider (exec-relayed socket), against a bare
- *   grpc-js unary echo on loopback.
- * Usage: node dist/bench/kubernetes.js [starts] [calls]
+ *   grpc-js unary echo on loopback;
+ * - two replicas (`tether serve` processes of one instance) sharing the cluster's warm pool:
+ *   CreateRun → first answer claimed from the pool, both replicas at once, against the cold
+ *   path through the same replicas (a class the pool does not keep), alternating rounds; how
+ *   soon the other replica knows each run; API requests per minute per replica at idle.
+ * Usage: node dist/bench/kubernetes.js [starts] [calls] [pool rounds] [idle runs]
  */
 import { echoBaseline } from './echo';
 import * as k8s from '@kubernetes/client-node';
@@ -17,9 +21,14 @@ import { openExec } from '../gateway/src/sandbox/kubernetes/streams';
 import { LABELS } from '../gateway/src/sandbox/provider';
 import { startTestGateway } from '../test/helpers/gateway';
 import { summary, timeIt, writeResult } from './lib';
+import { agentSandboxClaims } from './kubernetesAgentSandbox';
+import { burst } from './kubernetesBurst';
+import { sharedPool } from './kubernetesPool';
 
 const STARTS = Number(process.argv[2] ?? 8);
 const CALLS = Number(process.argv[3] ?? 2000);
+const ROUNDS = Number(process.argv[4] ?? 10);
+const IDLE_RUNS = Number(process.argv[5] ?? 10);
 const NS = `tether-bench-${process.pid}`;
 const KUBECONFIG = process.env.KUBECONFIG || path.resolve(__dirname, '../../.tether/cluster/admin.kubeconfig');
 const IMAGE = process.env.TETHER_IMAGE ?? '';
@@ -29,13 +38,13 @@ kc.loadFromFile(KUBECONFIG);
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function namespace(): Promise<void> {
+async function namespace(ns = NS): Promise<void> {
   await core.createNamespace({
-    metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
   });
   for (;;) {
     try {
-      await core.readNamespacedServiceAccount('default', NS);
+      await core.readNamespacedServiceAccount('default', ns);
       return;
     } catch {
       await sleep(200);
@@ -48,7 +57,7 @@ async function barePod(i: number): Promise<number> {
   const limits = defaultConfig().limits.default;
   const pod = runPod(
     { runId: `bare-${i}`, tenant: 'bench', labels: { [LABELS.managed]: 'bench' }, limits },
-    { namespace: NS, image: IMAGE, uid: 1000, gid: 1000, ephemeralOverheadMb: 256 },
+    { namespace: NS, image: IMAGE, uid: 1000, gid: 1000, ephemeralOverheadMb: 256, cpuRequestPercent: 10 },
   );
   pod.spec!.containers[0].command = ['sleep', '3600'];
   pod.spec!.containers[0].stdin = false;
@@ -76,6 +85,7 @@ async function main() {
     provider: 'kubernetes',
     kubernetes: { ...defaultConfig().kubernetes, namespace: NS, kubeconfig: KUBECONFIG, image: IMAGE },
   });
+  let open = true;
   try {
     const tether: number[] = [];
     const bare: number[] = [];
@@ -104,6 +114,11 @@ async function main() {
     for (let i = 0; i < CALLS; i++) calls.push(await timeIt(once));
     await t.alice.deleteRun(run.runId);
     const echo = summary(await echoBaseline(CALLS));
+    await t.close();
+    open = false;
+    const pool = await sharedPool({ kc, core, image: IMAGE, rounds: ROUNDS, idleRuns: IDLE_RUNS, namespace });
+    const agentSandbox = await agentSandboxClaims({ kc, image: IMAGE, rounds: ROUNDS, namespace });
+    const sharedPoolBurst = await burst({ kc, image: IMAGE, namespace });
     const c = summary(calls);
     const s = summary(tether);
     const b = summary(bare);
@@ -119,9 +134,12 @@ async function main() {
       tetherReadCallMs: c,
       callOverheadP50Ms: Math.round((c.p50 - echo.p50) * 1000) / 1000,
       ratioP50: Math.round((c.p50 / echo.p50) * 100) / 100,
+      sharedPool: pool,
+      sharedPoolBurst,
+      agentSandbox,
     });
   } finally {
-    await t.close();
+    if (open) await t.close();
     await core.deleteNamespace(NS).catch(() => undefined);
   }
 }

@@ -46,7 +46,7 @@ for b in "${chosen[@]}"; do
       bash scripts/cluster.sh up && bash scripts/cluster.sh load-image "$TETHER_IMAGE"
       eval "$(bash scripts/cluster.sh env)"
       # The cluster goes down again: it holds ports a test run's cluster needs.
-      status=0; node dist/bench/kubernetes.js 6 2000 || status=$?
+      status=0; node dist/bench/kubernetes.js 6 2000 10 10 || status=$?
       bash scripts/cluster.sh down; [ "$status" = 0 ] ;;
     *) echo "unknown benchmark $b (one of: ${all[*]})" >&2; exit 2 ;;
   esac

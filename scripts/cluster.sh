@@ -24,6 +24,10 @@ BIN="$CACHE/kube-$KUBE_VERSION-$KUBE_HASH"
 # The cluster's own small commands (pause, cni-lo): seconds to build, cached apart.
 HELPERS_HASH="$(cat "$WRAPPER/pause/main.go" "$WRAPPER/cni-lo/main.go" | sha256sum | cut -c1-12)"
 HELPERS="$ROOT/.tether/cache/kube-helpers-$HELPERS_HASH"
+# kubernetes-sigs/agent-sandbox's controller (and its CRDs), built from its Go module: the
+# kubernetes provider's `agentSandbox` mode makes runs its SandboxClaims.
+AGENT_SANDBOX_VERSION=v1.0.1
+ASB="$CACHE/agent-sandbox-$AGENT_SANDBOX_VERSION"
 C="$ROOT/.tether/cluster"
 PKI="$C/pki"
 LOGS="$C/logs"
@@ -40,6 +44,8 @@ KUBELET_PORT=20250
 KUBELET_HEALTHZ_PORT=20248
 SCHEDULER_PORT=20259
 CONTROLLER_MANAGER_PORT=20257
+AGENT_SANDBOX_METRICS_PORT=20280
+AGENT_SANDBOX_HEALTH_PORT=20281
 # The node registers as "localhost": the kubelet refuses a loopback node IP, so the API server
 # reaches the kubelet by the node's Hostname address instead, which resolves to 127.0.0.1.
 NODE_NAME=localhost
@@ -69,6 +75,50 @@ build() {
   mv "$tmp/server" "$tmp/etcd"
   rm -rf "$BIN"; mv "$tmp" "$BIN"
   log "built in $(( $(date +%s) - start )) s into ${BIN#"$ROOT/"}"
+}
+
+build_agent_sandbox() {
+  if [ -x "$ASB/agent-sandbox-controller" ] && [ -d "$ASB/crds" ]; then return; fi
+  log "building agent-sandbox's controller $AGENT_SANDBOX_VERSION from its Go module (minutes, once per machine)"
+  local start tmp src; start=$(date +%s)
+  tmp="$ASB.tmp.$$"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  CGO_ENABLED=0 GOBIN="$tmp" nice -n 19 go install -buildvcs=false -trimpath -ldflags '-s -w' \
+    "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller@$AGENT_SANDBOX_VERSION"
+  src="$(go env GOMODCACHE)/sigs.k8s.io/agent-sandbox@$AGENT_SANDBOX_VERSION"
+  cp -r "$src/k8s/crds" "$tmp/crds"; chmod -R u+w "$tmp/crds"
+  rm -rf "$ASB"; mv "$tmp" "$ASB"
+  log "built agent-sandbox in $(( $(date +%s) - start )) s into $ASB"
+}
+
+# The CRDs, applied (created or replaced) with the project's own Kubernetes client: the
+# controller refuses to start without them.
+agent_sandbox_crds() {
+  KUBECONFIG="$C/admin.kubeconfig" node -e '
+    const k8s = require("@kubernetes/client-node");
+    const fs = require("fs"), path = require("path");
+    const kc = new k8s.KubeConfig(); kc.loadFromDefault();
+    const api = k8s.KubernetesObjectApi.makeApiClient(kc);
+    (async () => {
+      for (const f of fs.readdirSync(process.argv[1]).filter((f) => f.endsWith(".yaml")))
+        for (const o of k8s.loadAllYaml(fs.readFileSync(path.join(process.argv[1], f), "utf8"))) {
+          try { await api.create(o); } catch (e) {
+            if ((e.statusCode ?? e.response?.statusCode) !== 409) throw e;
+            const now = await api.read(o);
+            o.metadata.resourceVersion = now.body.metadata.resourceVersion;
+            await api.replace(o);
+          }
+        }
+      // The controller asks the API server for these kinds at start: they must be served first.
+      const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
+      for (let i = 0; ; i++) {
+        const crds = (await ext.listCustomResourceDefinition()).body.items.filter((c) => c.spec.group.endsWith("agents.x-k8s.io"));
+        const established = (c) => (c.status?.conditions ?? []).some((x) => x.type === "Established" && x.status === "True");
+        if (crds.length >= 4 && crds.every(established)) break;
+        if (i > 120) throw new Error("the agent-sandbox CRDs were not established within 60 s");
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    })().catch((e) => { console.error(e.body?.message ?? e.message); process.exit(1); });' "$ASB/crds"
 }
 
 build_helpers() {
@@ -238,7 +288,9 @@ evictionHard:
   imagefs.available: "512Mi"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-podPidsLimit: 4096
+# Every pod's own process (and thread) limit: Kubernetes has no per-pod field, so this is
+# the per-pod limit runs get (docs/kubernetes.md, "Usage and limits").
+podPidsLimit: 1024
 maxPods: 50
 # Not /var/log/pods: everything the cluster writes stays under its folder.
 podLogsDir: $C/kubelet/pod-logs
@@ -324,6 +376,7 @@ up() {
   fi
   ensure_packages
   build
+  build_agent_sandbox
   certificates
   kubeconfig admin admin
   kubeconfig kubelet kubelet-client
@@ -376,6 +429,12 @@ up() {
   wait_for kubelet 120 node_ready
   # Pods need their namespace's default ServiceAccount to exist (admission), even without a token.
   wait_for kube-controller-manager 60 default_sa
+  # As the cluster's admin here; a platform binds its ServiceAccount to agent-sandbox's ClusterRoles.
+  agent_sandbox_crds
+  start agent-sandbox "$ASB/agent-sandbox-controller" --kubeconfig "$C/admin.kubeconfig" --extensions \
+    --leader-elect=false --metrics-bind-address "127.0.0.1:$AGENT_SANDBOX_METRICS_PORT" \
+    --health-probe-bind-address "127.0.0.1:$AGENT_SANDBOX_HEALTH_PORT"
+  wait_for agent-sandbox 60 curl -sf "http://127.0.0.1:$AGENT_SANDBOX_HEALTH_PORT/healthz"
   log "up in $(( $(date +%s) - t0 )) s; KUBECONFIG=$C/admin.kubeconfig"
 }
 
@@ -396,6 +455,7 @@ down() {
   if running containerd; then
     ctr_ tasks ls -q 2>/dev/null | while read -r t; do ctr_ tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
   fi
+  stop agent-sandbox
   stop kubelet
   stop kube-scheduler
   stop kube-controller-manager
@@ -430,7 +490,7 @@ down() {
 
 status() {
   local name ok=0
-  for name in etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+  for name in etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet agent-sandbox; do
     if running "$name"; then echo "$name: running (pid $(cat "$PIDS/$name.pid"))"; else echo "$name: stopped"; ok=1; fi
   done
   if [ -f "$PKI/admin.crt" ] && node_ready 2>/dev/null; then echo "node $NODE_NAME: Ready"; else echo "node $NODE_NAME: not ready"; ok=1; fi

@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs';
 import Ajv from 'ajv';
 import { refuseDisallowedProvider } from './sandbox/allowed';
 import { checkTenancy } from './tenancy/config';
-import { CONFIG_ANNOTATIONS, configLeaves, configSchema, partialSchema, type GatewayConfig } from './configSchema';
+import {
+  CONFIG_ANNOTATIONS,
+  configLeaves,
+  configSchema,
+  partialSchema,
+  type GatewayConfig,
+  type ResourceLimits,
+} from './configSchema';
 
 export type { GatewayConfig, ProviderName, ResourceLimits } from './configSchema';
 
@@ -17,6 +24,17 @@ const checkConfig = ajv.compile<GatewayConfig>(configSchema);
 const checkFile = ajv.compile(partialSchema(configSchema));
 
 /** The built-in config: the schema's defaults (no tokens, so not yet servable). */
+/** The limits a CreateRun that asks for none gets: the pool's default class. */
+export function defaultLimits(config: GatewayConfig): ResourceLimits {
+  const { default: d, max: m } = config.limits;
+  return {
+    memoryMb: Math.min(d.memoryMb, m.memoryMb),
+    cpuMillis: Math.min(d.cpuMillis, m.cpuMillis),
+    pids: Math.min(d.pids, m.pids),
+    diskMb: Math.min(d.diskMb, m.diskMb),
+  };
+}
+
 export function defaultConfig(): GatewayConfig {
   const defaults = defaultsOf(configSchema);
   if (!checkConfig(defaults))

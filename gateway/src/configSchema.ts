@@ -265,6 +265,20 @@ export const configSchema = Type.Object(
           description:
             "node disk a run pod may use beyond its workspace (`diskMb`): its writable layer and logs; the pod's `ephemeral-storage` limit is the sum",
         }),
+        agentSandbox: Type.Boolean({
+          default: false,
+          env: 'TETHER_K8S_AGENT_SANDBOX',
+          description:
+            "runs with the default limits (no template, no egress) are kubernetes-sigs/agent-sandbox `SandboxClaim`s against a `SandboxWarmPool` of `pool.size` of a `SandboxTemplate` of tether's run pod, all named `tether-<instance>` (the cluster needs agent-sandbox's controller with `--extensions`; docs/kubernetes.md); tether's own cluster pool is then off",
+        }),
+        cpuRequestPercent: Type.Integer({
+          minimum: 1,
+          maximum: 100,
+          default: 10,
+          env: 'TETHER_K8S_CPU_REQUEST_PERCENT',
+          description:
+            "the share of a run's CPU limit (`cpuMillis`) its pod requests, which the scheduler places it by; memory is requested in full. 100 makes every run pod Guaranteed, and a node then holds only as many runs as it has cores for",
+        }),
         workspace: Type.Object(
           {
             storageClassName: Type.String({

@@ -91,6 +91,7 @@ export function assembleRuns(
     usage: () => registry.usageByTenant(),
     resources: () => registry.all().flatMap((r) => (r.live ? (r.resources ?? []) : [])),
     pool: () => pool.stats(),
+    ...(provider.backendRequests ? { backendRequests: () => provider.backendRequests!() } : {}),
   });
   return {
     registry,
@@ -137,7 +138,7 @@ export async function startGateway(config: GatewayConfig, given?: SandboxProvide
     logger.info(recovered, 'runs found after restart');
   runs.lifecycle.startSweeper();
   runs.pauses.startSweeper();
-  runs.recovery.startDiscovery();
+  await runs.recovery.startDiscovery();
   await runs.pool.start();
 
   const server = new Server({

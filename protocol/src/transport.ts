@@ -87,3 +87,19 @@ export namespace QuiesceRequest {
 
 /** The signal that has a quiesced runner listen again (PID 1 passes it on to the runner). */
 export const QUIESCE_WAKE_SIGNAL = 'SIGUSR2';
+
+/** What the runner's own cgroup says its sandbox uses (memory without droppable cache, CPU time, workspace blocks). */
+export interface UsageResult {
+  memoryBytes: number;
+  cpuMillis: number;
+  diskBytes: number;
+}
+
+/**
+ * gateway → runner: the sandbox's usage as the runner reads it from its own cgroup, for
+ * providers that have no cheaper way to it (`ProviderCapabilities.usageFromRunner`). Fails
+ * where no memory and CPU cgroup is mounted for the runner.
+ */
+export namespace UsageRequest {
+  export const type = new RequestType0<UsageResult, void>('runner/usage');
+}

@@ -83,7 +83,7 @@ export class EgressService {
   /** Starts (or, after a gateway restart, restarts) the proxy of a run. */
   async open(runId: string, tenant: string, allow: string[]): Promise<EgressGrant> {
     await this.detach(runId);
-    const socketDir = path.join(this.config.stateDir, 'egress', runId);
+    const socketDir = egressSocketDir(this.config.stateDir, runId);
     await fs.mkdir(socketDir, { recursive: true, mode: 0o755 });
     await fs.chmod(socketDir, 0o755);
     const proxy = new RunProxy({
@@ -103,9 +103,7 @@ export class EgressService {
   /** Stops a run's proxy for good and removes its folder. */
   async close(runId: string): Promise<void> {
     await this.detach(runId);
-    await fs
-      .rm(path.join(this.config.stateDir, 'egress', runId), { recursive: true, force: true })
-      .catch(() => undefined);
+    await fs.rm(egressSocketDir(this.config.stateDir, runId), { recursive: true, force: true }).catch(() => undefined);
   }
 
   /**
@@ -129,6 +127,11 @@ export class EgressService {
   async closeAll(keepRuns: boolean): Promise<void> {
     await Promise.all([...this.proxies.keys()].map((id) => (keepRuns ? this.detach(id) : this.close(id))));
   }
+}
+
+/** The folder of a run's proxy socket on the gateway: the same for every replica that serves the run. */
+export function egressSocketDir(stateDir: string, runId: string): string {
+  return path.join(stateDir, 'egress', runId);
 }
 
 export function egressLogDir(config: GatewayConfig): string {

@@ -42,6 +42,8 @@ export interface RunCensus {
   resources?(): Iterable<ResourceCounts>;
   /** The warm pool's classes (configured, so a bounded label) and their sandboxes now. */
   pool?(): { key: string; idle: number; starting: number }[];
+  /** Requests this gateway made to its provider's backend since it started, by kind (a cluster's API server). */
+  backendRequests?(): Record<string, number>;
 }
 
 /** Distinct server or kernel names one gateway labels; more become `other` (a runner cannot mint series). */
@@ -96,6 +98,16 @@ export class Metrics {
           this.set({ class: c.key, state: 'idle' }, c.idle);
           this.set({ class: c.key, state: 'starting' }, c.starting);
         }
+      },
+    });
+    new Counter({
+      name: 'tether_provider_api_requests_total',
+      help: "Requests to the provider's backend (the Kubernetes API server) by kind: list, watch, get, create, patch, delete, update, exec, attach",
+      labelNames: ['kind'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const [kind, n] of Object.entries(self.census?.backendRequests?.() ?? {})) this.inc({ kind }, n);
       },
     });
     new Gauge({

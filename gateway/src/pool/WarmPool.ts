@@ -8,6 +8,8 @@ import { LABELS, type Sandbox, type SandboxProvider } from '../sandbox/provider'
 export interface Warm {
   sandbox: Sandbox;
   runner: RunnerClient;
+  /** The claim is recorded in the sandbox itself (a shared pool's): no claim record is written. */
+  recorded?: boolean;
 }
 
 /** One kind of pooled sandbox: a run can take it only when it asks for exactly these limits. */

@@ -72,11 +72,15 @@ export class RunLifecycle {
     const t0 = performance.now();
     // A warm sandbox needs no engine work, so a claim skips the admission queue. Pooled
     // sandboxes have no egress and an empty managed workspace: runs with either start cold.
-    const pooled = hostWorkspace || spec.egress ? undefined : pool.claim(spec.limits, image);
+    const poolable = !hostWorkspace && !spec.egress;
+    const pooled = poolable ? pool.claim(spec.limits, image) : undefined;
     const run = new RunRecord(`run-${randomUUID()}`, tenant, spec, new Date(), pooled ? 'pool' : 'cold');
+    const cold = () => tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
     const started = pooled
       ? this.startClaimed(run, pooled, t0)
-      : tenancy.admit(tenant, () => this.start(run, hostWorkspace, image));
+      : poolable && pool.isShared
+        ? this.claimShared(run, image, t0, cold)
+        : cold();
     registry.add(run);
     let steps: Awaited<typeof started>;
     try {
@@ -100,6 +104,27 @@ export class RunLifecycle {
     return run;
   }
 
+  /** A claim in the pool every replica shares (an API call, after the run is registered), else a cold start. */
+  private async claimShared(
+    run: RunRecord,
+    image: string | undefined,
+    t0: number,
+    cold: () => Promise<void>,
+  ): Promise<ClaimSteps | undefined> {
+    const warm = await this.deps.pool
+      .claimShared(run.spec.limits, image, { runId: run.runId, tenant: run.tenant, labels: this.labelsFor(run) })
+      .catch((err: Error) => {
+        logger.warn({ runId: run.runId, err: err.message }, 'claiming from the shared pool failed; starting cold');
+        return undefined;
+      });
+    if (!warm) {
+      await cold();
+      return undefined;
+    }
+    run.claimedFromPool();
+    return this.startClaimed(run, warm, t0);
+  }
+
   /**
    * Binds a pooled sandbox to its run: the claim record (the container's labels cannot change)
    * and `bind` over the runner connection the pool holds open, side by side. Either order is
@@ -112,15 +137,18 @@ export class RunLifecycle {
     const taken = performance.now();
     try {
       this.watch(run, sandbox, runner);
-      let recorded = 0;
-      const record = claims
-        .write(sandbox.id, {
-          runId: run.runId,
-          tenant: run.tenant,
-          spec: run.spec,
-          createdAt: run.createdAt.toISOString(),
-        })
-        .then(() => (recorded = performance.now()));
+      let recorded = taken;
+      // A shared pool's claim is recorded on the sandbox itself, by the claim.
+      const record = warm.recorded
+        ? Promise.resolve()
+        : claims
+            .write(sandbox.id, {
+              runId: run.runId,
+              tenant: run.tenant,
+              spec: run.spec,
+              createdAt: run.createdAt.toISOString(),
+            })
+            .then(() => (recorded = performance.now()));
       const bind = runner.bind(
         { runId: run.runId, conversationId: run.spec.conversationId, features: run.spec.features },
         config.runs.startTimeoutSeconds * 1000,

@@ -120,8 +120,22 @@ export class RunRecord {
     readonly tenant: string,
     readonly spec: RunSpec,
     readonly createdAt: Date,
-    readonly start: RunStart = 'cold',
-  ) {}
+    start: RunStart = 'cold',
+  ) {
+    this.origin = start;
+  }
+
+  private origin: RunStart;
+
+  /** Where its sandbox came from. */
+  get start(): RunStart {
+    return this.origin;
+  }
+
+  /** Registered before its claim in a shared pool (an API call) succeeded: its sandbox is a pooled one. */
+  claimedFromPool(): void {
+    this.origin = 'pool';
+  }
 
   get state(): RunState {
     return this.current.state;

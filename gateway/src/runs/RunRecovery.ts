@@ -3,7 +3,14 @@ import type { EgressService } from '../egress/service';
 import { logger } from '../log';
 import type { ClaimStore } from '../pool/ClaimStore';
 import type { RunPool } from '../pool/RunPool';
-import { LABELS, SandboxUnreachableError, type SandboxProvider } from '../sandbox/provider';
+import {
+  LABELS,
+  type Sandbox,
+  type SandboxChange,
+  type SandboxInfo,
+  SandboxUnreachableError,
+  type SandboxProvider,
+} from '../sandbox/provider';
 import type { RunLifecycle } from './RunLifecycle';
 import { type PausedRecord, PausedStore } from './PausedStore';
 import { RunnerClient } from './RunnerClient';
@@ -12,9 +19,13 @@ import type { RunRegistry } from './RunRegistry';
 
 /** How long an idle pooled sandbox found on start-up may take to show it is healthy. */
 const ADOPT_TIMEOUT_MS = 5000;
-/** How often a replica sharing its runs with others looks for runs they created. */
-const DISCOVER_EVERY_MS = 2000;
 const FORGET_GONE_AFTER_MS = 5 * 60_000;
+const FORGET_CHECK_MS = 10_000;
+/** Beyond the start timeout, before a claimed sandbox left unbound is taken for its claimer's death. */
+const CLAIM_GRACE_MS = 5000;
+/** How soon a claimed sandbox found still unbound is looked at again: at first, then doubling up to the most. */
+const CLAIM_RECHECK_MS = 250;
+const CLAIM_RECHECK_MAX_MS = 4000;
 
 export interface RunRecoveryDeps {
   config: GatewayConfig;
@@ -34,8 +45,13 @@ export interface RunRecoveryDeps {
  * another replica created or removed.
  */
 export class RunRecovery {
-  private discoverer?: NodeJS.Timeout;
-  private discovering = false;
+  private forgetter?: NodeJS.Timeout;
+  /** Sandboxes being taken up now. */
+  private readonly takingUp = new Set<string>();
+  /** Claimed pooled sandboxes to look at again, by sandbox id. */
+  private readonly retries = new Map<string, NodeJS.Timeout>();
+  /** Claimed sandboxes found unbound, by id: how often so far (each check is a connection to the runner). */
+  private readonly unboundChecks = new Map<string, number>();
   /** Runs whose sandbox another replica (or the cluster) removed, and since when. */
   private readonly goneSince = new Map<string, number>();
 
@@ -56,6 +72,8 @@ export class RunRecovery {
     let left = 0;
     for (const info of found) {
       const pooled = info.labels[LABELS.pool] !== undefined;
+      // An idle sandbox of a pool every replica shares is the pool's, not this gateway's to adopt.
+      if (pooled && provider.capabilities.pool === 'shared') continue;
       // A pooled sandbox's run is in its claim record; without one it was idle.
       const claim = pooled ? await claims.read(info.id) : undefined;
       const pausedRun = paused.get((pooled ? claim?.runId : info.labels[LABELS.runId]) ?? '');
@@ -212,71 +230,169 @@ export class RunRecovery {
     }
   }
 
-  /** Where the provider's sandboxes are shared with other replicas: discovers their runs from now on. */
-  startDiscovery(): void {
-    if (!this.deps.provider.capabilities.sharedState) return;
-    this.discoverer = setInterval(() => void this.discover().catch(() => undefined), DISCOVER_EVERY_MS);
-    this.discoverer.unref();
+  /**
+   * Where the provider's sandboxes are shared with other replicas: from now on, takes up runs
+   * they create (or claim from the shared pool) as its watch reports them, and forgets runs
+   * whose sandbox they removed. Unlike `recover`, it removes nothing of theirs.
+   */
+  async startDiscovery(): Promise<void> {
+    const { provider } = this.deps;
+    if (!provider.capabilities.sharedState) return;
+    if (!provider.watch) throw new Error(`the ${provider.name} provider shares its sandboxes but cannot watch them`);
+    await provider.watch((c) => this.changed(c));
+    this.forgetter = setInterval(() => this.forgetGone(), FORGET_CHECK_MS);
+    this.forgetter.unref();
   }
 
   stopDiscovery(): void {
-    if (this.discoverer) clearInterval(this.discoverer);
+    if (this.forgetter) clearInterval(this.forgetter);
+    for (const t of this.retries.values()) clearTimeout(t);
+    this.retries.clear();
+  }
+
+  private changed({ change, info }: SandboxChange): void {
+    if (change === 'removed' || !info.running) {
+      this.gone(info.id);
+      return;
+    }
+    // An idle pooled sandbox is no run (the pool looks after it); a claimed one carries its run's labels.
+    if (info.labels[LABELS.pool] !== undefined) return;
+    const runId = info.labels[LABELS.runId];
+    if (!runId || this.deps.registry.has(runId) || this.takingUp.has(info.id)) return;
+    if (info.ready) return void this.takeUp(info);
+    // Still being started by another replica, or left unbooted by one that died while starting it.
+    if (info.giveUpAt === undefined) return;
+    const left = info.giveUpAt - Date.now();
+    if (left > 0) {
+      this.lookAgain(info.id, left);
+      return;
+    }
+    logger.warn(
+      { runId, sandbox: info.id },
+      'a run sandbox never booted (its replica died while starting it): removing it',
+    );
+    void this.deps.provider.remove(info.id).catch(() => undefined);
+  }
+
+  /** Looks at a sandbox again after `ms` (once: a later call while one is pending does nothing). */
+  private lookAgain(id: string, ms: number): void {
+    if (this.retries.has(id)) return;
+    const retry = setTimeout(() => {
+      this.retries.delete(id);
+      const { provider, config } = this.deps;
+      void provider
+        .list({ [LABELS.managed]: 'true', [LABELS.instance]: config.instance })
+        .then((all) => {
+          const now = all.find((i) => i.id === id);
+          if (now) this.changed({ change: 'changed', info: now });
+        })
+        .catch(() => undefined);
+    }, ms + 100);
+    retry.unref();
+    this.retries.set(id, retry);
   }
 
   /**
-   * Where replicas share the runs (Kubernetes): takes up runs another replica created, and
-   * forgets runs whose sandbox another replica removed. Unlike `recover`, it removes nothing.
+   * A run another replica made: registered at once (STARTING, so GetRun finds it), connected
+   * to and initialized. A sandbox claimed from the shared pool whose runner is still unbound
+   * past the start timeout was claimed by a replica that died before it answered CreateRun:
+   * nobody knows that run, and it is removed.
    */
-  async discover(): Promise<number> {
-    if (this.discovering) return 0;
-    this.discovering = true;
+  private async takeUp(info: SandboxInfo): Promise<void> {
+    const { provider, registry, lifecycle, egress } = this.deps;
+    const runId = info.labels[LABELS.runId]!;
+    const tenant = info.labels[LABELS.tenant];
+    let saved: { spec: RunSpec; createdAt: string };
     try {
-      const { provider, registry, lifecycle } = this.deps;
-      const found = await provider.list(this.selector);
-      const ids = new Set(found.map((f) => f.id));
-      // A run whose sandbox is gone stays (FAILED, with the reason) for a while, so that its
-      // tenant can still learn why; then it is forgotten, as DeleteRun on another replica meant.
-      const now = Date.now();
-      for (const run of registry.all()) {
-        const { runId } = run;
-        if (!run.sandbox || run.state === 'STARTING' || ids.has(run.sandbox.id)) {
-          this.goneSince.delete(runId);
-          continue;
-        }
-        const since = this.goneSince.get(runId) ?? now;
-        this.goneSince.set(runId, since);
-        if (now - since < FORGET_GONE_AFTER_MS) continue;
-        run.runner?.dispose();
+      saved = JSON.parse(Buffer.from(info.labels[LABELS.spec] ?? '', 'base64').toString('utf8'));
+    } catch {
+      return;
+    }
+    if (!tenant || !saved?.spec) return;
+    this.takingUp.add(info.id);
+    const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt), info.claimedAt ? 'pool' : 'cold');
+    try {
+      const sandbox = await provider.attach(info.id);
+      if (info.claimedAt && (await this.unanswered(sandbox, info.claimedAt))) return;
+      if (registry.has(runId)) return;
+      registry.add(run);
+      // This replica's own proxy of the run: the sandbox carries its egress to every replica that holds it.
+      if (saved.spec.egress) await egress.open(runId, tenant, saved.spec.egress);
+      await lifecycle.connect(run, sandbox);
+    } catch (err) {
+      // Not ours to remove: the replica that created it (or its pod's end) decides.
+      logger.debug({ runId, err: (err as Error).message }, 'could not take up a run yet');
+      run.runner?.dispose();
+      if (registry.all().includes(run)) {
         registry.remove(runId);
-        this.goneSince.delete(runId);
+        await egress.close(runId);
       }
-      let taken = 0;
-      for (const info of found) {
-        const runId = info.labels[LABELS.runId];
-        const tenant = info.labels[LABELS.tenant];
-        if (!info.running || !runId || !tenant || registry.has(runId) || info.labels[LABELS.pool] !== undefined)
-          continue;
-        let saved: { spec: RunSpec; createdAt: string };
-        try {
-          saved = JSON.parse(Buffer.from(info.labels[LABELS.spec] ?? '', 'base64').toString('utf8'));
-        } catch {
-          continue;
-        }
-        const run = new RunRecord(runId, tenant, saved.spec, new Date(saved.createdAt), 'cold');
-        registry.add(run);
-        try {
-          await lifecycle.connect(run, await provider.attach(info.id));
-          taken++;
-        } catch (err) {
-          // Not ours to remove: the replica that created it (or its pod's end) decides.
-          logger.debug({ runId, err: (err as Error).message }, 'could not take up a run yet');
-          run.runner?.dispose();
-          registry.remove(runId);
-        }
-      }
-      return taken;
     } finally {
-      this.discovering = false;
+      this.takingUp.delete(info.id);
+    }
+  }
+
+  /**
+   * Whether a claimed pooled sandbox's CreateRun can never have been answered: its runner is
+   * unbound although the claim is older than the start timeout (the claimer binds before it
+   * answers, and gives up at that timeout). Such a sandbox is removed; one younger is looked at
+   * again once it is that old.
+   */
+  private async unanswered(sandbox: Sandbox, claimedAt: number): Promise<boolean> {
+    const { provider, config } = this.deps;
+    const limit = config.runs.startTimeoutSeconds * 1000 + CLAIM_GRACE_MS;
+    const probe = new RunnerClient(sandbox);
+    let bound: string | null;
+    try {
+      bound = (await probe.ping(config.runs.startTimeoutSeconds * 1000)).runId;
+    } finally {
+      probe.dispose();
+    }
+    const checks = (this.unboundChecks.get(sandbox.id) ?? 0) + 1;
+    if (bound !== null) {
+      this.unboundChecks.delete(sandbox.id);
+      return false;
+    }
+    const age = Date.now() - claimedAt;
+    if (age >= limit) {
+      this.unboundChecks.delete(sandbox.id);
+      logger.warn({ sandbox: sandbox.id }, 'a claimed pooled sandbox was never bound (its claimer died): removing it');
+      await provider.remove(sandbox.id).catch(() => undefined);
+      return true;
+    }
+    // The claimer may still be binding it (its bind and this ping race): looked at again soon,
+    // so the run is known here shortly after its claim, and removed once the claim is past its time.
+    provider.forget?.(sandbox.id);
+    // Often at first (a bind takes tens of ms), then less: every check opens a stream into the pod.
+    this.unboundChecks.set(sandbox.id, checks);
+    const wait = Math.min(CLAIM_RECHECK_MS * 2 ** (checks - 1), CLAIM_RECHECK_MAX_MS);
+    this.lookAgain(sandbox.id, Math.min(limit - age, wait));
+    return true;
+  }
+
+  /** A sandbox gone: a run being taken up is dropped, a known one is remembered FAILED for a while. */
+  private gone(id: string): void {
+    this.unboundChecks.delete(id);
+    for (const run of this.deps.registry.all()) {
+      if (run.sandbox?.id !== id) continue;
+      if (!this.goneSince.has(run.runId)) this.goneSince.set(run.runId, Date.now());
+    }
+  }
+
+  /**
+   * Runs whose sandbox is gone stay (FAILED, with the reason) for a while, so that their tenant
+   * can still learn why; then they are forgotten, as DeleteRun on another replica meant.
+   */
+  private forgetGone(now = Date.now()): void {
+    const { registry } = this.deps;
+    for (const [runId, since] of this.goneSince) {
+      if (now - since < FORGET_GONE_AFTER_MS) continue;
+      this.goneSince.delete(runId);
+      const run = registry.all().find((r) => r.runId === runId);
+      if (!run || run.state === 'PAUSED') continue;
+      run.runner?.dispose();
+      registry.remove(runId);
+      void this.deps.egress.close(runId);
     }
   }
 }

@@ -16,8 +16,22 @@ const USAGE_TIMEOUT_MS = 2000;
 export class RunRegistry {
   private readonly runs = new Map<string, RunRecord>();
 
-  /** `provider` is read for what a run uses now (GetRun), when it can say. */
-  constructor(private readonly provider: Pick<SandboxProvider, 'usage'>) {}
+  /** `provider` is read for what a run uses now (GetRun), when it can say, or says its runners do. */
+  constructor(private readonly provider: Pick<SandboxProvider, 'usage' | 'capabilities'>) {}
+
+  /**
+   * How a run's usage is read now: from its runner where the provider says so, else from the
+   * provider (GetRun) or the sandbox's own reader (metrics, at scrape time).
+   */
+  private reader(run: RunRecord, via: 'provider' | 'sandbox'): (() => Promise<SandboxUsage>) | undefined {
+    if (this.provider.capabilities.usageFromRunner) {
+      const runner = run.runner;
+      return runner ? () => runner.usage(USAGE_TIMEOUT_MS) : undefined;
+    }
+    const sandbox = run.sandbox;
+    if (via === 'sandbox') return sandbox?.usage ? () => sandbox.usage!() : undefined;
+    return sandbox && this.provider.usage ? () => this.provider.usage!(sandbox.id) : undefined;
+  }
 
   add(run: RunRecord): void {
     this.runs.set(run.runId, run);
@@ -84,8 +98,9 @@ export class RunRegistry {
 
   /** What the run uses now, as its provider measures it; undefined when it cannot say. */
   async usage(run: RunRecord): Promise<SandboxUsage | undefined> {
-    if (!run.sandbox || run.state === 'STOPPED' || !this.provider.usage) return undefined;
-    return this.provider.usage(run.sandbox.id).catch((err: Error) => {
+    const read = run.state === 'STOPPED' ? undefined : this.reader(run, 'provider');
+    if (!read) return undefined;
+    return read().catch((err: Error) => {
       logger.debug({ runId: run.runId, err: err.message }, 'no usage');
       return undefined;
     });
@@ -93,11 +108,14 @@ export class RunRegistry {
 
   /** What each live run uses now; a run whose sandbox cannot say (or takes over 2 s) is left out. */
   async usageByTenant(): Promise<RunUsage[]> {
-    const live = this.all().filter((r) => r.live && r.sandbox?.usage);
+    const live = this.all().flatMap((r) => {
+      const read = r.live ? this.reader(r, 'sandbox') : undefined;
+      return read ? [{ r, read }] : [];
+    });
     const read = await Promise.all(
-      live.map((r) =>
+      live.map(({ r, read }) =>
         Promise.race([
-          r.sandbox!.usage!(),
+          read(),
           new Promise<undefined>((res) => setTimeout(() => res(undefined), USAGE_TIMEOUT_MS).unref()),
         ]).then(
           (u) =>

@@ -36,7 +36,7 @@ import {
   type RunnerPhase,
   type ToolResult,
 } from '../../../protocol/src/tools';
-import { PingRequest, QuiesceRequest } from '../../../protocol/src/transport';
+import { PingRequest, QuiesceRequest, type UsageResult, UsageRequest } from '../../../protocol/src/transport';
 import type { Sandbox } from '../sandbox/provider';
 import { logger } from '../log';
 import type { Channel } from './connection/channel';
@@ -230,6 +230,19 @@ export class RunnerClient {
   async prepare(params: PrepareParams, timeoutMs: number): Promise<PrepareResult> {
     this.prepareParams = params;
     return this.request((c) => c.sendRequest(PrepareRequest.type, params), timeoutMs);
+  }
+
+  /**
+   * A runner another replica prepared with these same parameters (a shared pool's): this
+   * client may `bind` it, and a reconnect after the bind initializes as the run.
+   */
+  preparedElsewhere(params: PrepareParams): void {
+    this.prepareParams = params;
+  }
+
+  /** The sandbox's usage as the runner reads it from its own cgroup. */
+  async usage(timeoutMs: number): Promise<UsageResult> {
+    return this.request((c) => c.sendRequest(UsageRequest.type), timeoutMs);
   }
 
   /** Binds a prepared runner to its run: the claim's one round trip. */

@@ -7,17 +7,6 @@ import type { RunSpec } from './RunRecord';
 
 const LABEL_KEY = /^[a-zA-Z0-9][a-zA-Z0-9._\-/]{0,62}$/;
 
-/** The limits a CreateRun that asks for none gets: the pool's default class. */
-export function defaultLimits(config: GatewayConfig): RunSpec['limits'] {
-  const { default: d, max: m } = config.limits;
-  return {
-    memoryMb: Math.min(d.memoryMb, m.memoryMb),
-    cpuMillis: Math.min(d.cpuMillis, m.cpuMillis),
-    pids: Math.min(d.pids, m.pids),
-    diskMb: Math.min(d.diskMb, m.diskMb),
-  };
-}
-
 /** Checks a CreateRun request against the server's rules before anything starts, and fills in its limits. */
 export function normalizeSpec(config: GatewayConfig, spec: RunSpec): RunSpec {
   if (spec.conversationId.length > 256) throw invalid('conversation_id is longer than 256 characters');

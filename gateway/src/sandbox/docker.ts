@@ -130,6 +130,7 @@ export class DockerProvider implements SandboxProvider {
       get pauseDepths(): readonly PauseDepth[] {
         return provider.support.ok && config.fastPath ? ['portable', 'memory'] : ['portable'];
       },
+      pool: 'local',
     };
     this.disks = new LoopDisks(path.join(config.stateDir, 'disks', config.instance), config.docker.spareDisks);
     this.memory = new DockerCheckpoints({

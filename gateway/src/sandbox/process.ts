@@ -44,6 +44,7 @@ export class ProcessProvider implements SandboxProvider {
     sharedState: false,
     keepsRunsOnShutdown: false,
     egress: { carried: false, reason: 'the process provider cannot carry egress (only the docker provider can)' },
+    pool: 'local',
   };
   private readonly children = new Map<string, Child>();
 

@@ -167,6 +167,24 @@ export interface SandboxInfo {
   id: string;
   labels: Record<string, string>;
   running: boolean;
+  /**
+   * Its runner has been booted and can be connected to at once (`attach` waits for nothing).
+   * Told by providers whose sandboxes another replica may be starting (`sharedState`).
+   */
+  ready?: boolean;
+  /** A sandbox claimed from a shared pool: when the claim was made (ms since the epoch). */
+  claimedAt?: number;
+  /**
+   * Not `ready` yet: when the replica starting it will have given up (its start and boot timed
+   * out; ms since the epoch). Not ready after that, it was left by a replica that died.
+   */
+  giveUpAt?: number;
+}
+
+/** A change to a sandbox of this instance, whoever made it: for replicas that share their sandboxes. */
+export interface SandboxChange {
+  change: 'added' | 'changed' | 'removed';
+  info: SandboxInfo;
 }
 
 /**
@@ -192,6 +210,18 @@ export interface ProviderCapabilities {
   readonly pauseDepths?: readonly PauseDepth[];
   /** Why its runs cannot be paused, where `pauseDepths` is absent and there is more to say than that. */
   readonly noPauseReason?: string;
+  /**
+   * Where the warm pool lives. `local`: this gateway starts pooled sandboxes and keeps its
+   * claims in its state directory. `shared`: the provider's backend holds the pool
+   * (`sharedPool`), and every replica claims from it. `none`: runs always start cold.
+   */
+  readonly pool: 'local' | 'shared' | 'none';
+  /**
+   * Its runs' usage (GetRun, metrics) is read by the runner from its own cgroup, over the
+   * connection the gateway holds: the provider has no cheaper way to it (Kubernetes: the
+   * kubelet's figures need node access, and an exec per read would load the API server).
+   */
+  readonly usageFromRunner?: boolean;
 }
 
 /**
@@ -240,5 +270,77 @@ export interface SandboxProvider {
    */
   sweep?(labels: Record<string, string>, kept?: ReadonlySet<string>): Promise<number>;
   usage?(id: string): Promise<SandboxUsage>;
+  /** Requests made to the provider's backend since start, by kind, where it has one it should not overload (an API server). */
+  backendRequests?(): Record<string, number>;
+  /**
+   * Where `sharedState`: every change to this instance's sandboxes (including the ones there
+   * now, as `added`), as the backend reports it. Resolves once the first picture is in.
+   */
+  watch?(listener: (change: SandboxChange) => void): Promise<void>;
+  /** Lets go of a sandbox `attach` returned without touching it (another replica's to serve or remove). */
+  forget?(id: string): void;
+  /** Where `pool` is `shared`: the pool every replica claims from. */
+  readonly sharedPool?: SharedSandboxPool;
+  close(): Promise<void>;
+}
+
+/** One class of a shared pool: its key (`classKey`), what it is made of, and how many are kept idle. */
+export interface SharedPoolClass {
+  key: string;
+  limits: ResourceLimits;
+  image?: string;
+  size: number;
+}
+
+export interface SharedPoolOptions<L> {
+  classes: SharedPoolClass[];
+  /** Idle and starting pooled sandboxes at most, over all classes. */
+  maxTotal: number;
+  /** Their memory limits summed may not pass this (MiB). */
+  maxMemoryMb: number;
+  /** Sandboxes started for the pool at once (by the one replica that fills it). */
+  concurrency: number;
+  /** Labels every pooled sandbox carries (managed, instance). */
+  labels: Record<string, string>;
+  /** Readies a new pooled sandbox's runner for any run, before it is offered. */
+  prepare(sandbox: Sandbox): Promise<void>;
+  /** Opens this replica's connection to an idle pooled sandbox's runner, ahead of a claim. */
+  link(sandbox: Sandbox): Promise<L>;
+  /** Lets go of a connection `link` opened (the sandbox was claimed elsewhere, or is gone). */
+  unlink(link: L): void;
+}
+
+/** What a claim from a shared pool hands over: the sandbox, already the run's, and this replica's open link to it. */
+export interface SharedClaim<L> {
+  sandbox: Sandbox;
+  link: L;
+}
+
+export interface SharedPoolClassStats {
+  key: string;
+  target: number;
+  idle: number;
+  starting: number;
+  /** Idle ones this replica holds a connection to (can claim at once). */
+  linked: number;
+}
+
+/**
+ * A warm pool kept in the provider's backend (a cluster), shared by every gateway replica:
+ * one replica at a time refills it; any replica claims from it, and a claim is one atomic
+ * operation there, so no sandbox is ever claimed twice.
+ */
+export interface SharedSandboxPool {
+  start<L>(opts: SharedPoolOptions<L>): Promise<void>;
+  /**
+   * An idle sandbox of class `key`, made the run's (its labels `labels`) by an atomic claim;
+   * undefined when none this replica is linked to could be claimed.
+   */
+  claim<L>(
+    key: string,
+    run: { runId: string; tenant: string; labels: Record<string, string> },
+  ): Promise<SharedClaim<L> | undefined>;
+  stats(): SharedPoolClassStats[];
+  /** Stops refilling and lets go of its links; the pooled sandboxes stay for the other replicas. */
   close(): Promise<void>;
 }

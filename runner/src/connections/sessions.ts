@@ -20,9 +20,10 @@ import {
   type RunEventParams,
 } from '../../../protocol/src/run';
 import { CallToolRequest } from '../../../protocol/src/tools';
-import { PingRequest, QuiesceRequest } from '../../../protocol/src/transport';
+import { PingRequest, QuiesceRequest, UsageRequest } from '../../../protocol/src/transport';
 import { startEgressFromEnvironment } from '../egressBridge';
 import { logger } from '../log';
+import { UsageReader } from '../oom/usage';
 import { checkOomBeforeAnswer } from '../oom/watcher';
 import { ToolRegistry } from '../registry';
 import { RunContext } from '../run';
@@ -51,6 +52,8 @@ export class Sessions {
    * connections it would close now. Set by whoever owns the listeners.
    */
   quiesce?: { closing: () => number; close: () => Promise<void> };
+
+  private readonly usage = new UsageReader(() => this.prepared?.workspace);
 
   constructor(
     private readonly version: string,
@@ -94,6 +97,7 @@ export class Sessions {
       runId: this.run?.runId ?? null,
       connections: this.open.size,
     }));
+    connection.onRequest(UsageRequest.type, async () => this.usage.read());
     connection.onRequest(CallToolRequest.type, async (params, token) => {
       if (!this.run || !this.registry) throw new Error('runner not initialized');
       const cancellation = new CallCancellation();

@@ -10,7 +10,7 @@ export interface OomCounter {
   limitFile: string;
 }
 
-interface Mount {
+export interface Mount {
   root: string;
   mountPoint: string;
   fsType: string;
@@ -39,14 +39,18 @@ export function parseMountinfo(text: string): Mount[] {
   return mounts;
 }
 
-/** The memory cgroup's path in each hierarchy, from /proc/self/cgroup (`id:controllers:path`). */
-export function parseProcCgroup(text: string): { v1Memory?: string; v2?: string } {
-  const out: { v1Memory?: string; v2?: string } = {};
+/**
+ * The process's cgroup in each hierarchy, from /proc/self/cgroup (`id:controllers:path`): the
+ * memory controller's (v1), every v1 controller's by name, and the unified one (v2).
+ */
+export function parseProcCgroup(text: string): { v1Memory?: string; v2?: string; v1: Record<string, string> } {
+  const out: { v1Memory?: string; v2?: string; v1: Record<string, string> } = { v1: {} };
   for (const line of text.split('\n')) {
     const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
     if (!m) continue;
     if (m[1] === '0' && m[2] === '') out.v2 = m[3];
-    else if (m[2].split(',').includes('memory')) out.v1Memory = m[3];
+    else for (const c of m[2].split(',')) if (c) out.v1[c] = m[3];
+    if (m[2].split(',').includes('memory')) out.v1Memory = m[3];
   }
   return out;
 }
@@ -56,7 +60,7 @@ export function parseProcCgroup(text: string): { v1Memory?: string; v2?: string 
  * mounted (the mount's root is that cgroup, or `/` under a cgroup namespace); a host sees the
  * whole hierarchy and the cgroup below it.
  */
-function cgroupDir(mount: Mount, cgroup: string): string {
+export function cgroupDir(mount: Mount, cgroup: string): string {
   if (mount.root === '/') return path.posix.join(mount.mountPoint, cgroup);
   if (cgroup === mount.root || cgroup.startsWith(`${mount.root}/`))
     return path.posix.join(mount.mountPoint, cgroup.slice(mount.root.length));

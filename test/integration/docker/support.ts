@@ -115,12 +115,23 @@ export async function removeInstance(instance: string): Promise<void> {
       .getContainer(c.Id)
       .remove({ force: true })
       .catch(() => undefined);
-  const { Volumes } = await docker.listVolumes({ filters });
-  for (const v of Volumes ?? [])
-    await docker
-      .getVolume(v.Name)
-      .remove()
-      .catch(() => undefined);
+  // A volume whose container is being removed is still in use for a moment: tried again, and a
+  // volume left after that is said, not kept quietly on the machine.
+  for (let attempt = 0; ; attempt++) {
+    const { Volumes } = await docker.listVolumes({ filters });
+    const failed: string[] = [];
+    for (const v of Volumes ?? [])
+      await docker
+        .getVolume(v.Name)
+        .remove()
+        .catch((err: Error) => failed.push(`${v.Name}: ${err.message}`));
+    if (failed.length === 0) return;
+    if (attempt === 10) {
+      console.error(`volumes of ${instance} left behind:\n${failed.join('\n')}`);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }
 
 /**

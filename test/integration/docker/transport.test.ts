@@ -22,7 +22,7 @@ import { type Sandbox, SandboxUnreachableError } from '../../../gateway/src/sand
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { DockerProvider } from '../../../gateway/src/sandbox/docker';
 import { containerOf, containersOf, dockerConfig, execIn, removeInstance, until } from './support';
-import { PID1_PROBE, pid1Findings } from './pid1Probe';
+import { PID1_PROBE, pid1Findings, RUNNER_SCRIPT } from './pid1Probe';
 import { assertStrangersRefused } from '../../helpers/rawExchange';
 import { freePort } from '../../helpers/ports';
 
@@ -177,7 +177,7 @@ test('code in the run cannot read the secret: not in the environment, files, /pr
     '        if secret.encode() in data or bytes.fromhex(secret) in data: found.append(p)',
     '    except Exception as e: denied.append(p)',
     // The runner itself (not the init that started it, which holds no secret).
-    'runner = [d for d in glob.glob("/proc/[0-9]*") if open(d + "/cmdline", "rb").read().split(b"\\0")[1:2] == [b"/opt/tether/dist/runner/src/main.js"]]',
+    `runner = [d for d in glob.glob("/proc/[0-9]*") if open(d + "/cmdline", "rb").read().split(b"\\0")[1:2] == [b"${RUNNER_SCRIPT}"]]`,
     'mem = []',
     'for d in runner:',
     '    try:',

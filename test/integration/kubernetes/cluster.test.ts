@@ -150,14 +150,14 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
 
   it('grants the gateway ServiceAccount run pods and their streams in the runs namespace only', async () => {
     const authz = admin.makeApiClient(k8s.AuthorizationV1Api);
-    const may = async (namespace: string, verb: string, resource: string, subresource?: string) => {
+    const may = async (namespace: string, verb: string, resource: string, subresource?: string, group?: string) => {
       const review = await authz.createSubjectAccessReview({
         apiVersion: 'authorization.k8s.io/v1',
         kind: 'SubjectAccessReview',
         spec: {
           user: GATEWAY_USER,
           groups: ['system:serviceaccounts', `system:serviceaccounts:${SYSTEM_NS}`, 'system:authenticated'],
-          resourceAttributes: { namespace, verb, resource, subresource },
+          resourceAttributes: { namespace, verb, resource, subresource, group },
         },
       });
       return review.body.status?.allowed === true;
@@ -168,6 +168,7 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
       ['get', 'pods'],
       ['list', 'pods'],
       ['watch', 'pods'],
+      ['patch', 'pods'],
       ['create', 'pods', 'exec'],
       ['get', 'pods', 'exec'],
       ['create', 'pods', 'attach'],
@@ -187,6 +188,11 @@ describe('kubernetes test cluster', { timeout: 600_000 }, () => {
         false,
         `${verb} ${resource}${sub ? `/${sub}` : ''} in ${SYSTEM_NS}`,
       );
+    }
+    // The pool's Lease, in the runs namespace only.
+    for (const verb of ['get', 'create', 'update']) {
+      assert.equal(await may(RUNS_NS, verb, 'leases', undefined, 'coordination.k8s.io'), true, `${verb} leases`);
+      assert.equal(await may(SYSTEM_NS, verb, 'leases', undefined, 'coordination.k8s.io'), false, `${verb} leases`);
     }
     assert.equal(await may(RUNS_NS, 'get', 'secrets'), false, 'no secrets');
     assert.equal(await may(RUNS_NS, 'update', 'pods'), false, 'no pod updates');

@@ -135,7 +135,7 @@ describe('one run as a pod', () => {
     ]);
     const lines = probe.stdout.split('\n');
     assert.equal(lines[0], '1000');
-    assert.match(lines[1], /node-private .*runner\/src\/main\.js/, 'PID 1 is the runner itself');
+    assert.match(lines[1], /node-private .*runner\/src\/main\.bundle\.js/, 'PID 1 is the runner itself');
     assert.equal(lines[2], 'stdin-closed');
     assert.equal(lines[3], 'mem-closed');
     assert.equal(lines[4], '0');

@@ -6,8 +6,6 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { status } from '@grpc/grpc-js';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -16,41 +14,19 @@ import { after, before, test } from 'node:test';
 import { Approval, RunState } from '@tether/contract';
 import { TetherClient, resultText } from '../../../clients/typescript/src';
 import { runnerImage } from '../docker/support';
-import { adminConfig, adminConfigFile, deleteNamespace, runsNamespace, until } from './support';
+import { adminConfig, deleteNamespace, type Replica, runsNamespace, spawnReplica, stopReplica, until } from './support';
 
 const NS = `tether-runs-r${process.pid}`;
 const core = adminConfig().makeApiClient(k8s.CoreV1Api);
 const instance = `replicas-${process.pid}`;
 // Replicas share the transport key (in production: a Secret mounted into each gateway pod).
 const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-replicas-'));
-const children: ChildProcess[] = [];
 
-function serve(port: number): { child: ChildProcess; ready: Promise<void> } {
-  const child = spawn(process.execPath, [path.resolve(__dirname, '../../../../bin/tether'), 'serve'], {
-    env: {
-      ...process.env,
-      TETHER_TOKENS: 'token-a=acme,token-b=other',
-      TETHER_INSTANCE: instance,
-      TETHER_LISTEN: `127.0.0.1:${port}`,
-      TETHER_PROVIDER: 'kubernetes',
-      TETHER_K8S_NAMESPACE: NS,
-      TETHER_K8S_IMAGE: runnerImage(),
-      KUBECONFIG: adminConfigFile(),
-      TETHER_STATE_DIR: stateDir,
-      TETHER_POOL_SIZE: '0',
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  children.push(child);
-  const ready = new Promise<void>((resolve, reject) => {
-    let err = '';
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-      if (/listening on/.test(err)) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`gateway exited with ${code}: ${err}`)));
-  });
-  return { child, ready };
+const replicas: Replica[] = [];
+function serve(port: number): Replica {
+  const r = spawnReplica({ port, instance, namespace: NS, stateDir, image: runnerImage() });
+  replicas.push(r);
+  return r;
 }
 
 const base = 21000 + (process.pid % 10000);
@@ -77,11 +53,7 @@ before(async () => {
 
 after(async () => {
   clients.forEach((c) => c.close());
-  for (const c of children)
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGINT');
-      await once(c, 'exit');
-    }
+  for (const r of replicas) await stopReplica(r);
   await deleteNamespace(core, NS);
 });
 
@@ -98,9 +70,15 @@ test('two replicas serve one run at once; one killed mid-call loses only its cal
     approvals: { exec: Approval.AUTO, write: Approval.AUTO },
   });
   assert.equal(run.state, RunState.READY, run.error);
+  // Replica B did not create the run: its watch tells it, within a second of A's answer.
+  const answered = Date.now();
+  await until('replica B to know the run', 5_000, async () =>
+    (await viaB.getRun(run.runId).catch(() => undefined)) ? true : undefined,
+  );
+  const knownAfterMs = Date.now() - answered;
+  assert.ok(knownAfterMs <= 1000, `replica B knew the run ${knownAfterMs} ms after A answered`);
   await viaA.putFileMap(run.runId, { 'm.py': 'old_api(1, 2)\n' });
 
-  // Replica B did not create the run: it finds it by label.
   await until('replica B to serve the run', 30_000, async () => {
     const r = await viaB.getRun(run.runId).catch(() => undefined);
     return r?.state === RunState.READY ? r : undefined;

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 
@@ -209,4 +211,72 @@ export class AttachedRunner {
       }
     }
   }
+}
+
+export interface Replica {
+  child: ChildProcess;
+  port: number;
+  /** Resolves once it listens; rejects if it exits first. */
+  ready: Promise<void>;
+  /** What it wrote on stderr (its log). */
+  log(): string;
+}
+
+/**
+ * A gateway replica as its own process (`tether serve`), provider kubernetes on the test
+ * cluster: replicas of one instance share its runs. `config` is written to a file it reads
+ * (TETHER_CONFIG), for what has no variable; replicas share `stateDir` (its transport key, as
+ * production replicas share the key's Secret).
+ */
+export function spawnReplica(opts: {
+  port: number;
+  instance: string;
+  namespace: string;
+  stateDir: string;
+  image: string;
+  config?: Record<string, unknown>;
+  env?: Record<string, string>;
+}): Replica {
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    TETHER_TOKENS: 'token-a=acme,token-b=other',
+    TETHER_INSTANCE: opts.instance,
+    TETHER_LISTEN: `127.0.0.1:${opts.port}`,
+    TETHER_PROVIDER: 'kubernetes',
+    TETHER_K8S_NAMESPACE: opts.namespace,
+    TETHER_K8S_IMAGE: opts.image,
+    KUBECONFIG: adminConfigFile(),
+    TETHER_STATE_DIR: opts.stateDir,
+    TETHER_POOL_SIZE: '0',
+    ...opts.env,
+  };
+  if (opts.config) {
+    const file = path.join(opts.stateDir, `config-${opts.port}.json`);
+    writeFileSync(file, JSON.stringify(opts.config));
+    env.TETHER_CONFIG = file;
+  }
+  const child = spawn(process.execPath, [path.join(REPO, 'bin', 'tether'), 'serve'], {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      err += d.toString();
+      if (err.length > 1_000_000) err = err.slice(-500_000);
+      if (/listening on/.test(err)) resolve();
+    });
+    child.once('exit', (code, signal) =>
+      reject(new Error(`gateway exited with ${code ?? signal}: ${err.slice(-4000)}`)),
+    );
+  });
+  ready.catch(() => undefined);
+  return { child, port: opts.port, ready, log: () => err };
+}
+
+/** Stops a replica (SIGINT, as an orderly shutdown) unless it already ended. */
+export async function stopReplica(r: Replica): Promise<void> {
+  if (r.child.exitCode !== null || r.child.signalCode !== null) return;
+  r.child.kill('SIGINT');
+  await once(r.child, 'exit');
 }

@@ -80,6 +80,8 @@ test("the schema's defaults are the built-in config", () => {
       transport: 'exec',
       runnerPort: 7070,
       ephemeralOverheadMb: 256,
+      agentSandbox: false,
+      cpuRequestPercent: 10,
       workspace: { storageClassName: '', sizeMb: 1024, bindTimeoutSeconds: 60 },
       templates: {},
     },

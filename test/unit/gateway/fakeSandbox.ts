@@ -160,6 +160,7 @@ export class FakeProvider implements SandboxProvider {
     sharedState: false,
     keepsRunsOnShutdown: false,
     egress: { carried: false, reason: 'the fake provider cannot carry egress' },
+    pool: 'local',
   };
   readonly sandboxes = new Map<string, FakeSandbox>();
   readonly removed: string[] = [];

@@ -340,9 +340,9 @@ test('/metrics shows the pool: idle and starting sandboxes per class', async () 
   await m.close(false);
 });
 
-test("a provider whose sandboxes other replicas share keeps no pool: claims live in one replica's state", async () => {
+test('a provider that declares no pool gets none: every run starts cold', async () => {
   const provider = new FakeProvider();
-  provider.capabilities = { ...provider.capabilities, sharedState: true };
+  provider.capabilities = { ...provider.capabilities, pool: 'none' };
   const m = assembleRuns(poolConfig(), provider);
   await m.pool.start();
   assert.equal(m.pool.warm, undefined);

@@ -18,7 +18,14 @@ const spec: SandboxSpec = {
   },
   limits: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 128 },
 };
-const opts = { namespace: 'runs', image: 'tether-runner:abc', uid: 1000, gid: 1000, ephemeralOverheadMb: 256 };
+const opts = {
+  namespace: 'runs',
+  image: 'tether-runner:abc',
+  uid: 1000,
+  gid: 1000,
+  ephemeralOverheadMb: 256,
+  cpuRequestPercent: 10,
+};
 
 test('a run pod is hardened and limited as the run asks', () => {
   const pod = runPod(spec, { ...opts, runtimeClassName: 'gvisor' });
@@ -33,6 +40,9 @@ test('a run pod is hardened and limited as the run asks', () => {
   assert.equal(c.securityContext!.readOnlyRootFilesystem, true);
   assert.equal(c.securityContext!.allowPrivilegeEscalation, false);
   assert.deepEqual(c.resources!.limits, { cpu: '500m', memory: '1024Mi', 'ephemeral-storage': '384Mi' });
+  // CPU is requested as a share of the limit (a node holds more than its cores' worth of idle runs); memory in full.
+  assert.equal(c.resources!.requests!.cpu, '50m');
+  assert.equal(c.resources!.requests!.memory, '1024Mi');
   assert.equal(c.stdin, true);
   assert.equal(c.stdinOnce, false);
   const vols = Object.fromEntries(pod.spec!.volumes!.map((v) => [v.name, v.emptyDir]));

@@ -17,7 +17,14 @@ const spec = {
   labels: {},
   limits: { memoryMb: 512, cpuMillis: 500, pids: 256, diskMb: 64 },
 };
-const opts = { namespace: 'runs', image: 'tether-runner:abc', uid: 1000, gid: 1000, ephemeralOverheadMb: 256 };
+const opts = {
+  namespace: 'runs',
+  image: 'tether-runner:abc',
+  uid: 1000,
+  gid: 1000,
+  ephemeralOverheadMb: 256,
+  cpuRequestPercent: 10,
+};
 const TOKENS = { TETHER_TOKENS: 'tok=acme' };
 const pod = (status: k8s.V1PodStatus): k8s.V1Pod => ({ metadata: { name: 'tether-run-1' }, status });
 

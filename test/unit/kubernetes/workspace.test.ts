@@ -19,7 +19,14 @@ const spec: SandboxSpec = {
   labels: { [LABELS.managed]: 'true', [LABELS.instance]: 'default', [LABELS.runId]: 'run-1', [LABELS.tenant]: 'acme' },
   limits: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 128 },
 };
-const opts = { namespace: 'runs', image: 'tether-runner:abc', uid: 1000, gid: 1000, ephemeralOverheadMb: 256 };
+const opts = {
+  namespace: 'runs',
+  image: 'tether-runner:abc',
+  uid: 1000,
+  gid: 1000,
+  ephemeralOverheadMb: 256,
+  cpuRequestPercent: 10,
+};
 const storage = { storageClassName: 'fast-local', sizeMb: 2048, bindTimeoutSeconds: 30 };
 
 function created(pod: V1Pod): V1Pod {

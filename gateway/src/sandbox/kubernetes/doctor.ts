@@ -4,20 +4,30 @@ import type { Check } from '../../checks';
 import { resolveImage } from '../image';
 import { loadKubeConfig } from './KubernetesProvider';
 
-/** What the gateway does in the runs namespace, as (resource, subresource, verb). */
-const NEEDED: [string, string, string][] = [
+/** What the gateway does in the runs namespace, as (resource, subresource, verb[, API group]). */
+type Need = [string, string, string, string?];
+const NEEDED: Need[] = [
   ['pods', '', 'create'],
   ['pods', '', 'get'],
   ['pods', '', 'list'],
   ['pods', '', 'watch'],
   ['pods', '', 'delete'],
+  // Marks a booted pod, and claims a pooled one (a patch guarded by its resourceVersion).
+  ['pods', '', 'patch'],
   ['pods', 'exec', 'create'],
   ['pods', 'attach', 'create'],
   ['events', '', 'list'],
 ];
 
+/** What the shared warm pool adds: the Lease that says which replica fills it. */
+const NEEDED_FOR_POOL: Need[] = [
+  ['leases', '', 'get', 'coordination.k8s.io'],
+  ['leases', '', 'create', 'coordination.k8s.io'],
+  ['leases', '', 'update', 'coordination.k8s.io'],
+];
+
 /** What a claimed workspace adds (`kubernetes.workspace.storageClassName`). */
-const NEEDED_FOR_CLAIMS: [string, string, string][] = [
+const NEEDED_FOR_CLAIMS: Need[] = [
   ['persistentvolumeclaims', '', 'create'],
   ['persistentvolumeclaims', '', 'get'],
   ['persistentvolumeclaims', '', 'list'],
@@ -66,10 +76,15 @@ export async function diagnoseKubernetes(config: GatewayConfig): Promise<Check[]
   const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
   const missing: string[] = [];
   const claims = !!config.kubernetes.workspace.storageClassName;
-  for (const [resource, subresource, verb] of claims ? [...NEEDED, ...NEEDED_FOR_CLAIMS] : NEEDED) {
+  const { size, templates, maxTotal } = config.pool;
+  const pool = maxTotal > 0 && (size > 0 || Object.values(templates).some((n) => n > 0));
+  const needs = [...NEEDED, ...(claims ? NEEDED_FOR_CLAIMS : []), ...(pool ? NEEDED_FOR_POOL : [])];
+  for (const [resource, subresource, verb, group] of needs) {
     try {
       const { body } = await authz.createSelfSubjectAccessReview({
-        spec: { resourceAttributes: { namespace: ns, resource, subresource: subresource || undefined, verb } },
+        spec: {
+          resourceAttributes: { namespace: ns, group, resource, subresource: subresource || undefined, verb },
+        },
       });
       if (!body.status?.allowed) missing.push(`${verb} ${resource}${subresource ? `/${subresource}` : ''}`);
     } catch (err) {
@@ -87,7 +102,7 @@ export async function diagnoseKubernetes(config: GatewayConfig): Promise<Check[]
       : {
           name: 'rbac',
           status: 'ok',
-          detail: `pods, pods/exec, pods/attach${claims ? ', persistentvolumeclaims' : ''} and events in namespace ${ns}`,
+          detail: `pods, pods/exec, pods/attach${claims ? ', persistentvolumeclaims' : ''}${pool ? ', leases' : ''} and events in namespace ${ns}`,
         },
   );
 

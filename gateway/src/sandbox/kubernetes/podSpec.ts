@@ -1,4 +1,5 @@
 import type { V1Pod } from '@kubernetes/client-node';
+import { EGRESS_MOUNT, egressEnvironment } from '../../egress/service';
 import { LABELS, type SandboxSpec } from '../provider';
 import { workspaceVolume } from './workspaceVolume';
 
@@ -14,8 +15,16 @@ export const RUNNER_PORT_NAME = 'runner';
 export const TERMINATION_MESSAGE_PATH = '/dev/termination-log';
 /** Every label of a run, as JSON: Kubernetes label values cannot hold them all (63 characters). */
 export const LABELS_ANNOTATION = 'dev.tether.labels';
+/** The id the run's secret is derived from: the run's id, or a pooled pod's own (it keeps it once claimed). */
+export const BOOT_ID_ANNOTATION = 'dev.tether.boot-id';
+/** Set once the runner has its boot line: another replica may connect without probing for the socket. */
+export const BOOTED_ANNOTATION = 'dev.tether.booted';
+/** A pooled pod's state: `starting` (being booted and prepared), `idle` (claimable), `claimed` (a run's). */
+export const POOL_STATE_LABEL = 'dev.tether.pool-state';
+/** On a claimed pooled pod: which replica claimed it, and when (JSON `{by, at}`). */
+export const CLAIM_ANNOTATION = 'dev.tether.claim';
 /** The labels a pod carries as Kubernetes labels: the ones runs are found and selected by. */
-const SELECTOR_LABELS: string[] = [LABELS.managed, LABELS.instance, LABELS.runId, LABELS.tenant, LABELS.pool];
+export const SELECTOR_LABELS: string[] = [LABELS.managed, LABELS.instance, LABELS.runId, LABELS.tenant, LABELS.pool];
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 export interface PodOptions {
@@ -26,10 +35,17 @@ export interface PodOptions {
   runtimeClassName?: string;
   /** Room on the node's disk beyond the workspace: the container's logs and writable layer. */
   ephemeralOverheadMb: number;
+  /** The share of the run's CPU limit its pod requests, in percent (memory is requested in full). */
+  cpuRequestPercent: number;
   /** The TCP port the runner listens on (the tcp transport); absent: the pod declares none. */
   runnerPort?: number;
   /** The run's own PersistentVolumeClaim as its workspace, instead of an `emptyDir` on the node. */
   workspaceClaim?: string;
+}
+
+/** The CPU a run's pod requests: a share of its limit, never below 10m (the scheduler's granularity is 1m). */
+export function cpuRequestMillis(limitMillis: number, percent: number): number {
+  return Math.min(limitMillis, Math.max(10, Math.round((limitMillis * percent) / 100)));
 }
 
 /** A pod name for a run: a DNS label, as Kubernetes requires. */
@@ -60,11 +76,8 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
   const diskMb = limits.diskMb ?? 0;
   // A claimed workspace is not on the node's disk: the ephemeral limit is the overhead alone.
   const nodeDiskMb = opts.workspaceClaim ? 0 : diskMb;
-  const labels: Record<string, string> = {};
-  for (const key of SELECTOR_LABELS) {
-    const v = spec.labels[key];
-    if (v !== undefined && isLabelValue(v)) labels[key] = v;
-  }
+  const labels = selectorLabels(spec.labels);
+  if (spec.labels[LABELS.pool] !== undefined) labels[POOL_STATE_LABEL] = 'starting';
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -72,7 +85,7 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
       name: podName(spec.runId),
       namespace: opts.namespace,
       labels,
-      annotations: { [LABELS_ANNOTATION]: JSON.stringify(spec.labels) },
+      annotations: { [LABELS_ANNOTATION]: JSON.stringify(spec.labels), [BOOT_ID_ANNOTATION]: spec.runId },
     },
     spec: {
       restartPolicy: 'Never',
@@ -108,6 +121,7 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
             { name: 'TETHER_RUN_ID', value: spec.runId },
             { name: 'TETHER_WORKSPACE', value: WORKSPACE },
             { name: 'HOME', value: HOME },
+            ...(spec.egress ? egressEnvironment(spec.egress).map(asEnv) : []),
           ],
           securityContext: {
             allowPrivilegeEscalation: false,
@@ -118,9 +132,11 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
             seccompProfile: { type: 'RuntimeDefault' },
           },
           resources: {
-            // Requests equal limits for CPU and memory: the scheduler places the run by what it may use.
+            // Memory is requested in full: it cannot be taken back from a run, only OOM-killed.
+            // CPU can (it is throttled), and a run mostly idles while its agent thinks: requesting
+            // all of its limit would keep a 2-core node to one run and a warm pool from filling.
             requests: {
-              cpu: `${limits.cpuMillis}m`,
+              cpu: `${cpuRequestMillis(limits.cpuMillis, opts.cpuRequestPercent)}m`,
               memory: `${limits.memoryMb}Mi`,
               'ephemeral-storage': `${Math.min(nodeDiskMb, 64) + 16}Mi`,
             },
@@ -135,6 +151,7 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
             { name: 'tmp', mountPath: '/tmp' },
             { name: 'home', mountPath: HOME },
             { name: 'sockets', mountPath: SOCKET_DIR },
+            ...(spec.egress ? [{ name: 'egress', mountPath: EGRESS_MOUNT }] : []),
           ],
         },
       ],
@@ -143,9 +160,36 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: `${scratchMb}Mi` } },
         { name: 'home', emptyDir: { medium: 'Memory', sizeLimit: `${scratchMb}Mi` } },
         { name: 'sockets', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+        // Where the egress carrier, exec'd by a replica, listens for the runner's bridge.
+        ...(spec.egress ? [{ name: 'egress', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } }] : []),
       ],
     },
   };
+}
+
+const asEnv = (line: string) => {
+  const at = line.indexOf('=');
+  return { name: line.slice(0, at), value: line.slice(at + 1) };
+};
+
+/** Whether a run's pod was made with egress: the runner's bridge is told where the carrier listens. */
+export function hasEgress(pod: V1Pod): boolean {
+  return !!pod.spec?.containers?.[0]?.env?.some((e) => e.name === 'TETHER_EGRESS_SOCKET');
+}
+
+/** The run labels a pod carries as Kubernetes labels (those whose value is a valid label value). */
+export function selectorLabels(runLabels: Record<string, string>): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const key of SELECTOR_LABELS) {
+    const v = runLabels[key];
+    if (v !== undefined && isLabelValue(v)) labels[key] = v;
+  }
+  return labels;
+}
+
+/** The id a pod's runner secret is derived from. */
+export function bootId(pod: V1Pod): string {
+  return pod.metadata?.annotations?.[BOOT_ID_ANNOTATION] || pod.metadata?.labels?.[LABELS.runId] || '';
 }
 
 /** A pod's run labels, from its annotation (all of them) or else its Kubernetes labels. */

@@ -1,5 +1,6 @@
 import type * as k8s from '@kubernetes/client-node';
 import { eventsAbout, eventTime } from './events';
+import { bodyMessage, MERGE_PATCH, statusOf } from './apiErrors';
 
 /** Where a run's workspace lives when `kubernetes.workspace.storageClassName` is set. */
 export interface WorkspaceStorage {
@@ -18,13 +19,6 @@ const POLL_MS = 250;
  * whose pod is gone. Taken off when a resumed run's pod owns it again.
  */
 export const KEPT_LABEL = 'dev.tether.kept';
-
-const MERGE_PATCH = { headers: { 'Content-Type': 'application/merge-patch+json' } };
-
-const status = (err: unknown) =>
-  (err as { statusCode?: number }).statusCode ?? (err as { response?: { statusCode?: number } }).response?.statusCode;
-const bodyMessage = (err: unknown) =>
-  (err as { body?: { message?: string } }).body?.message ?? (err as Error).message ?? String(err);
 
 /** The run's claim: named after its pod, so each run has its own and finds it again by name. */
 export function claimName(podName: string): string {
@@ -160,7 +154,7 @@ export class WorkspaceClaims {
         MERGE_PATCH,
       );
     } catch (err) {
-      if (status(err) === 404) throw new Error(`the workspace claim ${name} is gone`);
+      if (statusOf(err) === 404) throw new Error(`the workspace claim ${name} is gone`);
       throw new Error(`could not update the workspace claim ${name}: ${bodyMessage(err)}`);
     }
   }
@@ -169,7 +163,7 @@ export class WorkspaceClaims {
     try {
       await this.core.deleteNamespacedPersistentVolumeClaim(name, this.ns);
     } catch (err) {
-      if (status(err) !== 404) throw err;
+      if (statusOf(err) !== 404) throw err;
     }
   }
 

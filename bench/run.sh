@@ -21,7 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-all=(call-latency transport clients cpu-per-call containers pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability)
+all=(call-latency transport clients cpu-per-call containers pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability packs)
 chosen=("${@:-${all[@]}}")
 for b in "${chosen[@]}"; do
   echo "==> bench $b"
@@ -41,6 +41,7 @@ for b in "${chosen[@]}"; do
     cards-and-workers) node dist/bench/cards-and-workers.js 500 docker ;;
     tenancy) node dist/bench/tenancy.js 8 512 ;;
     observability) node dist/bench/observability.js 4000 process ;;
+    packs) node dist/bench/packs.js 10 ;;
     # Not in the default list: the cluster's binaries take long to build cold (docs/kubernetes.md).
     kubernetes)
       bash scripts/cluster.sh up && bash scripts/cluster.sh load-image "$TETHER_IMAGE"

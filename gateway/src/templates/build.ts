@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import type { TemplateImageBuilder } from '../sandbox/templateImages';
 import { BASE_TEMPLATE, TEMPLATE_LABELS, TEMPLATE_NAME, templateRepository } from './naming';
+import { addPacksToContext, isPackInstall, loadPack, packCacheDir } from './packs';
 
 /** The build argument a template's Dockerfile names its base by. */
 export const BASE_ARG = 'TETHER_IMAGE';
@@ -10,7 +12,11 @@ export const BASE_ARG = 'TETHER_IMAGE';
 export interface TemplateBuildOptions {
   name: string;
   /** The build context: a Dockerfile (full, or a fragment without FROM) and what it copies. */
-  dir: string;
+  dir?: string;
+  /** Language packs (folders of packs/) added after the Dockerfile's own steps. */
+  packs?: string[];
+  /** Where packs' npm installs are cached (default ~/.cache/tether/packs). */
+  packCache?: string;
   /** The runner image to build on. */
   baseImage: string;
   /** The engine that builds it (`templateBuilder()` of sandbox/templateEngine). */
@@ -41,15 +47,16 @@ export function effectiveDockerfile(text: string): string {
   return text;
 }
 
-/** Names and contents of every file under dir, in a fixed order. */
+/** Names and contents of every file under dir, in a fixed order (a pack's install by its lockfile). */
 async function hashTree(hash: ReturnType<typeof createHash>, dir: string, rel = ''): Promise<void> {
   const entries = (await fs.readdir(path.join(dir, rel), { withFileTypes: true })).sort((a, b) =>
     a.name < b.name ? -1 : 1,
   );
   for (const e of entries) {
     const p = path.posix.join(rel, e.name);
-    if (e.isDirectory()) await hashTree(hash, dir, p);
-    else if (e.isSymbolicLink()) hash.update(`L ${p} ${await fs.readlink(path.join(dir, p))}\n`);
+    if (e.isDirectory()) {
+      if (!isPackInstall(p)) await hashTree(hash, dir, p);
+    } else if (e.isSymbolicLink()) hash.update(`L ${p} ${await fs.readlink(path.join(dir, p))}\n`);
     else if (e.isFile())
       hash
         .update(`F ${p} `)
@@ -67,37 +74,58 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
   const out = opts.progress ?? process.stderr;
   if (!TEMPLATE_NAME.test(name) || name === BASE_TEMPLATE)
     throw new Error(`template name ${JSON.stringify(name)} must match ${TEMPLATE_NAME} and not be "${BASE_TEMPLATE}"`);
-  const dockerfilePath = path.join(dir, 'Dockerfile');
-  let text: string;
-  try {
-    text = await fs.readFile(dockerfilePath, 'utf8');
-  } catch {
-    throw new Error(
-      `${dockerfilePath} not found: a template folder holds a Dockerfile (a full one FROM \${${BASE_ARG}}, or a fragment without FROM)`,
-    );
-  }
-  const dockerfile = effectiveDockerfile(text);
+  const packs = [...new Set(opts.packs ?? [])].map((p) => loadPack(p));
+  if (!dir && packs.length === 0) throw new Error('a template needs a folder with a Dockerfile, or at least one pack');
+  const own = dir ? await readDockerfile(dir) : '';
   const baseId = await builder.imageId(baseImage);
   if (!baseId) throw new Error(`runner image ${baseImage} not found: run scripts/setup.sh first`);
 
-  const hash = createHash('sha256');
-  hash.update(`${baseImage} ${baseId}\n`).update(dockerfile).update('\n');
-  await hashTree(hash, dir);
-  const inputs = hash.digest('hex').slice(0, 16);
-  const tag = `${templateRepository(name)}:${inputs}`;
-  if (await builder.imageId(tag)) {
-    out.write(`${tag} exists, not rebuilding\n`);
-    return { tag, built: false, seconds: 0 };
-  }
+  // The context: the template's folder as it is, or a copy of it with the packs beside it.
+  const context = packs.length > 0 ? await fs.mkdtemp(path.join(os.tmpdir(), 'tether-template-')) : (dir as string);
+  try {
+    let dockerfile = effectiveDockerfile(own);
+    if (packs.length > 0) {
+      if (dir) await fs.cp(dir, context, { recursive: true });
+      dockerfile += await addPacksToContext(packs, context, opts.packCache ?? packCacheDir(), out);
+    }
+    const hash = createHash('sha256');
+    hash.update(`${baseImage} ${baseId}\n`).update(dockerfile).update('\n');
+    await hashTree(hash, context);
+    const inputs = hash.digest('hex').slice(0, 16);
+    const tag = `${templateRepository(name)}:${inputs}`;
+    if (await builder.imageId(tag)) {
+      out.write(`${tag} exists, not rebuilding\n`);
+      return { tag, built: false, seconds: 0 };
+    }
 
-  out.write(`building ${tag} on ${baseImage}\n`);
-  const t0 = Date.now();
-  const labels = { [TEMPLATE_LABELS.name]: name, [TEMPLATE_LABELS.base]: baseImage, [TEMPLATE_LABELS.inputs]: inputs };
-  await builder.build({ name, dir, dockerfile, buildArgs: { [BASE_ARG]: baseImage }, labels, tag }, out);
-  await checkRunnerKept(builder, tag, baseImage);
-  const seconds = Math.round((Date.now() - t0) / 100) / 10;
-  out.write(`built ${tag} in ${seconds}s\n`);
-  return { tag, built: true, seconds };
+    out.write(
+      `building ${tag} on ${baseImage}${packs.length ? ` with packs ${packs.map((p) => p.name).join(', ')}` : ''}\n`,
+    );
+    const t0 = Date.now();
+    const labels = {
+      [TEMPLATE_LABELS.name]: name,
+      [TEMPLATE_LABELS.base]: baseImage,
+      [TEMPLATE_LABELS.inputs]: inputs,
+    };
+    await builder.build({ name, dir: context, dockerfile, buildArgs: { [BASE_ARG]: baseImage }, labels, tag }, out);
+    await checkRunnerKept(builder, tag, baseImage);
+    const seconds = Math.round((Date.now() - t0) / 100) / 10;
+    out.write(`built ${tag} in ${seconds}s\n`);
+    return { tag, built: true, seconds };
+  } finally {
+    if (context !== dir) await fs.rm(context, { recursive: true, force: true });
+  }
+}
+
+async function readDockerfile(dir: string): Promise<string> {
+  const file = path.join(dir, 'Dockerfile');
+  try {
+    return await fs.readFile(file, 'utf8');
+  } catch {
+    throw new Error(
+      `${file} not found: a template folder holds a Dockerfile (a full one FROM \${${BASE_ARG}}, or a fragment without FROM)`,
+    );
+  }
 }
 
 /** A template adds to the runner image; it may not replace how the runner starts. */

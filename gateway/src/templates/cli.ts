@@ -4,23 +4,36 @@ import { resolveImage } from '../sandbox/image';
 import { builtTemplateImages, templateBuilder } from '../sandbox/templateEngine';
 import { buildTemplate } from './build';
 import { TemplateCatalog } from './catalog';
+import { listPacks, loadPack, packsDir } from './packs';
 
 /** `tether template build|list`. */
 export function registerTemplateCommands(program: Command, fail: (err: unknown) => never): void {
   const template = program.command('template').description('runner templates: images derived from the runner image');
   template
-    .command('build <name> <dir>')
+    .command('build <name> [dir]')
     .description(
-      'build a template from DIR/Dockerfile (a fragment, or a full Dockerfile FROM $TETHER_IMAGE); tagged by content hash',
+      'build a template from DIR/Dockerfile (a fragment, or a full Dockerfile FROM $TETHER_IMAGE) and any language packs; tagged by content hash',
     )
     .option('--config <file>', 'JSON config file (or TETHER_CONFIG), for docker.image')
     .option('--base <image>', 'the runner image to build on (default: docker.image, else the one setup.sh built)')
-    .action(async (name: string, dir: string, o: { config?: string; base?: string }) => {
+    .option('--pack <name>', 'add a language pack (repeatable; `tether template packs` lists them)', collect, [])
+    .action(async (name: string, dir: string | undefined, o: { config?: string; base?: string; pack: string[] }) => {
       try {
         const base = o.base ?? resolveImage(adminConfig(o.config));
         if (!base) throw new Error('no runner image: run scripts/setup.sh, or pass --base');
-        const r = await buildTemplate({ name, dir, baseImage: base, builder: templateBuilder() });
+        const r = await buildTemplate({ name, dir, packs: o.pack, baseImage: base, builder: templateBuilder() });
         console.log(r.tag);
+      } catch (err) {
+        fail(err);
+      }
+    });
+  template
+    .command('packs')
+    .description('list the language packs a template can be built with')
+    .action(() => {
+      try {
+        for (const name of listPacks()) console.log(`${name}\t${loadPack(name).manifest.description}`);
+        if (listPacks().length === 0) console.error(`no packs in ${packsDir()}`);
       } catch (err) {
         fail(err);
       }
@@ -42,4 +55,8 @@ export function registerTemplateCommands(program: Command, fail: (err: unknown) 
         fail(err);
       }
     });
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
 }

@@ -11,7 +11,11 @@ export const FIXTURES = path.resolve(__dirname, '../../../../test/fixtures/lsp')
 
 /** The files of a fixture project, keyed by their path under `prefix`. */
 export function fixture(name: string, prefix = ''): Record<string, string> {
-  const root = path.join(FIXTURES, name);
+  return fixtureFiles(path.join(FIXTURES, name), prefix);
+}
+
+/** The files under a folder, keyed by their path under `prefix`. */
+export function fixtureFiles(root: string, prefix = ''): Record<string, string> {
   const out: Record<string, string> = {};
   const walk = (dir: string) => {
     for (const e of readdirSync(dir)) {

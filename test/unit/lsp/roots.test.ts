@@ -41,6 +41,16 @@ test('a root marker above the workspace does not count', async () => {
   assert.equal(await d.rootFor(path.join(outer, 'ws/main.go'), spec('gopls')), undefined);
 });
 
+test('a server that answers file by file falls back to the workspace root; a nearer marker still wins', async () => {
+  const ws = tree({ 'ci/deploy.yaml': '', 'chart/.yamllint': '', 'chart/values.yaml': '' });
+  const yaml = { ...spec('gopls'), id: 'yaml', rootMarkers: ['.yamllint'], rootFallback: 'workspace' as const };
+  const d = new RootDetector(ws);
+  assert.equal(await d.rootFor(path.join(ws, 'ci/deploy.yaml'), yaml), ws);
+  assert.equal(await d.rootFor(path.join(ws, 'chart/values.yaml'), yaml), path.join(ws, 'chart'));
+  assert.deepEqual(await d.allRoots(yaml), [path.join(ws, 'chart')]);
+  assert.deepEqual(await new RootDetector(path.join(ws, 'ci')).allRoots(yaml), [path.join(ws, 'ci')]);
+});
+
 test('project-local binaries win over $PATH', async () => {
   const ws = tree({
     'node_modules/.bin/tool': '#!/bin/sh\n',

@@ -19,11 +19,14 @@ const LanguageEntry = Type.Object(
       { minProperties: 1 },
     ),
     rootMarkers: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1 }),
+    rootFallback: Type.Optional(Type.Literal('workspace')),
     command: Type.String({ minLength: 1, maxLength: 500 }),
     args: Type.Optional(Type.Array(Type.String({ maxLength: 1000 }))),
     initializationOptions: Type.Optional(Type.Unknown()),
     settings: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-    diagnostics: Type.Optional(Type.Union([Type.Literal('push'), Type.Literal('versioned-push')])),
+    diagnostics: Type.Optional(
+      Type.Union([Type.Literal('push'), Type.Literal('versioned-push'), Type.Literal('pull')]),
+    ),
   },
   { additionalProperties: false },
 );

@@ -7,6 +7,11 @@ export interface ServerSpec {
   extensions: Record<string, string>;
   /** A directory holding any of these is a root for this server. */
   rootMarkers: string[];
+  /**
+   * Where a file with no marker above it is served from: nowhere (default: the server needs
+   * its project), or the workspace root, for servers that answer file by file (YAML, CSS, …).
+   */
+  rootFallback?: 'workspace';
   /** Executable name, looked up project-local first, then on $PATH. */
   command: string;
   args: string[];
@@ -19,9 +24,11 @@ export interface ServerSpec {
   /**
    * How a file's diagnostics are obtained: awaited pushes (default), pushes that carry the
    * document version (unversioned ones, e.g. for a file before it was opened, are ignored),
-   * or asked of tsserver.
+   * asked (LSP pull) of a server that answers pulls without advertising them (Volar's, whose
+   * pushes come in two rounds, the first one empty), or asked of tsserver. A server that
+   * advertises pulls is always asked.
    */
-  diagnostics?: 'push' | 'versioned-push' | 'tsserver-pull';
+  diagnostics?: 'push' | 'versioned-push' | 'pull' | 'tsserver-pull';
   /** The languages.d file that declared this server; absent for a built-in one. */
   source?: string;
 }

@@ -112,7 +112,7 @@ export class LspSession {
     const pull =
       f.handle.spec.diagnostics === 'tsserver-pull'
         ? () => pullTsserverDiagnostics(client, f.abs)
-        : client.pullsDiagnostics
+        : client.pullsDiagnostics || f.handle.spec.diagnostics === 'pull'
           ? () => client.pullDiagnostics(f.uri)
           : undefined;
     if (pull) {

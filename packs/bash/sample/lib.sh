@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Helpers sourced by main.sh.
+
+greet() {
+  echo "hello, $1"
+}

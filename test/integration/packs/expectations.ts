@@ -1,0 +1,37 @@
+import { existsSync, readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { listPacks, packsDir } from '../../../gateway/src/templates/packs';
+import { fixtureFiles } from '../lsp/helpers';
+
+/** One call a pack's expect.json asks for, and what its answer must (or must not) hold. */
+export interface PackCheck {
+  tool: string;
+  args: Record<string, unknown>;
+  /** A regular expression (multiline) the answer matches. */
+  match?: string;
+  /** One it must not match: e.g. a diagnostic moved by an edit is not reported again. */
+  absent?: string;
+}
+
+/** The packs that carry a sample project and expectations (all of them should). */
+export function testedPacks(): string[] {
+  return listPacks().filter((p) => existsSync(path.join(packsDir(), p, 'expect.json')));
+}
+
+/** The pack's sample project, each file under `<pack>/`, so several packs share one run. */
+export function packSample(pack: string): Record<string, string> {
+  return fixtureFiles(path.join(packsDir(), pack, 'sample'), pack);
+}
+
+/** The pack's checks, their file arguments moved under `<pack>/` like its sample. */
+export function packChecks(pack: string): PackCheck[] {
+  const { checks } = JSON.parse(readFileSync(path.join(packsDir(), pack, 'expect.json'), 'utf8')) as {
+    checks: PackCheck[];
+  };
+  return checks.map((c) => {
+    const args = { ...c.args };
+    for (const key of ['file', 'path', 'program'])
+      if (typeof args[key] === 'string' && args[key] !== '*') args[key] = path.posix.join(pack, args[key] as string);
+    return { ...c, args };
+  });
+}

@@ -1,0 +1,125 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import {
+  addPacksToContext,
+  binName,
+  isPackInstall,
+  listPacks,
+  loadPack,
+  packsDockerfile,
+  packsDir,
+} from '../../../gateway/src/templates/packs';
+import { loadLanguages } from '../../../runner/src/tools/lsp/languages';
+
+function tempPacks(files: Record<string, string>): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-packs-'));
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    writeFileSync(path.join(dir, rel), text);
+  }
+  return dir;
+}
+
+test('every shipped pack: a valid manifest, its servers declared in <pack>.json, a sample and checks', () => {
+  const packs = listPacks();
+  assert.ok(packs.length >= 8, packs.join(', '));
+  for (const name of packs) {
+    const pack = loadPack(name);
+    const declared = path.join(pack.dir, 'languages.d');
+    assert.deepEqual(readdirSync(declared), [`${name}.json`], `${name}: one declaration file, named for the pack`);
+    const { servers, problems } = loadLanguages(declared, []);
+    assert.deepEqual(problems, [], name);
+    assert.ok(servers.length > 0, name);
+    for (const s of servers)
+      assert.ok(
+        (pack.manifest.bin ?? []).map(binName).includes(s.command),
+        `${name}: ${s.command} is one of the pack's bin`,
+      );
+    assert.ok(existsSync(path.join(pack.dir, 'sample')), `${name} has a sample project`);
+    const { checks } = JSON.parse(readFileSync(path.join(pack.dir, 'expect.json'), 'utf8'));
+    assert.ok(checks.length >= 3, `${name}: at least three checks`);
+    for (const c of checks) {
+      assert.ok(['lsp', 'lsp_rename', 'write', 'debug'].includes(c.tool), `${name}: ${c.tool}`);
+      assert.ok(c.match || c.absent, `${name}: a check says what its answer holds`);
+    }
+  }
+});
+
+test('an unknown or malformed pack is refused with what is available', () => {
+  const dir = tempPacks({
+    'good/pack.json': '{"description":"fine"}',
+    'loose/pack.json': '{"description":"x","npm":["left-pad@latest"]}',
+    'escape/pack.json': '{"description":"x","bin":["node_modules/../../bin/sh"]}',
+    'broken/pack.json': '{',
+  });
+  try {
+    assert.equal(loadPack('good', dir).manifest.description, 'fine');
+    assert.throws(() => loadPack('nope', dir), /no pack named nope; available packs: broken, escape, good, loose/);
+    assert.throws(() => loadPack('../etc', dir), /pack name "\.\.\/etc" is not valid/);
+    assert.throws(() => loadPack('loose', dir), /loose\/pack\.json: \/npm\/0 /);
+    assert.throws(() => loadPack('broken', dir), /broken\/pack\.json: not readable JSON/);
+    assert.throws(() => loadPack('escape', dir), /escape\/pack\.json: \/bin\/0 /);
+    assert.ok(listPacks().includes('bash'), `packs are read from ${packsDir()}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the Dockerfile links each bin, copies declarations, runs the fragment, and ends as the run user', () => {
+  const dir = tempPacks({
+    'one/pack.json':
+      '{"description":"d","npm":["a@1.0.0"],"bin":["node_modules/.bin/a-ls","node_modules/@a/a-linux/bin/a"]}',
+    'one/languages.d/one.json': '{}',
+    'two/pack.json': '{"description":"d"}',
+    'two/debug.d/two.json': '{}',
+  });
+  try {
+    const text = packsDockerfile([loadPack('one', dir), loadPack('two', dir)], { two: 'RUN apt-get install -y x' });
+    assert.match(text, /^USER root$/m);
+    assert.match(text, /^COPY \.tether-packs\/one\/ \/opt\/tether-packs\/one\/$/m);
+    assert.match(text, /ln -s \/opt\/tether-packs\/one\/node_modules\/\.bin\/a-ls \/usr\/local\/bin\/a-ls/);
+    assert.match(text, /ln -s \/opt\/tether-packs\/one\/node_modules\/@a\/a-linux\/bin\/a \/usr\/local\/bin\/a /);
+    assert.match(text, /cp \/opt\/tether-packs\/one\/languages\.d\/\*\.json \/etc\/tether\/languages\.d\//);
+    assert.match(text, /cp \/opt\/tether-packs\/two\/debug\.d\/\*\.json \/etc\/tether\/debug\.d\//);
+    assert.match(text, /RUN apt-get install -y x\nUSER root\nUSER 1000:1000\n$/);
+    assert.equal(packsDockerfile([], {}), '');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('packs go into the context beside the template; clashing declarations and FROM lines are refused', async () => {
+  const dir = tempPacks({
+    'a/pack.json': '{"description":"d"}',
+    'a/languages.d/same.json': '{}',
+    'a/sample/x.txt': 'sample',
+    'b/pack.json': '{"description":"d"}',
+    'b/languages.d/same.json': '{}',
+    'c/pack.json': '{"description":"d"}',
+    'c/Dockerfile': 'FROM debian\n',
+  });
+  const ctx = mkdtempSync(path.join(os.tmpdir(), 'tether-ctx-'));
+  try {
+    const lines = await addPacksToContext([loadPack('a', dir)], ctx, path.join(ctx, 'cache'));
+    assert.match(lines, /COPY \.tether-packs\/a\//);
+    assert.ok(existsSync(path.join(ctx, '.tether-packs/a/languages.d/same.json')));
+    assert.ok(!existsSync(path.join(ctx, '.tether-packs/a/sample')), 'the sample stays out of the image');
+    await assert.rejects(
+      addPacksToContext([loadPack('a', dir), loadPack('b', dir)], ctx),
+      /packs a and b both carry languages\.d\/same\.json/,
+    );
+    await assert.rejects(
+      addPacksToContext([loadPack('c', dir)], ctx),
+      /a pack's Dockerfile is a fragment, without FROM/,
+    );
+    assert.equal(isPackInstall('.tether-packs/a/node_modules'), true);
+    assert.equal(isPackInstall('.tether-packs/a/node_modules/x'), false);
+    assert.equal(isPackInstall('node_modules'), false);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(ctx, { recursive: true, force: true });
+  }
+});

@@ -7,13 +7,14 @@
  * Usage: node dist/bench/packs.js [runs=10]
  */
 import { execFileSync } from 'node:child_process';
+import * as path from 'node:path';
 import { Approval, RunStart } from '@tether/contract';
 import { resultText } from '../clients/typescript/src';
 import { defaultConfig } from '../gateway/src/config';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { templateBuilder } from '../gateway/src/sandbox/templateEngine';
 import { buildTemplate } from '../gateway/src/templates/build';
-import { CONTEXT_FOLDER, listPacks } from '../gateway/src/templates/packs';
+import { listPacks } from '../gateway/src/templates/packs';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
 import { summary, writeResult } from './lib';
 
@@ -26,31 +27,42 @@ const mib = (b: number) => Math.round(b / 2 ** 20);
 const imageSize = (ref: string) =>
   Number(execFileSync('docker', ['image', 'inspect', '--format', '{{.Size}}', ref], { encoding: 'utf8' }).trim());
 
-/** Each pack's layers (its COPY, then whatever runs before the next pack's COPY), in bytes. */
-function packLayers(tag: string): Record<string, number> {
-  const rows = execFileSync(
+/** Each pack's folder in the image, in MiB (what its COPY adds). */
+function packSizes(tag: string): Record<string, number> {
+  const du = execFileSync(
     'docker',
-    ['history', '--no-trunc', '--human=false', '--format', '{{.Size}}\t{{.CreatedBy}}', tag],
-    {
+    ['run', '--rm', '--network', 'none', '--entrypoint', 'sh', tag, '-c', 'du -sm /opt/tether-packs/*'],
+    { encoding: 'utf8' },
+  );
+  return Object.fromEntries(
+    du
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t'))
+      .map(([mb, dir]) => [path.basename(dir), Number(mb)]),
+  );
+}
+
+/** The layers the packs' own Dockerfile fragments add (Debian packages), in MiB. */
+function fragmentLayers(tag: string, base: string): Record<string, number> {
+  const history = (ref: string) =>
+    execFileSync('docker', ['history', '--no-trunc', '--human=false', '--format', '{{json .}}', ref], {
       encoding: 'utf8',
-    },
-  )
-    .trim()
-    .split('\n')
-    .reverse();
-  const out: Record<string, number> = {};
-  let current: string | undefined;
-  for (const row of rows) {
-    const [size, createdBy] = row.split('\t');
-    const copy = createdBy.match(
-      new RegExp(`COPY (?:dir|file):\\S+ in /opt/tether-packs/([a-z0-9-]+)/|${CONTEXT_FOLDER}/([a-z0-9-]+)/`),
-    );
-    const started = createdBy.match(/\/opt\/tether-packs\/([a-z0-9-]+)\/\s*$/);
-    const name = copy?.[1] ?? copy?.[2] ?? started?.[1];
-    if (name && createdBy.includes('COPY')) current = name;
-    if (current) out[current] = (out[current] ?? 0) + Number(size);
-  }
-  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, mib(v)]));
+    })
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { ID: string; Size: string; CreatedBy: string });
+  const inBase = new Set(history(base).map((l) => l.ID));
+  return Object.fromEntries(
+    history(tag)
+      .filter(
+        (l) =>
+          !inBase.has(l.ID) &&
+          Number(l.Size) > 2 ** 20 &&
+          !/COPY \S+ in \/opt\/tether-packs\/$/.test(l.CreatedBy.trim()),
+      )
+      .map((l) => [l.CreatedBy.replace('/bin/sh -c ', '').slice(0, 80), mib(Number(l.Size))]),
+  );
 }
 
 async function firstAnswer(t: TestGateway, template: string) {
@@ -85,7 +97,7 @@ async function main() {
   const packs = listPacks();
   const built = await buildTemplate({ name: TEMPLATE, packs, baseImage: image as string, builder: templateBuilder() });
   const sizes = { runnerImageMiB: mib(imageSize(image as string)), templateMiB: mib(imageSize(built.tag)) };
-  const layers = packLayers(built.tag);
+  const layers = { packsMiB: packSizes(built.tag), fragmentLayersMiB: fragmentLayers(built.tag, image as string) };
   console.log('sizes', sizes, layers);
 
   const config = { provider: 'docker' as const, templates: { allowed: { alice: [TEMPLATE] } } };
@@ -123,7 +135,7 @@ async function main() {
     packs,
     template: built.tag,
     sizes,
-    packLayersMiB: layers,
+    ...layers,
     coldMs: coldResult,
     pooledMs: warmResult,
   });

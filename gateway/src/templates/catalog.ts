@@ -17,9 +17,19 @@ export function allowedTemplates(config: GatewayConfig, tenant: string): string[
  * (`capabilities.templateImages`; none: the provider runs no templates).
  */
 export class TemplateCatalog {
+  private readonly known = new Map<string, { image: string; until: number }>();
+
+  /**
+   * @param cacheMs how long a template's image, once found, is used without asking again: the
+   * lookup is a listing of the engine's images (tens of ms on a busy engine) that every
+   * CreateRun naming the template would otherwise pay, pooled or not. A template rebuilt
+   * meanwhile is used by the runs created after that.
+   */
   constructor(
     private readonly config: GatewayConfig,
     private readonly images: TemplateImageSource | undefined,
+    private readonly cacheMs = 5000,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /**
@@ -41,7 +51,11 @@ export class TemplateCatalog {
   /** The image of a template built on the current runner image, whoever asks (the pool). */
   async imageOf(name: string): Promise<string> {
     if (!this.images) throw new GatewayError(status.FAILED_PRECONDITION, NO_TEMPLATE_IMAGES);
-    return this.images.imageOf(name);
+    const known = this.known.get(name);
+    if (known && known.until > this.now()) return known.image;
+    const image = await this.images.imageOf(name);
+    this.known.set(name, { image, until: this.now() + this.cacheMs });
+    return image;
   }
 
   /** The built images of one template (or all), newest first. */

@@ -109,18 +109,18 @@ export const PACK_ROOT = '/opt/tether-packs';
 
 /**
  * The Dockerfile lines that add the packs to a template, after whatever the template's own
- * Dockerfile does: the pack's folder is copied in, its executables linked onto PATH (checked
- * to be there: servers differ in how they answer --version), its declarations copied where the
- * runner reads them, and its own Dockerfile fragment (for what npm cannot give, e.g. Debian
- * packages) run last.
+ * Dockerfile does: the packs' folders are copied in, their executables linked onto PATH (checked
+ * to be there: servers differ in how they answer --version), their declarations copied where
+ * the runner reads them, and each pack's own Dockerfile fragment (for what npm cannot give,
+ * e.g. Debian packages) run last.
  */
 export function packsDockerfile(packs: Pack[], fragments: Record<string, string>): string {
   if (packs.length === 0) return '';
-  const lines = ['', '# Language packs.', 'USER root'];
+  // One COPY and one RUN for all of them: every layer is one more lower folder that each run's
+  // overlay mount stacks, and a run's start pays for each.
+  const steps: string[] = [];
   for (const p of packs) {
     const at = `${PACK_ROOT}/${p.name}`;
-    lines.push(`COPY ${CONTEXT_FOLDER}/${p.name}/ ${at}/`);
-    const steps: string[] = [];
     for (const b of p.manifest.bin ?? []) {
       const name = binName(b);
       steps.push(`ln -s ${at}/${b} /usr/local/bin/${name}`, `test -x /usr/local/bin/${name}`);
@@ -129,9 +129,13 @@ export function packsDockerfile(packs: Pack[], fragments: Record<string, string>
       if (existsSync(path.join(p.dir, folder)))
         steps.push(`mkdir -p ${target}`, `cp ${at}/${folder}/*.json ${target}/`);
     }
-    if (steps.length > 0) lines.push(`RUN ${steps.join(' \\\n && ')}`);
+  }
+  const lines = ['', `# Language packs: ${packs.map((p) => p.name).join(', ')}.`, 'USER root'];
+  lines.push(`COPY ${CONTEXT_FOLDER}/ ${PACK_ROOT}/`);
+  if (steps.length > 0) lines.push(`RUN ${steps.join(' \\\n && ')}`);
+  for (const p of packs) {
     const fragment = fragments[p.name];
-    if (fragment) lines.push(fragment.trimEnd(), 'USER root');
+    if (fragment) lines.push(`# pack ${p.name}`, fragment.trimEnd(), 'USER root');
   }
   lines.push('USER 1000:1000', '');
   return lines.join('\n');

@@ -109,3 +109,26 @@ test('languages.d: declared servers come first, replace a built-in of the same i
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a template's image is looked up once, used for a few seconds, then looked up again", async () => {
+  const config = { ...defaultConfig(), templates: { allowed: { '*': ['py'] } } };
+  let lookups = 0;
+  let image = 'tether-template-py:1';
+  const source = {
+    imageOf: async () => {
+      lookups++;
+      return image;
+    },
+    list: async () => [],
+  };
+  let now = 0;
+  const catalog = new TemplateCatalog(config, source, 5000, () => now);
+  assert.equal(await catalog.imageFor('bob', 'py'), 'tether-template-py:1');
+  now = 4000;
+  image = 'tether-template-py:2';
+  assert.equal(await catalog.imageFor('bob', 'py'), 'tether-template-py:1');
+  assert.equal(lookups, 1);
+  now = 5001;
+  assert.equal(await catalog.imageFor('bob', 'py'), 'tether-template-py:2');
+  assert.equal(lookups, 2);
+});

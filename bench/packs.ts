@@ -14,7 +14,7 @@ import { defaultConfig } from '../gateway/src/config';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { templateBuilder } from '../gateway/src/sandbox/templateEngine';
 import { buildTemplate } from '../gateway/src/templates/build';
-import { listPacks } from '../gateway/src/templates/packs';
+import { listPacks } from '../gateway/src/templates/packs/manifest';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
 import { summary, writeResult } from './lib';
 

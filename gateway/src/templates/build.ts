@@ -4,7 +4,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { TemplateImageBuilder } from '../sandbox/templateImages';
 import { BASE_TEMPLATE, TEMPLATE_LABELS, TEMPLATE_NAME, templateRepository } from './naming';
-import { addPacksToContext, isPackInstall, loadPack, packCacheDir } from './packs';
+import { addPacksToContext, isPackInstall } from './packs/context';
+import { loadPack, packCacheDir } from './packs/manifest';
 
 /** The build argument a template's Dockerfile names its base by. */
 export const BASE_ARG = 'TETHER_IMAGE';

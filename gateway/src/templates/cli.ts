@@ -4,7 +4,7 @@ import { resolveImage } from '../sandbox/image';
 import { builtTemplateImages, templateBuilder } from '../sandbox/templateEngine';
 import { buildTemplate } from './build';
 import { TemplateCatalog } from './catalog';
-import { listPacks, loadPack, packsDir } from './packs';
+import { listPacks, loadPack, packsDir } from './packs/manifest';
 
 /** `tether template build|list`. */
 export function registerTemplateCommands(program: Command, fail: (err: unknown) => never): void {

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { listPacks, packsDir } from '../../../gateway/src/templates/packs';
+import { listPacks, packsDir } from '../../../gateway/src/templates/packs/manifest';
 import { fixtureFiles } from '../lsp/helpers';
 
 /** One call a pack's expect.json asks for, and what its answer must (or must not) hold. */

@@ -3,15 +3,8 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import {
-  addPacksToContext,
-  binName,
-  isPackInstall,
-  listPacks,
-  loadPack,
-  packsDockerfile,
-  packsDir,
-} from '../../../gateway/src/templates/packs';
+import { addPacksToContext, isPackInstall, packsDockerfile } from '../../../gateway/src/templates/packs/context';
+import { binName, listPacks, loadPack, packsDir } from '../../../gateway/src/templates/packs/manifest';
 import { loadLanguages } from '../../../runner/src/tools/lsp/languages';
 
 function tempPacks(files: Record<string, string>): string {

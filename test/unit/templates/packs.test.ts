@@ -94,6 +94,7 @@ test('packs go into the context beside the template; clashing declarations and F
     'b/languages.d/same.json': '{}',
     'c/pack.json': '{"description":"d"}',
     'c/Dockerfile': 'FROM debian\n',
+    'n/pack.json': '{"description":"d","npm":["left-pad@1.3.0"]}',
   });
   const ctx = mkdtempSync(path.join(os.tmpdir(), 'tether-ctx-'));
   try {

@@ -67,9 +67,10 @@ function checkDeclarationNames(packs: Pack[]): void {
 }
 
 /**
- * Puts each pack into the build context under .tether-packs/NAME (its manifest, declarations and, for
- * npm packs, the installed node_modules as hard links of the cache) and returns the Dockerfile
- * lines that install them. The sample project and its expectations stay out of the image.
+ * Puts each pack into the build context under .tether-packs/NAME (its manifest, declarations and
+ * installs: node_modules, the programs built into bin/, a Go toolchain in go/, as hard links of
+ * the cache) and returns the Dockerfile lines that install them. The sample project and its
+ * expectations stay out of the image.
  */
 export async function addPacksToContext(
   packs: Pack[],

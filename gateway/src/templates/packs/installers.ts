@@ -29,7 +29,11 @@ async function cached(
   } catch (err) {
     await run('chmod', ['-R', 'u+w', partial]).catch(() => undefined);
     await fs.rm(partial, { recursive: true, force: true });
-    const e = err as Error & { stderr?: string };
+    const e = err as Error & { stderr?: string; code?: string; path?: string };
+    if (e.code === 'ENOENT' && e.path)
+      throw new Error(
+        `${what} needs \`${e.path}\` on this machine's PATH: a pack's installs are made here, not in the image build`,
+      );
     throw new Error(`${what} failed: ${(e.stderr || e.message).trim().slice(-2000)}`);
   }
   return dir;

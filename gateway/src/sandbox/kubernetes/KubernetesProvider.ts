@@ -49,7 +49,7 @@ import {
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
 import { KubernetesTemplateImages } from './templateImages';
 import { claimName, WorkspaceClaims } from './workspaceVolume';
-import { bodyMessage, MERGE_PATCH, statusOf } from './apiErrors';
+import { bodyMessage, mergePatchPodMetadata, statusOf } from './apiErrors';
 
 /**
  * The connector each gateway replica execs into a run's pod: it relays its own stdio to the
@@ -315,17 +315,7 @@ export class KubernetesProvider implements SandboxProvider {
     name: string,
     metadata: { labels?: Record<string, string>; annotations?: Record<string, string | null> },
   ): Promise<void> {
-    await this.core.patchNamespacedPod(
-      name,
-      this.ns,
-      { metadata },
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      MERGE_PATCH,
-    );
+    await mergePatchPodMetadata(this.core, this.ns, name, metadata);
   }
   /** The runner's TCP port with the `tcp` transport; undefined with `exec`. */
   private get tcpPort(): number | undefined {

@@ -24,7 +24,7 @@ import {
   podName,
   selectorLabels,
 } from './podSpec';
-import { MERGE_PATCH, statusOf } from './apiErrors';
+import { mergePatchPodMetadata, statusOf } from './apiErrors';
 
 /** How often the filling replica looks at the pool (its own picture: no request) and its lease. */
 const FILL_EVERY_MS = 2000;
@@ -203,26 +203,14 @@ export class KubernetesPool implements SharedSandboxPool {
     let version = pod.metadata!.resourceVersion!;
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
-        await this.deps.core.patchNamespacedPod(
-          name,
-          this.deps.ns,
-          {
-            metadata: {
-              resourceVersion: version,
-              labels: { ...selectorLabels(run.labels), [POOL_STATE_LABEL]: 'claimed' },
-              annotations: {
-                [LABELS_ANNOTATION]: JSON.stringify(run.labels),
-                [CLAIM_ANNOTATION]: JSON.stringify({ by: this.identity, at: new Date().toISOString() }),
-              },
-            },
+        await mergePatchPodMetadata(this.deps.core, this.deps.ns, name, {
+          resourceVersion: version,
+          labels: { ...selectorLabels(run.labels), [POOL_STATE_LABEL]: 'claimed' },
+          annotations: {
+            [LABELS_ANNOTATION]: JSON.stringify(run.labels),
+            [CLAIM_ANNOTATION]: JSON.stringify({ by: this.identity, at: new Date().toISOString() }),
           },
-          undefined,
-          undefined,
-          undefined,
-          undefined,
-          undefined,
-          MERGE_PATCH,
-        );
+        });
         return true;
       } catch (err) {
         if (statusOf(err) === 404) return false;
@@ -373,17 +361,7 @@ export class KubernetesPool implements SharedSandboxPool {
       });
       await opts.prepare(made);
       // Claimable from now on, by every replica (this one links to it like the others, on the event).
-      await this.deps.core.patchNamespacedPod(
-        made.id,
-        this.deps.ns,
-        { metadata: { labels: { [POOL_STATE_LABEL]: 'idle' } } },
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        MERGE_PATCH,
-      );
+      await mergePatchPodMetadata(this.deps.core, this.deps.ns, made.id, { labels: { [POOL_STATE_LABEL]: 'idle' } });
       this.deps.release(made.id);
     } catch (err) {
       logger.warn({ err: (err as Error).message }, 'could not start a pooled pod');

@@ -30,7 +30,8 @@ before(async () => {
     template: TEMPLATE,
     // debug needs a conversation: its sessions are the conversation's.
     conversationId: 'packs',
-    features: { lsp: true, debug: true },
+    // eval: a pack's checks may build its sample first (cargo build for lldb).
+    features: { lsp: true, debug: true, eval: true },
     approvals: { write: Approval.AUTO, exec: Approval.AUTO },
   });
   assert.equal(run.state, RunState.READY, run.error);
@@ -49,7 +50,7 @@ const call = async (tool: string, args: Record<string, unknown>) => {
 };
 
 test('every pack is in the template: its server is declared and found', async () => {
-  assert.ok(PACKS.length >= 8, `packs: ${PACKS.join(', ')}`);
+  if (!process.env.TETHER_TEST_PACKS) assert.ok(PACKS.length >= 8, `packs: ${PACKS.join(', ')}`);
   const st = await call('lsp', { action: 'status' });
   for (const pack of PACKS)
     assert.match(

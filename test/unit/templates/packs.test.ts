@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { PassThrough } from 'node:stream';
 import { addPacksToContext, isPackInstall, packsDockerfile } from '../../../gateway/src/templates/packs/context';
 import { binName, listPacks, loadPack, packsDir } from '../../../gateway/src/templates/packs/manifest';
 import { loadLanguages } from '../../../runner/src/tools/lsp/languages';
@@ -35,7 +36,7 @@ test('every shipped pack: a valid manifest, its servers declared in <pack>.json,
     const { checks } = JSON.parse(readFileSync(path.join(pack.dir, 'expect.json'), 'utf8'));
     assert.ok(checks.length >= 3, `${name}: at least three checks`);
     for (const c of checks) {
-      assert.ok(['lsp', 'lsp_rename', 'write', 'debug'].includes(c.tool), `${name}: ${c.tool}`);
+      assert.ok(['lsp', 'lsp_rename', 'write', 'debug', 'eval'].includes(c.tool), `${name}: ${c.tool}`);
       assert.ok(c.match || c.absent, `${name}: a check says what its answer holds`);
     }
   }
@@ -113,6 +114,24 @@ test('packs go into the context beside the template; clashing declarations and F
     assert.equal(isPackInstall('.tether-packs/a/node_modules'), true);
     assert.equal(isPackInstall('.tether-packs/a/node_modules/x'), false);
     assert.equal(isPackInstall('node_modules'), false);
+    assert.equal(isPackInstall('.tether-packs/a/rust'), true);
+    assert.equal(isPackInstall('.tether-packs/a/rust.version'), false);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(ctx, { recursive: true, force: true });
+  }
+});
+
+test("a Rust toolchain this host's rustup lacks is refused by name, and nothing is left in the cache", async () => {
+  const dir = tempPacks({ 'r/pack.json': '{"description":"d","rustToolchain":"1.0.99"}' });
+  const ctx = mkdtempSync(path.join(os.tmpdir(), 'tether-ctx-'));
+  const cache = path.join(ctx, 'cache');
+  try {
+    await assert.rejects(
+      addPacksToContext([loadPack('r', dir)], ctx, cache, new PassThrough()),
+      /pack r: copying Rust 1\.0\.99 (failed: .*1\.0\.99|needs `rustup` on this machine's PATH)/s,
+    );
+    assert.deepEqual(existsSync(cache) ? readdirSync(cache) : [], []);
   } finally {
     rmSync(dir, { recursive: true, force: true });
     rmSync(ctx, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import { promises as fs, existsSync, readdirSync } from 'node:fs';
 import * as path from 'node:path';
 import { binName, type Pack, packCacheDir } from './manifest';
-import { buildCargo, buildGo, fetchGoToolchain, installNpm, run } from './installers';
+import { buildCargo, buildGo, copyRustToolchain, fetchGoToolchain, installNpm, run } from './installers';
 
 /** The declaration folders a pack may carry, and where the runner reads them. */
 const DECLARATIONS: Record<string, string> = {
@@ -68,7 +68,8 @@ function checkDeclarationNames(packs: Pack[]): void {
 
 /**
  * Puts each pack into the build context under .tether-packs/NAME (its manifest, declarations and
- * installs: node_modules, the programs built into bin/, a Go toolchain in go/, as hard links of
+ * installs: node_modules, the programs built into bin/, a Go toolchain in go/ and a Rust one in
+ * rust/, as hard links of
  * the cache) and returns the Dockerfile lines that install them. The sample project and its
  * expectations stay out of the image.
  */
@@ -114,16 +115,24 @@ export async function addPacksToContext(
       await fs.writeFile(path.join(into, 'go.version'), `${p.manifest.goToolchain}\n`);
       await run('cp', ['-al', path.join(toolchain, 'go'), path.join(into, 'go')]);
     }
+    if (p.manifest.rustToolchain) {
+      const toolchain = await copyRustToolchain(p, cacheDir, progress);
+      await fs.writeFile(path.join(into, 'rust.version'), toolchain.version);
+      await run('cp', ['-al', path.join(toolchain.dir, 'rust'), path.join(into, 'rust')]);
+    }
   }
   return packsDockerfile(packs, fragments);
 }
 
 /**
  * What the context hash skips: a pack's node_modules is named by its package-lock.json (with
- * every package's integrity hash) and its Go toolchain by go.version (the proxy's checksum
- * database vouches for it), both of which the hash covers.
+ * every package's integrity hash), its Go toolchain by go.version (the proxy's checksum database
+ * vouches for it) and its Rust toolchain by rust.version (`rustc -vV`, with the build's commit),
+ * all of which the hash covers.
  */
 export function isPackInstall(rel: string): boolean {
   const parts = rel.split('/');
-  return parts.length === 3 && parts[0] === CONTEXT_FOLDER && (parts[2] === 'node_modules' || parts[2] === 'go');
+  return (
+    parts.length === 3 && parts[0] === CONTEXT_FOLDER && ['node_modules', 'go', 'rust'].includes(parts[2] as string)
+  );
 }

@@ -128,3 +128,31 @@ export function fetchGoToolchain(pack: Pack, cacheDir: string, progress: NodeJS.
       for (const f of await fs.readdir(d)) await fs.chmod(path.join(d, f), 0o555);
   });
 }
+
+/**
+ * A Rust toolchain from this host's rustup: its programs and libraries (the standard library's
+ * compiled crates, the compiler's own libraries, the sources where rustup installed rust-src),
+ * without the 800 MB of documentation. `version` in the result is `rustc -vV`, which names the
+ * exact build.
+ */
+export async function copyRustToolchain(
+  pack: Pack,
+  cacheDir: string,
+  progress: NodeJS.WritableStream,
+): Promise<{ dir: string; version: string }> {
+  const version = pack.manifest.rustToolchain as string;
+  const dir = await cached(cacheDir, `rust${version}`, `pack ${pack.name}: copying Rust ${version}`, async (into) => {
+    progress.write(`pack ${pack.name}: copying the Rust ${version} toolchain from this host's rustup\n`);
+    const { stdout } = await run('rustup', ['run', version, 'rustc', '--print', 'sysroot']);
+    const sysroot = stdout.trim();
+    const { stdout: id } = await run(path.join(sysroot, 'bin/rustc'), ['-vV']);
+    if (!id.startsWith(`rustc ${version} `))
+      throw new Error(`rustup's toolchain ${version} is ${id.split('\n')[0]}; install ${version} with rustup`);
+    const rust = path.join(into, 'rust');
+    await fs.mkdir(rust);
+    for (const part of ['bin', 'lib', 'libexec'])
+      if (existsSync(path.join(sysroot, part))) await run('cp', ['-a', path.join(sysroot, part), rust]);
+    await fs.writeFile(path.join(into, 'version'), id);
+  });
+  return { dir, version: await fs.readFile(path.join(dir, 'version'), 'utf8') };
+}

@@ -30,14 +30,20 @@ export const PackManifest = Type.Object(
     /** A Go toolchain version (1.26.8, say) from the module proxy (golang.org/toolchain), into go/. */
     goToolchain: Type.Optional(Type.String({ pattern: '^1\\.\\d+\\.\\d+$' })),
     /**
+     * A Rust toolchain version (1.95.0, say), copied from this host's rustup into rust/: no
+     * registry serves one, and rustup's own download site is not one a build may count on.
+     */
+    rustToolchain: Type.Optional(Type.String({ pattern: '^1\\.\\d+\\.\\d+$' })),
+    /**
      * Executables put on the run's PATH (linked by their file name), as paths inside the pack's
      * folder in the image: `node_modules/.bin/NAME` (or a package's own binary where its .bin
-     * entry is a wrapper), `bin/NAME` of a Go or cargo build, `go/bin/go` of the toolchain.
+     * entry is a wrapper), `bin/NAME` of a Go or cargo build, `go/bin/go` or `rust/bin/cargo`
+     * of a toolchain.
      */
     bin: Type.Optional(
       Type.Array(
         Type.String({
-          pattern: '^(node_modules|bin|go)/(?!.*(^|/)\\.\\.(/|$))[A-Za-z0-9@._-]+(/[A-Za-z0-9@._-]+)*$',
+          pattern: '^(node_modules|bin|go|rust)/(?!.*(^|/)\\.\\.(/|$))[A-Za-z0-9@._-]+(/[A-Za-z0-9@._-]+)*$',
           maxLength: 200,
         }),
       ),

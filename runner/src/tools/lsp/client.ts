@@ -109,6 +109,9 @@ const CAPABILITIES: ClientCapabilities = {
     },
     rename: { prepareSupport: true },
   },
+  // rust-analyzer's: it says when it is done loading the project (`quiescent`), which its
+  // work-done progress does not (one phase ends before the next begins).
+  experimental: { serverStatusNotification: true },
 };
 
 /**
@@ -127,6 +130,8 @@ export class LspClient extends EventEmitter {
   private readonly diagnostics = new Map<string, PublishedDiagnostics>();
   private readonly progress = new Map<string | number, string>();
   private progressEverBegun = false;
+  /** From `experimental/serverStatus`: false while the server is still loading or analysing. */
+  private quiescent?: boolean;
   private seq = 0;
   private readonly registered = new Set<string>();
 
@@ -164,11 +169,12 @@ export class LspClient extends EventEmitter {
 
   /** Whether any work-done progress (indexing, project loading) is still open. */
   get busy(): boolean {
-    return this.progress.size > 0;
+    return this.progress.size > 0 || this.quiescent === false;
   }
 
   get progressTitles(): string[] {
-    return [...this.progress.values()];
+    const titles = [...this.progress.values()];
+    return this.quiescent === false && titles.length === 0 ? ['loading the project'] : titles;
   }
 
   get hasReportedProgress(): boolean {
@@ -223,6 +229,12 @@ export class LspClient extends EventEmitter {
         this.emit('progress');
       },
     );
+    c.onNotification('experimental/serverStatus', (p: { quiescent?: boolean }) => {
+      if (typeof p?.quiescent !== 'boolean') return;
+      this.progressEverBegun = true;
+      this.quiescent = p.quiescent;
+      this.emit('progress');
+    });
     c.onNotification(() => undefined);
   }
 

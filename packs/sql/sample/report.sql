@@ -1,0 +1,7 @@
+SELECT
+  id,
+  name
+FROM
+  users
+WHERE
+  id = 1;

@@ -58,7 +58,7 @@ export function assembleRuns(
   const templates = new TemplateCatalog(config, provider.capabilities.templateImages);
   const egress = new EgressService(config, (r) => telemetry.egress(r));
   const claims = new ClaimStore(path.join(config.stateDir, 'pool', config.instance, 'claims'));
-  const paused = new PausedStore(path.join(config.stateDir, 'paused', config.instance));
+  const paused = new PausedStore(provider.pausedRecords ?? path.join(config.stateDir, 'paused', config.instance));
   const registry = new RunRegistry(provider);
   const pool = new RunPool({ config, provider, tenancy, templates });
   const lifecycle = new RunLifecycle({

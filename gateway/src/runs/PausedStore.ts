@@ -1,3 +1,4 @@
+import type { SharedRunRecords } from '../sandbox/provider';
 import { RecordDir } from './RecordDir';
 import type { PauseInfo, RunRecord, RunSpec, RunStart } from './RunRecord';
 
@@ -32,10 +33,42 @@ const isPaused = (r: unknown): r is PausedRecord => {
  * (durably: its sandbox is about to go) before the sandbox is removed, and removed only once a
  * resumed run is READY. A restart that finds a record with the run's sandbox still there
  * completes the pause rather than trust a runner it never saw finish.
+ *
+ * Kept in the gateway's state directory, or, where the provider keeps them for every replica
+ * (`SandboxProvider.pausedRecords`), beside the run's kept workspace: then `shared`, and any
+ * replica lists and resumes any paused run.
  */
-export class PausedStore extends RecordDir<PausedRecord> {
-  constructor(dir: string) {
-    super(dir, isPaused);
+export class PausedStore {
+  private readonly dir?: RecordDir<PausedRecord>;
+  private readonly records?: SharedRunRecords;
+
+  constructor(where: string | SharedRunRecords) {
+    if (typeof where === 'string') this.dir = new RecordDir(where, isPaused);
+    else this.records = where;
+  }
+
+  /** Other replicas read and write the same records. */
+  get shared(): boolean {
+    return this.records !== undefined;
+  }
+
+  async write(runId: string, record: PausedRecord, opts: { durable?: boolean } = {}): Promise<void> {
+    if (this.records) await this.records.write(runId, record.workspace, record);
+    else await this.dir!.write(runId, record, opts);
+  }
+
+  async read(runId: string): Promise<PausedRecord | undefined> {
+    if (!this.records) return this.dir!.read(runId);
+    const r = await this.records.read(runId);
+    return isPaused(r) && r.runId === runId ? r : undefined;
+  }
+
+  async remove(runId: string): Promise<void> {
+    await (this.records ?? this.dir!).remove(runId);
+  }
+
+  async list(): Promise<string[]> {
+    return (this.records ?? this.dir!).list();
   }
 
   static recordOf(run: RunRecord, workspace: string, pause: PauseInfo): PausedRecord {

@@ -6,7 +6,7 @@ import type { EgressService } from '../egress/service';
 import { GatewayError } from '../errors';
 import { logger } from '../log';
 import type { ClaimStore } from '../pool/ClaimStore';
-import type { Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/provider';
+import { type Sandbox, SandboxExistsError, type SandboxProvider, type SandboxSpec } from '../sandbox/provider';
 import type { TemplateCatalog } from '../templates/catalog';
 import type { Telemetry } from '../observability/Telemetry';
 import type { Tenancy } from '../tenancy/Tenancy';
@@ -387,6 +387,7 @@ export class RunPauses {
       if (made) await provider.park!(made).catch(() => undefined);
       await egress.close(run.runId);
       run.backToPaused(workspace);
+      if (err instanceof SandboxExistsError && (await this.resumedElsewhere(run))) return;
       throw new GatewayError(status.UNAVAILABLE, `run ${run.runId} could not be resumed (it stays paused): ${why}`);
     }
     const notice = noticeOf(restored);
@@ -396,6 +397,24 @@ export class RunPauses {
       { runId: run.runId, outcome: restored?.outcome, ms: Math.round(performance.now() - t0) },
       'run resumed',
     );
+  }
+
+  /**
+   * Whether another replica's resume of the run, under way when this one's found its sandbox
+   * made, brought it back: its new sandbox is taken up here by the watch (a new record for the
+   * run, READY). Waits up to the start timeout.
+   */
+  private async resumedElsewhere(run: RunRecord): Promise<boolean> {
+    const { registry, config } = this.deps;
+    const deadline = Date.now() + config.runs.startTimeoutSeconds * 1000;
+    while (Date.now() < deadline) {
+      const now = registry.all().find((r) => r.runId === run.runId);
+      if (!now) return false;
+      if (now !== run && now.state === 'READY') return true;
+      if (now !== run && now.state !== 'STARTING') return false;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return false;
   }
 
   /**

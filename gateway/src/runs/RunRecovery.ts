@@ -54,6 +54,8 @@ export class RunRecovery {
   private readonly unboundChecks = new Map<string, number>();
   /** Runs whose sandbox another replica (or the cluster) removed, and since when. */
   private readonly goneSince = new Map<string, number>();
+  /** Sandboxes of runs paused here that another replica's resume made, by id: since when. */
+  private readonly resumesSeen = new Map<string, number>();
 
   constructor(private readonly deps: RunRecoveryDeps) {}
 
@@ -77,6 +79,9 @@ export class RunRecovery {
       // A pooled sandbox's run is in its claim record; without one it was idle.
       const claim = pooled ? await claims.read(info.id) : undefined;
       const pausedRun = paused.get((pooled ? claim?.runId : info.labels[LABELS.runId]) ?? '');
+      // Where replicas share the records, another replica may be pausing or resuming it now:
+      // the watch decides (`resumeSeen`), not this start.
+      if (pausedRun && this.deps.paused.shared) continue;
       if (pausedRun) {
         const checkpoint = pausedRun.pause.checkpoint;
         if (checkpoint?.name && checkpoint.sandbox === info.id) {
@@ -154,9 +159,7 @@ export class RunRecovery {
             ? 'its sandbox, which held the checkpoint, is gone'
             : 'the gateway stopped while its checkpoint was being written',
         );
-      const run = new RunRecord(record.runId, record.tenant, record.spec, new Date(record.createdAt), record.start);
-      run.paused(record.workspace, PausedStore.pauseOf(record));
-      registry.add(run);
+      registry.add(pausedRun(record));
     }
     // Claims whose sandbox is gone (removed while the gateway was down).
     for (const id of await claims.list()) if (!ids.has(id)) await claims.remove(id).catch(() => undefined);
@@ -233,14 +236,18 @@ export class RunRecovery {
   /**
    * Where the provider's sandboxes are shared with other replicas: from now on, takes up runs
    * they create (or claim from the shared pool) as its watch reports them, and forgets runs
-   * whose sandbox they removed. Unlike `recover`, it removes nothing of theirs.
+   * whose sandbox they removed. Unlike `recover`, it removes nothing of theirs. Every `everyMs`
+   * it forgets runs gone long enough and, where paused records are shared, agrees with them.
    */
-  async startDiscovery(): Promise<void> {
+  async startDiscovery(everyMs = FORGET_CHECK_MS): Promise<void> {
     const { provider } = this.deps;
     if (!provider.capabilities.sharedState) return;
     if (!provider.watch) throw new Error(`the ${provider.name} provider shares its sandboxes but cannot watch them`);
     await provider.watch((c) => this.changed(c));
-    this.forgetter = setInterval(() => this.forgetGone(), FORGET_CHECK_MS);
+    this.forgetter = setInterval(() => {
+      this.forgetGone();
+      if (this.deps.paused.shared) void this.reconcilePaused();
+    }, everyMs);
     this.forgetter.unref();
   }
 
@@ -258,7 +265,13 @@ export class RunRecovery {
     // An idle pooled sandbox is no run (the pool looks after it); a claimed one carries its run's labels.
     if (info.labels[LABELS.pool] !== undefined) return;
     const runId = info.labels[LABELS.runId];
-    if (!runId || this.deps.registry.has(runId) || this.takingUp.has(info.id)) return;
+    if (!runId || this.takingUp.has(info.id)) return;
+    const known = this.known(runId);
+    if (known) {
+      // Known here as paused: a sandbox for it is another replica's resume.
+      if (this.deps.paused.shared && known.state === 'PAUSED') void this.resumeSeen(info);
+      return;
+    }
     if (info.ready) return void this.takeUp(info);
     // Still being started by another replica, or left unbooted by one that died while starting it.
     if (info.giveUpAt === undefined) return;
@@ -314,7 +327,13 @@ export class RunRecovery {
     try {
       const sandbox = await provider.attach(info.id);
       if (info.claimedAt && (await this.unanswered(sandbox, info.claimedAt))) return;
-      if (registry.has(runId)) return;
+      const before = this.known(runId);
+      if (before && before.state !== 'PAUSED') return;
+      if (before) {
+        // Resumed by another replica: the pause it ended is still this run's last.
+        run.pause = before.pause;
+        registry.remove(runId);
+      }
       registry.add(run);
       // This replica's own proxy of the run: the sandbox carries its egress to every replica that holds it.
       if (saved.spec.egress) await egress.open(runId, tenant, saved.spec.egress);
@@ -370,12 +389,101 @@ export class RunRecovery {
     return true;
   }
 
-  /** A sandbox gone: a run being taken up is dropped, a known one is remembered FAILED for a while. */
+  /**
+   * A sandbox gone: a run being taken up is dropped, a known one is remembered FAILED for a
+   * while, unless another replica paused it (its record says so): then it is PAUSED here too.
+   */
   private gone(id: string): void {
     this.unboundChecks.delete(id);
+    this.resumesSeen.delete(id);
     for (const run of this.deps.registry.all()) {
       if (run.sandbox?.id !== id) continue;
       if (!this.goneSince.has(run.runId)) this.goneSince.set(run.runId, Date.now());
+      // A pause this replica makes is its own to finish.
+      if (this.deps.paused.shared && run.state !== 'PAUSING') void this.pausedElsewhere(run);
+    }
+  }
+
+  /**
+   * A sandbox of a run paused here, made by another replica's resume: taken up once that resume
+   * is done (it removes the record only then, so the run is never taken up half-restored). One
+   * whose record outlives twice the start timeout was left by a replica that died resuming it:
+   * the pause is completed (the sandbox removed, the workspace kept), and the next call resumes it.
+   */
+  private async resumeSeen(info: SandboxInfo): Promise<void> {
+    const { paused, provider, config } = this.deps;
+    const runId = info.labels[LABELS.runId]!;
+    const first = this.resumesSeen.get(info.id) ?? Date.now();
+    this.resumesSeen.set(info.id, first);
+    let record: PausedRecord | undefined;
+    try {
+      record = await paused.read(runId);
+    } catch {
+      this.lookAgain(info.id, CLAIM_RECHECK_MAX_MS);
+      return;
+    }
+    if (!record) {
+      this.resumesSeen.delete(info.id);
+      if (info.ready) await this.takeUp(info);
+      else this.lookAgain(info.id, CLAIM_RECHECK_MS);
+      return;
+    }
+    const limit = 2 * config.runs.startTimeoutSeconds * 1000 + CLAIM_GRACE_MS;
+    if (Date.now() - first < limit) {
+      this.lookAgain(info.id, CLAIM_RECHECK_MS * 4);
+      return;
+    }
+    this.resumesSeen.delete(info.id);
+    logger.warn({ runId, sandbox: info.id }, 'a resume never finished (its replica died): completing the pause');
+    await provider.park?.(info.id).catch((err: Error) => logger.warn({ runId, err: err.message }, 'could not park'));
+  }
+
+  private known(runId: string): RunRecord | undefined {
+    return this.deps.registry.all().find((r) => r.runId === runId);
+  }
+
+  /** A run another replica paused: the record it wrote replaces what this replica knew of it. */
+  private async pausedElsewhere(run: RunRecord): Promise<void> {
+    const record = await this.deps.paused.read(run.runId).catch(() => undefined);
+    // Only the run as it was when its sandbox went: a resume since then is newer news.
+    if (!record || this.known(run.runId) !== run || run.state === 'PAUSING' || run.state === 'PAUSED') return;
+    this.replace(run, pausedRun(record));
+  }
+
+  private replace(before: RunRecord, after: RunRecord): void {
+    const { registry, egress } = this.deps;
+    before.runner?.dispose();
+    registry.remove(before.runId);
+    this.goneSince.delete(before.runId);
+    void egress.close(before.runId);
+    registry.add(after);
+  }
+
+  /**
+   * Where replicas share paused records: this replica's picture of paused runs made to agree
+   * with them. A run paused here whose record is gone was deleted (or resumed) by another
+   * replica and is forgotten (a resume's sandbox is taken up by the watch); a record of a run
+   * this replica does not know is a run paused by another, listed here from now on.
+   */
+  private async reconcilePaused(): Promise<void> {
+    const { paused, registry } = this.deps;
+    let ids: Set<string>;
+    try {
+      ids = new Set(await paused.list());
+    } catch (err) {
+      logger.debug({ err: (err as Error).message }, 'could not list paused records');
+      return;
+    }
+    for (const run of registry.all())
+      if (run.state === 'PAUSED' && !ids.has(run.runId)) {
+        // Read again: a resume here may have just removed it, or another may have written it.
+        if (await paused.read(run.runId).catch(() => true)) continue;
+        if (this.known(run.runId) === run && run.state === 'PAUSED') registry.remove(run.runId);
+      }
+    for (const id of ids) {
+      if (registry.has(id)) continue;
+      const record = await paused.read(id).catch(() => undefined);
+      if (record && !registry.has(id)) registry.add(pausedRun(record));
     }
   }
 
@@ -395,4 +503,11 @@ export class RunRecovery {
       void this.deps.egress.close(runId);
     }
   }
+}
+
+/** A paused run as its record describes it. */
+function pausedRun(record: PausedRecord): RunRecord {
+  const run = new RunRecord(record.runId, record.tenant, record.spec, new Date(record.createdAt), record.start);
+  run.paused(record.workspace, PausedStore.pauseOf(record));
+  return run;
 }

@@ -146,6 +146,13 @@ export class SandboxUnreachableError extends Error {}
  */
 export class SandboxBackendUnavailableError extends Error {}
 
+/**
+ * The run's sandbox exists already: where replicas share sandboxes, another replica made it
+ * at the same moment (two resumes of one paused run). Nothing was made; that replica's
+ * sandbox is the run's.
+ */
+export class SandboxExistsError extends Error {}
+
 /** A byte stream to a runner's socket that the gateway did not open itself. */
 export interface RunnerStream {
   readable: Readable;
@@ -281,7 +288,28 @@ export interface SandboxProvider {
   forget?(id: string): void;
   /** Where `pool` is `shared`: the pool every replica claims from. */
   readonly sharedPool?: SharedSandboxPool;
+  /**
+   * Where `sharedState` and runs can be paused: paused runs' records, kept where every replica
+   * finds them, so that any replica lists and resumes any paused run. Absent: they are kept in
+   * the gateway's state directory.
+   */
+  readonly pausedRecords?: SharedRunRecords;
   close(): Promise<void>;
+}
+
+/**
+ * Small records kept in the provider's backend beside a run's kept workspace, where every
+ * replica reads them (Kubernetes: on the workspace's claim). By run id; what a record holds is
+ * its caller's to check.
+ */
+export interface SharedRunRecords {
+  /** Writes the run's record onto `workspace` (a handle `keepable` or `park` gave), replacing any. */
+  write(runId: string, workspace: string, record: unknown): Promise<void>;
+  /** The run's record, or undefined when it has none. */
+  read(runId: string): Promise<unknown>;
+  remove(runId: string): Promise<void>;
+  /** The runs that have a record. */
+  list(): Promise<string[]>;
 }
 
 /** One class of a shared pool: its key (`classKey`), what it is made of, and how many are kept idle. */

@@ -7,7 +7,17 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import assert from 'node:assert/strict';
-import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,7 +26,7 @@ import { resultText } from '../../../clients/typescript/src';
 import { defaultConfig } from '../../../gateway/src/config';
 import { diagnose } from '../../../gateway/src/doctor';
 import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
-import { claimName, KEPT_LABEL } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
+import { claimName, KEPT_LABEL, PAUSED_ANNOTATION } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { runnerImage } from '../docker/support';
@@ -35,10 +45,10 @@ const CLASS = `tether-hostpath-t${process.pid}`;
 /** A class no volume has and no provisioner serves: its claims never bind. */
 const NO_VOLUMES = `tether-novolume-t${process.pid}`;
 /**
- * Three volumes: a claim released from a `Retain` volume leaves it unbindable, and three runs
- * bind one each (the paused run's claim binds once and keeps its volume across the pause).
+ * Four volumes: a claim released from a `Retain` volume leaves it unbindable, and four runs
+ * bind one each (a paused run's claim binds once and keeps its volume across the pause).
  */
-const PVS = [`tether-ws-t${process.pid}-a`, `tether-ws-t${process.pid}-b`, `tether-ws-t${process.pid}-c`];
+const PVS = ['a', 'b', 'c', 'd'].map((v) => `tether-ws-t${process.pid}-${v}`);
 const kc = adminConfig();
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const storageApi = kc.makeApiClient(k8s.StorageV1Api);
@@ -308,11 +318,11 @@ describe('a paused run on its claim (portable depth)', () => {
   const instance = `pvc-pause-t${process.pid}`;
   const stateDir = mkdtempSync(path.join(tmp, 'state-'));
   let t: TestGateway;
-  const start = () =>
+  const start = (dir = stateDir) =>
     startTestGateway({
       provider: 'kubernetes',
       instance,
-      stateDir,
+      stateDir: dir,
       kubernetes: section(CLASS, 120),
       limits: { default: { memoryMb: 1024, cpuMillis: 500, pids: 256, diskMb: 64 } },
       runs: { startTimeoutSeconds: 120, idlePauseSeconds: 0 },
@@ -379,6 +389,67 @@ describe('a paused run on its claim (portable depth)', () => {
 
     await t.alice.deleteRun(run.runId);
     await gone(`claim ${claim}`, () => core.readNamespacedPersistentVolumeClaim(claim, NS));
+  });
+
+  it('any replica resumes a run another paused: the record is on the claim, not in a state directory', async () => {
+    const run = await t.alice.createRun({
+      conversationId: 'pvc-replicas',
+      features: { eval: true },
+      approvals: { write: Approval.AUTO },
+    });
+    assert.equal(run.state, RunState.READY, run.error);
+    const claim = claimName(podName(run.runId));
+    const evalIn = async (g: TestGateway, code: string) => {
+      const r = await g.alice.callTool(run.runId, 'eval', { code, description: 'the kernel across replicas' });
+      assert.equal(r.result.isError, false, resultText(r.result));
+      return resultText(r.result);
+    };
+    assert.match(await evalIn(t, 'answer = 6 * 7\nanswer'), /42/);
+    // A second replica of the instance: its own state directory, only the transport key shared
+    // (in a cluster, the Secret every replica mounts).
+    const otherState = mkdtempSync(path.join(tmp, 'state-'));
+    copyFileSync(path.join(stateDir, 'transport.key'), path.join(otherState, 'transport.key'));
+    const other = await start(otherState);
+    const stateOn = (g: TestGateway) => g.alice.getRun(run.runId).then((r) => r.state);
+    try {
+      await until('the other replica to know the run', 30_000, async () =>
+        (await stateOn(other).catch(() => undefined)) === RunState.READY ? true : undefined,
+      );
+
+      // Paused through the first: the record is on the claim, and the other replica reads it.
+      assert.equal((await t.alice.pauseRun(run.runId)).state, RunState.PAUSED);
+      const record = (await core.readNamespacedPersistentVolumeClaim(claim, NS)).body.metadata?.annotations?.[
+        PAUSED_ANNOTATION
+      ];
+      assert.equal(JSON.parse(record ?? '{}').runId, run.runId, 'the paused record is on the claim');
+      assert.equal(existsSync(path.join(stateDir, 'paused')), false, 'and not in the state directory');
+      await until('the other replica to see it paused', 30_000, async () =>
+        (await stateOn(other)) === RunState.PAUSED ? true : undefined,
+      );
+
+      // A call through the other replica resumes it with the kernel variable; the first takes it up.
+      assert.match(await evalIn(other, 'answer + 1'), /43/);
+      await until('the first replica to see it resumed', 30_000, async () =>
+        (await stateOn(t)) === RunState.READY ? true : undefined,
+      );
+      assert.match(await evalIn(t, 'answer + 2'), /44/);
+      const annotations = (await core.readNamespacedPersistentVolumeClaim(claim, NS)).body.metadata?.annotations;
+      assert.equal(annotations?.[PAUSED_ANNOTATION], undefined, 'a resumed run has no paused record');
+
+      // Paused through the other, deleted through the first: the other forgets it from the records.
+      assert.equal((await other.alice.pauseRun(run.runId)).state, RunState.PAUSED);
+      await until('the first replica to see it paused', 30_000, async () =>
+        (await stateOn(t)) === RunState.PAUSED ? true : undefined,
+      );
+      await t.alice.deleteRun(run.runId);
+      await until('the other replica to forget it', 30_000, async () =>
+        (await stateOn(other).catch((e: { code: number }) => e.code)) === 5 ? true : undefined,
+      );
+      await gone(`claim ${claim}`, () => core.readNamespacedPersistentVolumeClaim(claim, NS));
+    } finally {
+      await other.close();
+      await t.alice.deleteRun(run.runId).catch(() => undefined);
+    }
   });
 
   it('a run on an emptyDir workspace cannot be paused, and says why', async () => {

@@ -7,7 +7,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assembleRuns } from '../../../gateway/src/server';
-import { LABELS, type SandboxChange, type SandboxInfo } from '../../../gateway/src/sandbox/provider';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import {
+  LABELS,
+  type SandboxChange,
+  type SandboxInfo,
+  type SharedRunRecords,
+} from '../../../gateway/src/sandbox/provider';
 import { FakeProvider, type FakeSandbox, runSpec, testConfig, until } from './fakeSandbox';
 
 /** A fake whose sandboxes every replica sees, with a watch the test drives. */
@@ -23,6 +31,10 @@ class WatchingProvider extends FakeProvider {
 
   async watch(listener: (c: SandboxChange) => void): Promise<void> {
     this.listeners.push(listener);
+  }
+
+  protected listenersOf(): ((c: SandboxChange) => void)[] {
+    return this.listeners;
   }
 
   override async list(labels: Record<string, string>): Promise<SandboxInfo[]> {
@@ -102,4 +114,90 @@ test('a claim still being bound is looked at again soon, and taken up once its c
   assert.ok(Date.now() - t0 < 1000, `known ${Date.now() - t0} ms after the bind`);
   assert.equal(provider.removed.includes(claimed.id), false);
   b.recovery.stopDiscovery();
+});
+
+/** Paused records every replica reads, as a provider keeps them in its backend (Kubernetes: on the claim). */
+class SharedRecords implements SharedRunRecords {
+  readonly records = new Map<string, { workspace: string; record: unknown }>();
+  async write(runId: string, workspace: string, record: unknown): Promise<void> {
+    this.records.set(runId, { workspace, record: structuredClone(record) });
+  }
+  async read(runId: string): Promise<unknown> {
+    return structuredClone(this.records.get(runId)?.record);
+  }
+  async remove(runId: string): Promise<void> {
+    this.records.delete(runId);
+  }
+  async list(): Promise<string[]> {
+    return [...this.records.keys()];
+  }
+}
+
+class PausingWatchingProvider extends WatchingProvider {
+  readonly pausedRecords = new SharedRecords();
+  constructor() {
+    super();
+    this.pausable();
+    this.capabilities = { ...this.capabilities, sharedState: true, pool: 'none' };
+  }
+  gone(id: string, labels: Record<string, string>): void {
+    for (const l of this.listenersOf()) l({ change: 'removed', info: { id, labels, running: false } });
+  }
+}
+
+test('paused records in the provider: a pause on one replica is a pause on the other, which resumes it; a delete there is seen here', async () => {
+  const provider = new PausingWatchingProvider();
+  const known = (m: ReturnType<typeof assembleRuns>, runId: string) => m.registry.all().find((r) => r.runId === runId);
+  const a = assembleRuns({ ...config, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-a-')) }, provider);
+  const bState = mkdtempSync(path.join(os.tmpdir(), 'tether-b-'));
+  const b = assembleRuns({ ...config, stateDir: bState }, provider);
+  await a.recovery.startDiscovery(50);
+  await b.recovery.startDiscovery(50);
+  try {
+    // Made through A, taken up by B (a fake sandbox talks to the replica that attached last).
+    const run = await a.lifecycle.create('alice', runSpec({ conversationId: 'paused-shared' }));
+    const first = provider.sandboxes.get(run.sandbox!.id)!;
+    provider.emit(first);
+    await until(() => known(b, run.runId)?.state === 'READY', 1000);
+
+    // Paused through B: its record is in the provider, and A, told the sandbox is gone, reads it.
+    await b.pauses.pause('alice', run.runId);
+    assert.deepEqual(await provider.pausedRecords.list(), [run.runId]);
+    assert.equal(readdirSync(bState).includes('paused'), false, 'nothing in the state directory');
+    provider.gone(first.id, first.labels);
+    await until(() => known(a, run.runId)?.state === 'PAUSED', 1000);
+    assert.equal(known(a, run.runId)?.pause?.reason, 'requested');
+
+    // A call through A resumes it; B takes up A's new sandbox once the resume is done.
+    const ready = await a.pauses.whenReady('alice', run.runId);
+    assert.equal(provider.madeOn.get(ready.sandbox.id), first.keepable, 'resumed on the kept workspace');
+    assert.deepEqual(await provider.pausedRecords.list(), []);
+    const second = provider.sandboxes.get(ready.sandbox.id)!;
+    provider.emit(second);
+    await until(() => known(b, run.runId)?.state === 'READY', 1000);
+    assert.equal(known(b, run.runId)?.pause?.reason, 'requested', 'the pause it ended is still its last');
+
+    // Paused again through B, then deleted through A: B forgets it from the records alone.
+    await b.pauses.pause('alice', run.runId);
+    provider.gone(second.id, second.labels);
+    await until(() => known(a, run.runId)?.state === 'PAUSED', 1000);
+    await a.lifecycle.delete('alice', run.runId);
+    assert.deepEqual(await provider.pausedRecords.list(), []);
+    await until(() => known(b, run.runId) === undefined, 1000);
+
+    // A run paused by a replica this one never heard of is listed from its record.
+    await provider.pausedRecords.write('run-elsewhere', 'ws-elsewhere', {
+      runId: 'run-elsewhere',
+      tenant: 'alice',
+      spec: runSpec(),
+      createdAt: new Date().toISOString(),
+      start: 'cold',
+      workspace: 'ws-elsewhere',
+      pause: { depth: 'portable', reason: 'idle', stateBytes: 0, notKept: [], pausedAt: new Date().toISOString() },
+    });
+    await until(() => known(b, 'run-elsewhere')?.state === 'PAUSED', 1000);
+  } finally {
+    a.recovery.stopDiscovery();
+    b.recovery.stopDiscovery();
+  }
 });

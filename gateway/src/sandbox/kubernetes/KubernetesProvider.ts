@@ -8,6 +8,7 @@ import { bootRunner, runSecret } from '../boot';
 import { resolveImage } from '../image';
 import {
   LABELS,
+  SandboxExistsError,
   SandboxPreconditionError,
   type ProviderCapabilities,
   type RunnerStream,
@@ -48,7 +49,7 @@ import {
 } from './podSpec';
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
 import { KubernetesTemplateImages } from './templateImages';
-import { claimName, WorkspaceClaims } from './workspaceVolume';
+import { claimName, PausedOnClaims, WorkspaceClaims } from './workspaceVolume';
 import { bodyMessage, mergePatchPodMetadata, statusOf } from './apiErrors';
 
 /**
@@ -113,6 +114,8 @@ export class KubernetesProvider implements SandboxProvider {
   private listening = false;
   /** Set when runs are agent-sandbox claims (`kubernetes.agentSandbox`). */
   private readonly agentSandbox?: AgentSandboxRuns;
+  /** Paused runs' records on their kept claims, where runs can be paused: every replica reads them. */
+  readonly pausedRecords?: PausedOnClaims;
 
   constructor(private readonly config: GatewayConfig) {
     this.kc = loadKubeConfig(config.kubernetes.kubeconfig);
@@ -150,12 +153,16 @@ export class KubernetesProvider implements SandboxProvider {
       });
     }
     const storage = config.kubernetes.workspace;
-    if (storage.storageClassName) this.claims = new WorkspaceClaims(this.core, this.ns, storage);
+    const selector = `${LABELS.managed}=true,${LABELS.instance}=${config.instance}`;
+    if (storage.storageClassName) {
+      this.claims = new WorkspaceClaims(this.core, this.ns, storage);
+      this.pausedRecords = new PausedOnClaims(this.core, this.ns, this.claims, selector);
+    }
     this.informer = new PodInformer(
       this.kc,
       this.core,
       this.ns,
-      `${LABELS.managed}=true,${LABELS.instance}=${config.instance}`,
+      selector,
       { resyncMs: RESYNC_MS, watchSeconds: WATCH_SECONDS },
       this.api,
     );
@@ -215,6 +222,8 @@ export class KubernetesProvider implements SandboxProvider {
     try {
       created = (await this.core.createNamespacedPod(this.ns, pod)).body;
     } catch (err) {
+      if (statusOf(err) === 409 && kept)
+        throw new SandboxExistsError(`pod ${name} exists already: another replica is resuming the run`);
       throw new Error(`could not create pod ${name}: ${bodyMessage(err)}`);
     }
     try {

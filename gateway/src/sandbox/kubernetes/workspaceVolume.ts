@@ -1,4 +1,5 @@
 import type * as k8s from '@kubernetes/client-node';
+import type { SharedRunRecords } from '../provider';
 import { eventsAbout, eventTime } from './events';
 import { bodyMessage, MERGE_PATCH, statusOf } from './apiErrors';
 
@@ -19,6 +20,10 @@ const POLL_MS = 250;
  * whose pod is gone. Taken off when a resumed run's pod owns it again.
  */
 export const KEPT_LABEL = 'dev.tether.kept';
+
+/** On a kept claim whose run is paused: the run's id (found by selector), and its paused record. */
+export const PAUSED_RUN_LABEL = 'dev.tether.paused-run';
+export const PAUSED_ANNOTATION = 'dev.tether.paused';
 
 /** The run's claim: named after its pod, so each run has its own and finds it again by name. */
 export function claimName(podName: string): string {
@@ -131,16 +136,17 @@ export class WorkspaceClaims {
    * collector leaves it when the pod is deleted, and the label tells every replica it is kept.
    */
   async keep(name: string): Promise<void> {
-    await this.patch(name, { labels: { [KEPT_LABEL]: 'true' }, ownerReferences: null });
+    await this.patchMetadata(name, { labels: { [KEPT_LABEL]: 'true' }, ownerReferences: null });
   }
 
   /** A kept claim becomes the workspace of a new pod (a resume): owned by it again, no longer kept. */
   async adopt(name: string, pod: k8s.V1Pod): Promise<void> {
     const owner = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! };
-    await this.patch(name, { labels: { [KEPT_LABEL]: null }, ownerReferences: [owner] });
+    await this.patchMetadata(name, { labels: { [KEPT_LABEL]: null }, ownerReferences: [owner] });
   }
 
-  private async patch(name: string, metadata: Record<string, unknown>): Promise<void> {
+  /** A JSON merge patch of the claim's metadata. */
+  async patchMetadata(name: string, metadata: Record<string, unknown>): Promise<void> {
     try {
       await this.core.patchNamespacedPersistentVolumeClaim(
         name,
@@ -199,5 +205,63 @@ export class WorkspaceClaims {
     } catch {
       return undefined;
     }
+  }
+}
+
+/**
+ * Paused runs' records, each on its run's kept claim (an annotation, and a label naming the run
+ * so that a selector finds it): every replica of the instance reads them from the API server,
+ * and a record goes with its claim when the run is deleted. Needs persistentvolumeclaims
+ * list and patch, which the workspace claims need anyway.
+ */
+export class PausedOnClaims implements SharedRunRecords {
+  constructor(
+    private readonly core: k8s.CoreV1Api,
+    private readonly ns: string,
+    private readonly claims: WorkspaceClaims,
+    /** The instance's label selector: another instance's records are not this one's. */
+    private readonly selector: string,
+  ) {}
+
+  async write(runId: string, workspace: string, record: unknown): Promise<void> {
+    await this.claims.patchMetadata(workspace, {
+      labels: { [PAUSED_RUN_LABEL]: runId },
+      annotations: { [PAUSED_ANNOTATION]: JSON.stringify(record) },
+    });
+  }
+
+  async read(runId: string): Promise<unknown> {
+    const [claim] = await this.claimsOf(runId);
+    const text = claim?.metadata?.annotations?.[PAUSED_ANNOTATION];
+    if (!text) return undefined;
+    try {
+      return JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+  }
+
+  async remove(runId: string): Promise<void> {
+    for (const claim of await this.claimsOf(runId))
+      await this.claims
+        .patchMetadata(claim.metadata!.name!, {
+          labels: { [PAUSED_RUN_LABEL]: null },
+          annotations: { [PAUSED_ANNOTATION]: null },
+        })
+        .catch((err: Error) => {
+          // A claim deleted meanwhile took its record with it.
+          if (!/is gone$/.test(err.message)) throw err;
+        });
+  }
+
+  async list(): Promise<string[]> {
+    return (await this.claimsOf()).map((c) => c.metadata!.labels![PAUSED_RUN_LABEL]!);
+  }
+
+  private async claimsOf(runId?: string): Promise<k8s.V1PersistentVolumeClaim[]> {
+    const selector = `${this.selector},${PAUSED_RUN_LABEL}${runId ? `=${runId}` : ''}`;
+    return (
+      await this.core.listNamespacedPersistentVolumeClaim(this.ns, undefined, undefined, undefined, undefined, selector)
+    ).body.items.filter((c) => !c.metadata?.deletionTimestamp);
   }
 }

@@ -400,7 +400,10 @@ describe('a paused run on its claim (portable depth)', () => {
     assert.equal(run.state, RunState.READY, run.error);
     const claim = claimName(podName(run.runId));
     const evalIn = async (g: TestGateway, code: string) => {
-      const r = await g.alice.callTool(run.runId, 'eval', { code, description: 'the kernel across replicas' });
+      const r = await g.alice.callTool(run.runId, 'eval', {
+        code,
+        description: 'the kernel variable across two gateway replicas',
+      });
       assert.equal(r.result.isError, false, resultText(r.result));
       return resultText(r.result);
     };

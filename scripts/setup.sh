@@ -47,6 +47,10 @@ reload_engine() {
   as_root kill -HUP "$pid"
 }
 start_engine() {
+  # A killed engine leaves its pid file behind, and dockerd refuses to start beside it.
+  local stale
+  stale="$(cat /var/run/docker.pid 2>/dev/null || true)"
+  if [ -n "$stale" ] && [ ! -d "/proc/$stale" ]; then as_root rm -f /var/run/docker.pid; fi
   # shellcheck disable=SC2024
   # The engine must not inherit the set-up lock (fd 9): it would hold it for as long as it runs.
   as_root sh -c 'nohup dockerd --config-file "$0" --bridge=none --iptables=false >>"${TETHER_DOCKERD_LOG:-/var/log/tether-dockerd.log}" 2>&1 9>&- &' "$daemon_json"

@@ -28,6 +28,7 @@ import { stripTarPrefix, withConfinedArchive } from './tarFilter';
 import { DockerTemplateImages } from './dockerTemplateImages';
 import { type CheckpointSupport, checkpointSupport, DockerCheckpoints } from './dockerCheckpoints';
 import { runHelper } from './dockerHelper';
+import { COPY_EACH } from './workspaceCopy';
 
 /** Where the runner image keeps the workspace and the run user's home. */
 export const WORKSPACE = '/workspace';
@@ -35,12 +36,6 @@ const HOME = '/home/tether';
 const VOLUME_PREFIX = 'tether-ws-';
 /** On a size-limited workspace volume: the filesystem image behind its loop device. */
 const DISK_IMAGE_LABEL = 'dev.tether.disk-image';
-/**
- * Copies /from into every directory it is given, two at a time (under gVisor the copies' page
- * cache counts against the copier's memory); fails when any copy failed.
- */
-const COPY_EACH = `printf '%s\\0' "$@" | xargs -0 -n 1 -P 2 sh -c 'cp -a -- /from/. "$0/"'`;
-
 /**
  * On a memory fork's container: the run whose secret its runner holds (the runner was copied,
  * with everything in its memory, from that run's sandbox).

@@ -27,6 +27,7 @@ import { defaultConfig } from '../../../gateway/src/config';
 import { diagnose } from '../../../gateway/src/doctor';
 import { podName } from '../../../gateway/src/sandbox/kubernetes/podSpec';
 import { claimName, KEPT_LABEL, PAUSED_ANNOTATION } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
+import { COPIER_LABEL } from '../../../gateway/src/sandbox/kubernetes/workspaceCopy';
 import { LABELS } from '../../../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway';
 import { runnerImage } from '../docker/support';
@@ -45,10 +46,11 @@ const CLASS = `tether-hostpath-t${process.pid}`;
 /** A class no volume has and no provisioner serves: its claims never bind. */
 const NO_VOLUMES = `tether-novolume-t${process.pid}`;
 /**
- * Four volumes: a claim released from a `Retain` volume leaves it unbindable, and four runs
- * bind one each (a paused run's claim binds once and keeps its volume across the pause).
+ * Seven volumes: a claim released from a `Retain` volume leaves it unbindable, and seven runs
+ * bind one each (a paused run's claim binds once and keeps its volume across the pause; a fork's
+ * binds when its copy is made).
  */
-const PVS = ['a', 'b', 'c', 'd'].map((v) => `tether-ws-t${process.pid}-${v}`);
+const PVS = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((v) => `tether-ws-t${process.pid}-${v}`);
 const kc = adminConfig();
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const storageApi = kc.makeApiClient(k8s.StorageV1Api);
@@ -453,6 +455,63 @@ describe('a paused run on its claim (portable depth)', () => {
       await other.close();
       await t.alice.deleteRun(run.runId).catch(() => undefined);
     }
+  });
+
+  it('forks: each on its own claim copied from the parent, with the kernel variable; a write in one is seen by no other', async () => {
+    const parent = await t.alice.createRun({
+      conversationId: 'pvc-fork',
+      features: { eval: true },
+      approvals: { write: Approval.AUTO },
+    });
+    assert.equal(parent.state, RunState.READY, parent.error);
+    const evalIn = async (runId: string, code: string) => {
+      const r = await t.alice.callTool(runId, 'eval', { code, description: 'a kernel variable across a fork' });
+      assert.equal(r.result.isError, false, resultText(r.result));
+      return resultText(r.result);
+    };
+    await t.alice.putFileMap(parent.runId, { 'shared.txt': 'from the parent\n' });
+    assert.match(await evalIn(parent.runId, 'seed = [n * 3 for n in range(10)]\nseed[-1]'), /27/);
+    await assert.rejects(t.bob.forkRun(parent.runId, 2), (e: { code: number }) => e.code === 5);
+
+    const forks = await t.alice.forkRun(parent.runId, 2);
+    assert.equal(forks.length, 2);
+    const claims = new Set([claimName(podName(parent.runId))]);
+    for (const f of forks) {
+      assert.equal(f.state, RunState.READY, f.error);
+      assert.equal(f.forkedFrom, parent.runId);
+      const first = await t.alice.callTool(f.runId, 'eval', {
+        code: 'seed[-1]',
+        description: 'the variable in a fork',
+      });
+      assert.match(resultText(first.result), /27/);
+      assert.match(resultText(first.result), new RegExp(`fork of run ${parent.runId}`));
+      // Its own claim, owned by its own pod, bound to a volume of its own.
+      const pod = (await core.readNamespacedPod(podName(f.runId), NS)).body;
+      const claim = (await core.readNamespacedPersistentVolumeClaim(claimName(podName(f.runId)), NS)).body;
+      assert.equal(claim.status?.phase, 'Bound');
+      assert.deepEqual(
+        claim.metadata?.ownerReferences?.map((o) => o.uid),
+        [pod.metadata!.uid],
+      );
+      assert.equal(claim.metadata?.labels?.[KEPT_LABEL], undefined);
+      claims.add(claim.metadata!.name!);
+    }
+    assert.equal(claims.size, 3, 'three claims: the parent and each fork');
+    const copiers = await core.listNamespacedPod(NS, undefined, undefined, undefined, undefined, COPIER_LABEL);
+    assert.equal(copiers.body.items.length, 0, 'no copier pod is left');
+
+    const [a, b] = forks as [(typeof forks)[0], (typeof forks)[0]];
+    await t.alice.putFileMap(a.runId, { 'shared.txt': 'changed in fork a\n', 'only-a.txt': 'a\n' });
+    assert.match(await evalIn(a.runId, 'seed.append(99)\nlen(seed)'), /11/);
+    for (const other of [parent.runId, b.runId]) {
+      const files = await t.alice.getFileMap(other, '');
+      assert.equal(files['shared.txt']?.toString(), 'from the parent\n', other);
+      assert.equal(files['only-a.txt'], undefined, other);
+      assert.match(await evalIn(other, 'len(seed)'), /10/);
+    }
+    assert.equal((await t.alice.getRun(parent.runId)).state, RunState.READY);
+    for (const id of [parent.runId, a.runId, b.runId]) await t.alice.deleteRun(id);
+    for (const claim of claims) await gone(`claim ${claim}`, () => core.readNamespacedPersistentVolumeClaim(claim, NS));
   });
 
   it('a run on an emptyDir workspace cannot be paused, and says why', async () => {

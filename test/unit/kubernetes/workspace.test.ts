@@ -7,10 +7,13 @@ import {
   claimName,
   unboundReason,
   WORKSPACE_VOLUME,
+  FORK_COPY_LABEL,
   KEPT_LABEL,
+  PAUSED_RUN_LABEL,
   WorkspaceClaims,
   workspaceClaim,
 } from '../../../gateway/src/sandbox/kubernetes/workspaceVolume';
+import { COPIER_LABEL, copierPod, WorkspaceCopier } from '../../../gateway/src/sandbox/kubernetes/workspaceCopy';
 import { LABELS, type SandboxSpec } from '../../../gateway/src/sandbox/provider';
 
 const spec: SandboxSpec = {
@@ -210,10 +213,133 @@ test("a paused run's claim is kept past its pod: the sweep leaves it, by label o
       'c',
       {
         metadata: {
-          labels: { [KEPT_LABEL]: null },
+          labels: { [KEPT_LABEL]: null, [FORK_COPY_LABEL]: null },
           ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: 'p2', uid: 'u2' }],
         },
       },
     ],
   ]);
+});
+
+test("a fork's claim is kept from its making; the sweep takes it only when no paused record came to it within an hour", async () => {
+  const created: V1PersistentVolumeClaim[] = [];
+  const deleted: string[] = [];
+  const hoursAgo = (h: number) => new Date(Date.now() - h * 3600_000);
+  const fork = (name: string, age: number, extra: Record<string, string> = {}): V1PersistentVolumeClaim => ({
+    metadata: {
+      name,
+      creationTimestamp: hoursAgo(age),
+      labels: { [KEPT_LABEL]: 'true', [FORK_COPY_LABEL]: 'true', ...extra },
+    },
+  });
+  const core = {
+    createNamespacedPersistentVolumeClaim: async (_ns: string, claim: V1PersistentVolumeClaim) => {
+      created.push(claim);
+      return { body: claim };
+    },
+    listNamespacedPersistentVolumeClaim: async () => ({
+      body: {
+        items: [
+          fork('copying', 0.1),
+          fork('recorded', 5, { [PAUSED_RUN_LABEL]: 'run-9' }),
+          fork('abandoned', 2),
+          { metadata: { name: 'paused-long-ago', creationTimestamp: hoursAgo(9), labels: { [KEPT_LABEL]: 'true' } } },
+        ],
+      },
+    }),
+    listNamespacedPod: async () => ({ body: { items: [] } }),
+    deleteNamespacedPersistentVolumeClaim: async (name: string) => {
+      deleted.push(name);
+      return { body: {} };
+    },
+  };
+  const claims = new WorkspaceClaims(core as unknown as CoreV1Api, 'runs', storage);
+  await claims.createKept('tether-run-2-workspace', { [LABELS.runId]: 'run-2' }, 0);
+  assert.deepEqual(created[0].metadata?.labels, {
+    [LABELS.runId]: 'run-2',
+    [KEPT_LABEL]: 'true',
+    [FORK_COPY_LABEL]: 'true',
+  });
+  assert.equal(created[0].metadata?.ownerReferences, undefined, 'no pod owns it yet');
+  assert.equal(created[0].spec?.resources?.requests?.storage, '2048Mi');
+  assert.equal(await claims.sweep('x=y'), 1);
+  assert.deepEqual(deleted, ['abandoned']);
+});
+
+test("the copier pod: the runs' user and hardening, the source read-only, one mount per fork, not a run's pod", () => {
+  const pod = copierPod(
+    'tether-run-2-copy',
+    'tether-run-1-workspace',
+    ['tether-run-2-workspace', 'tether-run-3-workspace'],
+    {
+      namespace: 'runs',
+      instance: 'default',
+      image: 'tether-runner:abc',
+      uid: 1000,
+      gid: 1000,
+      runtimeClassName: 'gvisor',
+      deadlineSeconds: 600,
+    },
+  );
+  // Without `dev.tether.managed`: the informer of the runs' pods never sees it.
+  assert.deepEqual(pod.metadata?.labels, { [LABELS.instance]: 'default', [COPIER_LABEL]: 'true' });
+  const spec = pod.spec!;
+  assert.equal(spec.restartPolicy, 'Never');
+  assert.equal(spec.activeDeadlineSeconds, 600);
+  assert.equal(spec.automountServiceAccountToken, false);
+  assert.equal(spec.runtimeClassName, 'gvisor');
+  assert.equal(spec.securityContext?.runAsUser, 1000);
+  const c = spec.containers[0];
+  assert.equal(c.securityContext?.readOnlyRootFilesystem, true);
+  assert.deepEqual(c.securityContext?.capabilities?.drop, ['ALL']);
+  assert.equal(c.securityContext?.allowPrivilegeEscalation, false);
+  assert.deepEqual(c.command?.slice(-2), ['/to/0', '/to/1']);
+  assert.deepEqual(
+    c.volumeMounts?.map((m) => [m.mountPath, m.readOnly ?? false]),
+    [
+      ['/from', true],
+      ['/to/0', false],
+      ['/to/1', false],
+    ],
+  );
+  assert.deepEqual(
+    spec.volumes?.map((v) => [v.persistentVolumeClaim?.claimName, v.persistentVolumeClaim?.readOnly ?? false]),
+    [
+      ['tether-run-1-workspace', true],
+      ['tether-run-2-workspace', false],
+      ['tether-run-3-workspace', false],
+    ],
+  );
+});
+
+test('a copy that failed says why from its status, and the copier is deleted either way', async () => {
+  const calls: string[] = [];
+  const core = {
+    createNamespacedPod: async (_ns: string, pod: V1Pod) => {
+      calls.push(`create ${pod.metadata?.name}`);
+      return { body: pod };
+    },
+    readNamespacedPod: async () => ({
+      body: {
+        metadata: { name: 'c' },
+        status: {
+          phase: 'Failed',
+          containerStatuses: [{ state: { terminated: { exitCode: 1, message: 'cp: No space left on device\n' } } }],
+        },
+      },
+    }),
+    deleteNamespacedPod: async (name: string) => {
+      calls.push(`delete ${name}`);
+      return { body: {} };
+    },
+  };
+  const copier = new WorkspaceCopier(core as unknown as CoreV1Api, {
+    namespace: 'runs',
+    instance: 'default',
+    uid: 1000,
+    gid: 1000,
+    deadlineSeconds: 600,
+  });
+  await assert.rejects(copier.copy('c', 'from', ['to'], 'img'), /exit code 1: cp: No space left on device$/);
+  assert.deepEqual(calls, ['create c', 'delete c']);
 });

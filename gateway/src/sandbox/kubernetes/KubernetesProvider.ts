@@ -50,6 +50,7 @@ import {
 import { exitCodeOf, openAttach, openExec, type PodStream } from './streams';
 import { KubernetesTemplateImages } from './templateImages';
 import { claimName, PausedOnClaims, WorkspaceClaims } from './workspaceVolume';
+import { WorkspaceCopier } from './workspaceCopy';
 import { bodyMessage, mergePatchPodMetadata, statusOf } from './apiErrors';
 
 /**
@@ -85,6 +86,8 @@ const GIVE_UP_GRACE_MS = 10_000;
 const RESYNC_MS = 10 * 60_000;
 /** The API server ends each watch after about this long; it is renewed from where it ended. */
 const WATCH_SECONDS = 5 * 60;
+/** How long a fork's workspace copy may run: a few GB through one pod, with room to spare. */
+const COPY_DEADLINE_SECONDS = 600;
 
 /**
  * One pod per run: the gateway boots the runner over an attach to its stdin (the only time the
@@ -116,6 +119,8 @@ export class KubernetesProvider implements SandboxProvider {
   private readonly agentSandbox?: AgentSandboxRuns;
   /** Paused runs' records on their kept claims, where runs can be paused: every replica reads them. */
   readonly pausedRecords?: PausedOnClaims;
+  /** Copies a workspace claim into forks' claims, where runs get claims. */
+  private readonly copier?: WorkspaceCopier;
 
   constructor(private readonly config: GatewayConfig) {
     this.kc = loadKubeConfig(config.kubernetes.kubeconfig);
@@ -157,6 +162,13 @@ export class KubernetesProvider implements SandboxProvider {
     if (storage.storageClassName) {
       this.claims = new WorkspaceClaims(this.core, this.ns, storage);
       this.pausedRecords = new PausedOnClaims(this.core, this.ns, this.claims, selector);
+      this.copier = new WorkspaceCopier(this.core, {
+        namespace: this.ns,
+        instance: config.instance,
+        ...this.user,
+        runtimeClassName: config.kubernetes.runtimeClassName,
+        deadlineSeconds: COPY_DEADLINE_SECONDS,
+      });
     }
     this.informer = new PodInformer(
       this.kc,
@@ -593,6 +605,41 @@ export class KubernetesProvider implements SandboxProvider {
     await this.claims?.delete(handle);
   }
 
+  /**
+   * Forks' workspaces: a claim each, kept from the start, bound where the copier runs (on the
+   * node of the workspace copied into them). All or none.
+   */
+  async newWorkspaces(specs: SandboxSpec[]): Promise<string[]> {
+    if (!this.claims) throw new Error('a run on an emptyDir workspace cannot be forked: its files go with its pod');
+    const made: string[] = [];
+    try {
+      for (const spec of specs) {
+        const name = claimName(podName(spec.runId));
+        await this.claims.createKept(name, selectorLabels(spec.labels), spec.limits.diskMb ?? 0);
+        made.push(name);
+      }
+    } catch (err) {
+      for (const name of made) await this.claims.delete(name).catch(() => undefined);
+      throw err;
+    }
+    return made;
+  }
+
+  /** By one copier pod of the run's image, as the run's user, mounting every claim. */
+  async copyWorkspace(from: string, into: string[], image?: string): Promise<void> {
+    if (!this.claims || !this.copier) throw new Error('a run on an emptyDir workspace cannot be copied');
+    if (into.length === 0) return;
+    try {
+      await this.core.readNamespacedPersistentVolumeClaim(from, this.ns);
+    } catch (err) {
+      if (statusOf(err) === 404) throw new Error(`the run's workspace (claim ${from}) is gone`);
+      throw err;
+    }
+    const copierImage = image || this.config.kubernetes.image || resolveImage(this.config);
+    if (!copierImage) throw new Error('no runner image configured: set kubernetes.image (TETHER_K8S_IMAGE)');
+    await this.copier.copy(`${into[0].replace(/-workspace$/, '')}-copy`, from, into, copierImage);
+  }
+
   /** Workspace claims whose pod is gone, except those paused runs keep. */
   async sweep(labels: Record<string, string>, kept?: ReadonlySet<string>): Promise<number> {
     const selector = Object.entries(labels)
@@ -605,6 +652,7 @@ export class KubernetesProvider implements SandboxProvider {
       removed += await this.agentSandbox.sweep(selector, served, this.config.runs.startTimeoutSeconds * 1000);
     }
     if (this.claims) removed += await this.claims.sweep(selector, kept);
+    if (this.copier) removed += await this.copier.sweep();
     return removed;
   }
 

@@ -14,12 +14,17 @@ export interface WorkspaceStorage {
 export const WORKSPACE_VOLUME = 'workspace';
 
 const POLL_MS = 250;
+/** A fork's copy's time to get its paused record: the copy and the record take far less. */
+const STALE_FORK_MS = 60 * 60 * 1000;
 
 /**
  * On a claim a paused run keeps: no pod owns it, and no replica's sweep may take it for one
  * whose pod is gone. Taken off when a resumed run's pod owns it again.
  */
 export const KEPT_LABEL = 'dev.tether.kept';
+
+/** On a fork's workspace claim from its making until its pod adopts it. */
+export const FORK_COPY_LABEL = 'dev.tether.fork-copy';
 
 /** On a kept claim whose run is paused: the run's id (found by selector), and its paused record. */
 export const PAUSED_RUN_LABEL = 'dev.tether.paused-run';
@@ -107,6 +112,28 @@ export class WorkspaceClaims {
   }
 
   /**
+   * A claim no pod owns yet, kept from the start (a fork's workspace, copied into before its
+   * run's pod exists); the fork's pod adopts it like a resumed run's.
+   */
+  async createKept(name: string, labels: Record<string, string>, diskMb: number): Promise<void> {
+    const claim: k8s.V1PersistentVolumeClaim = {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name, namespace: this.ns, labels: { ...labels, [KEPT_LABEL]: 'true', [FORK_COPY_LABEL]: 'true' } },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        storageClassName: this.storage.storageClassName,
+        resources: { requests: { storage: `${diskMb > 0 ? diskMb : this.storage.sizeMb}Mi` } },
+      },
+    };
+    try {
+      await this.core.createNamespacedPersistentVolumeClaim(this.ns, claim);
+    } catch (err) {
+      throw new Error(`could not create the workspace claim ${name}: ${bodyMessage(err)}`);
+    }
+  }
+
+  /**
    * Until the claim is bound. The pod exists already: a class that binds on first use
    * (`WaitForFirstConsumer`) binds only once a pod using the claim is scheduled.
    */
@@ -142,7 +169,10 @@ export class WorkspaceClaims {
   /** A kept claim becomes the workspace of a new pod (a resume): owned by it again, no longer kept. */
   async adopt(name: string, pod: k8s.V1Pod): Promise<void> {
     const owner = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! };
-    await this.patchMetadata(name, { labels: { [KEPT_LABEL]: null }, ownerReferences: [owner] });
+    await this.patchMetadata(name, {
+      labels: { [KEPT_LABEL]: null, [FORK_COPY_LABEL]: null },
+      ownerReferences: [owner],
+    });
   }
 
   /** A JSON merge patch of the claim's metadata. */
@@ -178,7 +208,8 @@ export class WorkspaceClaims {
    * the two, a pod deleted past the gateway, a cluster without a garbage collector). Claims are
    * listed before pods: a claim is made only after its pod, so a claim in the first list whose
    * pod is missing from the second really has none, whatever other replicas create meanwhile.
-   * Kept claims (a paused run's, by label or by name) are not leftovers.
+   * Kept claims (a paused run's, by label or by name) are not leftovers, except a fork's copy
+   * that got no paused record within `STALE_FORK_MS` (its replica died before writing it).
    */
   async sweep(selector: string, kept: ReadonlySet<string> = new Set()): Promise<number> {
     const claims = (
@@ -191,7 +222,12 @@ export class WorkspaceClaims {
     let removed = 0;
     for (const claim of claims) {
       if (claim.metadata?.deletionTimestamp) continue;
-      if (claim.metadata?.labels?.[KEPT_LABEL] === 'true' || kept.has(claim.metadata!.name!)) continue;
+      if (kept.has(claim.metadata!.name!)) continue;
+      const labels = claim.metadata?.labels ?? {};
+      if (labels[KEPT_LABEL] === 'true') {
+        const age = Date.now() - new Date(claim.metadata?.creationTimestamp ?? Date.now()).getTime();
+        if (!labels[FORK_COPY_LABEL] || labels[PAUSED_RUN_LABEL] || age < STALE_FORK_MS) continue;
+      }
       const owner = claim.metadata?.ownerReferences?.find((o) => o.kind === 'Pod');
       if (owner && live.has(owner.uid)) continue;
       await this.delete(claim.metadata!.name!).then(() => removed++);

@@ -93,5 +93,7 @@ if [ "$status" = 0 ]; then
 fi
 
 total() { sed -n "s/^ℹ $1 \([0-9]*\)$/\1/p" "$log" | awk '{ n += $1 } END { print n + 0 }'; }
-echo "tests: $(total pass) passed, $(total fail) failed, $(total skipped) skipped"
+# A test whose promise never settled is cancelled, not failed: it fails the run all the same.
+cancelled="$(total cancelled)"
+echo "tests: $(total pass) passed, $(total fail) failed, $(total skipped) skipped$([ "$cancelled" = 0 ] || echo ", $cancelled cancelled")"
 exit "$status"

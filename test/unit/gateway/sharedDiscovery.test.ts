@@ -12,8 +12,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import {
   LABELS,
+  SandboxExistsError,
   type SandboxChange,
   type SandboxInfo,
+  type SandboxSpec,
   type SharedRunRecords,
 } from '../../../gateway/src/sandbox/provider';
 import { FakeProvider, type FakeSandbox, runSpec, testConfig, until } from './fakeSandbox';
@@ -143,6 +145,17 @@ class PausingWatchingProvider extends WatchingProvider {
   gone(id: string, labels: Record<string, string>): void {
     for (const l of this.listenersOf()) l({ change: 'removed', info: { id, labels, running: false } });
   }
+  /** Runs whose resume made a sandbox: another made for them is refused, as a pod of the same name is. */
+  readonly resumed = new Set<string>();
+  refused = 0;
+  override async create(spec: SandboxSpec): Promise<FakeSandbox> {
+    if (spec.keptWorkspace) {
+      if (this.resumed.has(spec.runId) && ++this.refused)
+        throw new SandboxExistsError(`the sandbox of ${spec.runId} exists already`);
+      this.resumed.add(spec.runId);
+    }
+    return super.create(spec);
+  }
 }
 
 test('paused records in the provider: a pause on one replica is a pause on the other, which resumes it; a delete there is seen here', async () => {
@@ -196,6 +209,43 @@ test('paused records in the provider: a pause on one replica is a pause on the o
       pause: { depth: 'portable', reason: 'idle', stateBytes: 0, notKept: [], pausedAt: new Date().toISOString() },
     });
     await until(() => known(b, 'run-elsewhere')?.state === 'PAUSED', 1000);
+  } finally {
+    a.recovery.stopDiscovery();
+    b.recovery.stopDiscovery();
+  }
+});
+
+test('two replicas resume one paused run at once: one makes its sandbox, the other waits for it and takes it up', async () => {
+  const provider = new PausingWatchingProvider();
+  const known = (m: ReturnType<typeof assembleRuns>, runId: string) => m.registry.all().find((r) => r.runId === runId);
+  const a = assembleRuns({ ...config, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-a-')) }, provider);
+  const b = assembleRuns({ ...config, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-b-')) }, provider);
+  await a.recovery.startDiscovery(50);
+  await b.recovery.startDiscovery(50);
+  try {
+    const run = await a.lifecycle.create('alice', runSpec({ conversationId: 'resumed-twice' }));
+    const first = provider.sandboxes.get(run.sandbox!.id)!;
+    provider.emit(first);
+    await until(() => known(b, run.runId)?.state === 'READY', 1000);
+    // Through B, which serves it now (a fake sandbox talks to the replica that attached last).
+    await b.pauses.pause('alice', run.runId);
+    provider.gone(first.id, first.labels);
+    await until(() => known(a, run.runId)?.state === 'PAUSED', 1000);
+
+    // Both at once: A's create comes first; B's is refused (it exists) and B waits for A's resume.
+    const throughA = a.pauses.whenReady('alice', run.runId);
+    const throughB = b.pauses.whenReady('alice', run.runId);
+    const ready = await throughA;
+    assert.equal(known(b, run.runId)?.state !== 'READY', true, 'B has not taken it up before the watch says so');
+    provider.emit(provider.sandboxes.get(ready.sandbox.id)!);
+    const onB = await throughB;
+    assert.equal(onB.sandbox.id, ready.sandbox.id, 'one sandbox, served by both');
+    const made = [...provider.madeOn.entries()].filter(([, ws]) => ws === first.keepable);
+    assert.equal(made.length, 1, 'one sandbox made on the kept workspace');
+    assert.equal(provider.refused, 1, "B's was refused");
+    assert.deepEqual(await provider.pausedRecords.list(), []);
+    assert.equal(known(a, run.runId)?.state, 'READY');
+    assert.equal(known(b, run.runId)?.state, 'READY');
   } finally {
     a.recovery.stopDiscovery();
     b.recovery.stopDiscovery();

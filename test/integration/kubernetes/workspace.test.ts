@@ -70,14 +70,25 @@ const gone = (what: string, read: () => Promise<unknown>) =>
     }
   });
 
-/** A kubeconfig file for a ServiceAccount in NS bound to the manifest's Role, with only these rules kept. */
-async function serviceAccountKubeconfig(name: string, keep: (r: k8s.V1PolicyRule) => boolean): Promise<string> {
-  const role = manifestObjects().find((o) => o.kind === 'Role' && o.metadata?.name === 'tether-gateway-runs') as
-    | k8s.V1Role
-    | undefined;
-  assert.ok(role?.rules, 'deploy/kubernetes/10-rbac.yaml has the Role');
+/** A manifest's Role (deploy/kubernetes, optional/ included). */
+function manifestRole(name: string): k8s.V1Role {
+  const role = manifestObjects().find((o) => o.kind === 'Role' && o.metadata?.name === name) as k8s.V1Role | undefined;
+  assert.ok(role?.rules, `deploy/kubernetes has the Role ${name}`);
+  return role;
+}
+
+/**
+ * A kubeconfig file for a ServiceAccount in NS bound to the manifest's Role, with only these
+ * rules kept, and `extra` rules beside them.
+ */
+async function serviceAccountKubeconfig(
+  name: string,
+  keep: (r: k8s.V1PolicyRule) => boolean,
+  extra: k8s.V1PolicyRule[] = [],
+): Promise<string> {
+  const role = manifestRole('tether-gateway-runs');
   await core.createNamespacedServiceAccount(NS, { metadata: { name } });
-  await rbacApi.createNamespacedRole(NS, { metadata: { name }, rules: role.rules.filter(keep) });
+  await rbacApi.createNamespacedRole(NS, { metadata: { name }, rules: [...role.rules!.filter(keep), ...extra] });
   await rbacApi.createNamespacedRoleBinding(NS, {
     metadata: { name },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
@@ -199,7 +210,7 @@ describe('a workspace on a static PersistentVolume', () => {
     assert.match(resultText(r.result), /through the claim/);
   });
 
-  it('tether doctor: the Role of deploy/kubernetes suffices; without its claim rule it names what is missing', async () => {
+  it('tether doctor: the Role of deploy/kubernetes suffices; without its claim rule, or the agent-sandbox Role where runs are claims, it names what is missing', async () => {
     const ok = (await diagnose(t.config)).find((c) => c.name === 'rbac');
     assert.equal(ok?.status, 'ok', ok?.detail);
     assert.match(ok!.detail, /persistentvolumeclaims/);
@@ -220,6 +231,24 @@ describe('a workspace on a static PersistentVolume', () => {
       kubernetes: { ...config.kubernetes, workspace: { ...config.kubernetes.workspace, storageClassName: '' } },
     };
     assert.equal((await diagnose(plain)).find((c) => c.name === 'rbac')?.status, 'ok');
+
+    // Runs from agent-sandbox need its objects too: the gateway's identity here has the runs'
+    // Role alone, and the optional Role adds them.
+    const sandboxes = { ...t.config, kubernetes: { ...t.config.kubernetes, agentSandbox: true } };
+    const lacking = (await diagnose(sandboxes)).find((c) => c.name === 'rbac');
+    assert.equal(lacking?.status, 'fail');
+    assert.match(lacking!.detail, /create sandboxclaims/);
+    assert.match(lacking!.fix ?? '', /agent-sandbox-rbac\.yaml/);
+    const both = await serviceAccountKubeconfig(
+      'runs-and-sandboxes',
+      () => true,
+      manifestRole('tether-gateway-agent-sandbox').rules,
+    );
+    const enough = (await diagnose({ ...sandboxes, kubernetes: { ...sandboxes.kubernetes, kubeconfig: both } })).find(
+      (c) => c.name === 'rbac',
+    );
+    assert.equal(enough?.status, 'ok', enough?.detail);
+    assert.match(enough!.detail, /agent-sandbox/);
   });
 
   it('DeleteRun removes the pod and its claim; the volume keeps the data (Retain)', async () => {

@@ -35,6 +35,16 @@ const NEEDED_FOR_CLAIMS: Need[] = [
   ['persistentvolumeclaims', '', 'patch'],
 ];
 
+/** What runs from agent-sandbox add (`kubernetes.agentSandbox`): its template, warm pool and claims. */
+const AGENT_SANDBOX = 'extensions.agents.x-k8s.io';
+const NEEDED_FOR_AGENT_SANDBOX: Need[] = [
+  ...(['get', 'create', 'patch'] as const).flatMap((verb): Need[] => [
+    ['sandboxtemplates', '', verb, AGENT_SANDBOX],
+    ['sandboxwarmpools', '', verb, AGENT_SANDBOX],
+  ]),
+  ...(['get', 'list', 'create', 'delete'] as const).map((verb): Need => ['sandboxclaims', '', verb, AGENT_SANDBOX]),
+];
+
 const message = (err: unknown) =>
   (err as { body?: { message?: string } }).body?.message ?? (err as Error).message ?? String(err);
 
@@ -78,7 +88,13 @@ export async function diagnoseKubernetes(config: GatewayConfig): Promise<Check[]
   const claims = !!config.kubernetes.workspace.storageClassName;
   const { size, templates, maxTotal } = config.pool;
   const pool = maxTotal > 0 && (size > 0 || Object.values(templates).some((n) => n > 0));
-  const needs = [...NEEDED, ...(claims ? NEEDED_FOR_CLAIMS : []), ...(pool ? NEEDED_FOR_POOL : [])];
+  const agentSandbox = config.kubernetes.agentSandbox;
+  const needs = [
+    ...NEEDED,
+    ...(claims ? NEEDED_FOR_CLAIMS : []),
+    ...(pool ? NEEDED_FOR_POOL : []),
+    ...(agentSandbox ? NEEDED_FOR_AGENT_SANDBOX : []),
+  ];
   for (const [resource, subresource, verb, group] of needs) {
     try {
       const { body } = await authz.createSelfSubjectAccessReview({
@@ -97,12 +113,12 @@ export async function diagnoseKubernetes(config: GatewayConfig): Promise<Check[]
           name: 'rbac',
           status: 'fail',
           detail: `not allowed in namespace ${ns}: ${missing.join(', ')}`,
-          fix: 'apply deploy/kubernetes/10-rbac.yaml (with the namespace the config names)',
+          fix: `apply deploy/kubernetes/10-rbac.yaml${agentSandbox ? ' and deploy/kubernetes/optional/agent-sandbox-rbac.yaml' : ''} (with the namespace the config names)`,
         }
       : {
           name: 'rbac',
           status: 'ok',
-          detail: `pods, pods/exec, pods/attach${claims ? ', persistentvolumeclaims' : ''}${pool ? ', leases' : ''} and events in namespace ${ns}`,
+          detail: `pods, pods/exec, pods/attach${claims ? ', persistentvolumeclaims' : ''}${pool ? ', leases' : ''}${agentSandbox ? ', agent-sandbox templates, warm pools and claims' : ''} and events in namespace ${ns}`,
         },
   );
 

@@ -23,10 +23,17 @@ const gateways: { t: TestGateway; instance: string }[] = [];
 after(async () => {
   if (skip) return;
   await startEngine(); // whatever happened above, the next file gets an engine
+  const left: string[] = [];
   for (const { t, instance } of gateways) {
     await t.close();
-    await removeInstance(instance);
+    if ((await removeInstance(instance, { quiet: true })).length) left.push(instance);
   }
+  // The volumes of containers that lived through the restart are still counted as mounted by
+  // the engine (moby/moby#44422, docs/containers.md) until it starts again: once more, then gone.
+  if (left.length === 0) return;
+  await stopEngine();
+  await startEngine();
+  for (const instance of left) await removeInstance(instance);
 });
 
 async function gatewayUnder(runtime: string): Promise<{ t: TestGateway; instance: string }> {

@@ -108,7 +108,7 @@ export async function until<T>(
 }
 
 /** Removes whatever a test's gateway instance left behind (after a failure, say). */
-export async function removeInstance(instance: string): Promise<void> {
+export async function removeInstance(instance: string, { quiet = false } = {}): Promise<string[]> {
   const filters = JSON.stringify({ label: [`${LABELS.instance}=${instance}`] });
   for (const c of await docker.listContainers({ all: true, filters }))
     await docker
@@ -125,10 +125,10 @@ export async function removeInstance(instance: string): Promise<void> {
         .getVolume(v.Name)
         .remove()
         .catch((err: Error) => failed.push(`${v.Name}: ${err.message}`));
-    if (failed.length === 0) return;
+    if (failed.length === 0) return [];
     if (attempt === 10) {
-      console.error(`volumes of ${instance} left behind:\n${failed.join('\n')}`);
-      return;
+      if (!quiet) console.error(`volumes of ${instance} left behind:\n${failed.join('\n')}`);
+      return failed;
     }
     await new Promise((r) => setTimeout(r, 500));
   }

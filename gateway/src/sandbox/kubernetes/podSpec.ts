@@ -1,4 +1,4 @@
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Pod, V1PodSecurityContext, V1SecurityContext } from '@kubernetes/client-node';
 import { EGRESS_MOUNT, egressEnvironment } from '../../egress/service';
 import { LABELS, type SandboxSpec } from '../provider';
 import { workspaceVolume } from './workspaceVolume';
@@ -93,13 +93,7 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 2,
       runtimeClassName: opts.runtimeClassName || undefined,
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: opts.uid,
-        runAsGroup: opts.gid,
-        fsGroup: opts.gid,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: podSecurity(opts.uid, opts.gid),
       containers: [
         {
           name: CONTAINER,
@@ -123,14 +117,7 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
             { name: 'HOME', value: HOME },
             ...(spec.egress ? egressEnvironment(spec.egress).map(asEnv) : []),
           ],
-          securityContext: {
-            allowPrivilegeEscalation: false,
-            readOnlyRootFilesystem: true,
-            privileged: false,
-            runAsNonRoot: true,
-            capabilities: { drop: ['ALL'] },
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
+          securityContext: containerSecurity(),
           resources: {
             // Memory is requested in full: it cannot be taken back from a run, only OOM-killed.
             // CPU can (it is throttled), and a run mostly idles while its agent thinks: requesting
@@ -164,6 +151,29 @@ export function runPod(spec: SandboxSpec, opts: PodOptions): V1Pod {
         ...(spec.egress ? [{ name: 'egress', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } }] : []),
       ],
     },
+  };
+}
+
+/** A run pod's, and every pod tether starts beside runs: the runs' user, never root, seccomp. */
+export function podSecurity(uid: number, gid: number): V1PodSecurityContext {
+  return {
+    runAsNonRoot: true,
+    runAsUser: uid,
+    runAsGroup: gid,
+    fsGroup: gid,
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+/** No privilege, no capability, a read-only root (Pod Security `restricted`). */
+export function containerSecurity(): V1SecurityContext {
+  return {
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    privileged: false,
+    runAsNonRoot: true,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
   };
 }
 

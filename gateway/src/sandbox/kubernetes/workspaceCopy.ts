@@ -3,6 +3,7 @@ import { LABELS } from '../provider';
 import { COPY_EACH } from '../workspaceCopy';
 import { bodyMessage, statusOf } from './apiErrors';
 import { eventsAbout, eventTime } from './events';
+import { containerSecurity, podSecurity } from './podSpec';
 
 /**
  * On a copier pod, with the instance label: not a run's pod (the informer selects
@@ -45,13 +46,7 @@ export function copierPod(name: string, from: string, into: string[], opts: Copi
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 0,
       runtimeClassName: opts.runtimeClassName || undefined,
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: opts.uid,
-        runAsGroup: opts.gid,
-        fsGroup: opts.gid,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: podSecurity(opts.uid, opts.gid),
       containers: [
         {
           name: 'copy',
@@ -60,14 +55,7 @@ export function copierPod(name: string, from: string, into: string[], opts: Copi
           command: ['sh', '-c', COPY_EACH, 'copy', ...into.map((_, i) => `/to/${i}`)],
           // A failed copy's last lines reach its status, read without the pods/log permission.
           terminationMessagePolicy: 'FallbackToLogsOnError',
-          securityContext: {
-            allowPrivilegeEscalation: false,
-            readOnlyRootFilesystem: true,
-            privileged: false,
-            runAsNonRoot: true,
-            capabilities: { drop: ['ALL'] },
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
+          securityContext: containerSecurity(),
           resources: {
             requests: { cpu: '100m', memory: '64Mi' },
             limits: { cpu: '1', memory: '256Mi' },

@@ -51,15 +51,23 @@ export function workspaceClaim(pod: k8s.V1Pod, diskMb: number, storage: Workspac
   const name = pod.metadata?.name;
   const uid = pod.metadata?.uid;
   if (!name || !uid) throw new Error('a workspace claim needs its pod as created (name and uid)');
+  const claim = claimOf(claimName(name), { ...(pod.metadata?.labels ?? {}) }, diskMb, storage);
+  claim.metadata!.namespace = pod.metadata?.namespace;
+  claim.metadata!.ownerReferences = [{ apiVersion: 'v1', kind: 'Pod', name, uid }];
+  return claim;
+}
+
+/** A ReadWriteOnce claim of the class, of the run's disk or else the default size. */
+function claimOf(
+  name: string,
+  labels: Record<string, string>,
+  diskMb: number,
+  storage: WorkspaceStorage,
+): k8s.V1PersistentVolumeClaim {
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
-    metadata: {
-      name: claimName(name),
-      namespace: pod.metadata?.namespace,
-      labels: { ...(pod.metadata?.labels ?? {}) },
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name, uid }],
-    },
+    metadata: { name, labels },
     spec: {
       accessModes: ['ReadWriteOnce'],
       storageClassName: storage.storageClassName,
@@ -116,16 +124,7 @@ export class WorkspaceClaims {
    * run's pod exists); the fork's pod adopts it like a resumed run's.
    */
   async createKept(name: string, labels: Record<string, string>, diskMb: number): Promise<void> {
-    const claim: k8s.V1PersistentVolumeClaim = {
-      apiVersion: 'v1',
-      kind: 'PersistentVolumeClaim',
-      metadata: { name, namespace: this.ns, labels: { ...labels, [KEPT_LABEL]: 'true', [FORK_COPY_LABEL]: 'true' } },
-      spec: {
-        accessModes: ['ReadWriteOnce'],
-        storageClassName: this.storage.storageClassName,
-        resources: { requests: { storage: `${diskMb > 0 ? diskMb : this.storage.sizeMb}Mi` } },
-      },
-    };
+    const claim = claimOf(name, { ...labels, [KEPT_LABEL]: 'true', [FORK_COPY_LABEL]: 'true' }, diskMb, this.storage);
     try {
       await this.core.createNamespacedPersistentVolumeClaim(this.ns, claim);
     } catch (err) {

@@ -46,11 +46,11 @@ const CLASS = `tether-hostpath-t${process.pid}`;
 /** A class no volume has and no provisioner serves: its claims never bind. */
 const NO_VOLUMES = `tether-novolume-t${process.pid}`;
 /**
- * Seven volumes: a claim released from a `Retain` volume leaves it unbindable, and seven runs
+ * Eight volumes: a claim released from a `Retain` volume leaves it unbindable, and eight runs
  * bind one each (a paused run's claim binds once and keeps its volume across the pause; a fork's
  * binds when its copy is made).
  */
-const PVS = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((v) => `tether-ws-t${process.pid}-${v}`);
+const PVS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((v) => `tether-ws-t${process.pid}-${v}`);
 const kc = adminConfig();
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const storageApi = kc.makeApiClient(k8s.StorageV1Api);
@@ -486,7 +486,7 @@ describe('a paused run on its claim (portable depth)', () => {
     }
   });
 
-  it('forks: each on its own claim copied from the parent, with the kernel variable; a write in one is seen by no other', async () => {
+  it('forks: each on its own claim copied from the parent (live or paused), with the kernel variable; a write in one is seen by no other', async () => {
     const parent = await t.alice.createRun({
       conversationId: 'pvc-fork',
       features: { eval: true },
@@ -539,7 +539,16 @@ describe('a paused run on its claim (portable depth)', () => {
       assert.match(await evalIn(other, 'len(seed)'), /10/);
     }
     assert.equal((await t.alice.getRun(parent.runId)).state, RunState.READY);
-    for (const id of [parent.runId, a.runId, b.runId]) await t.alice.deleteRun(id);
+
+    // A paused parent is forked from its kept claim, with no pod of its own, and stays paused.
+    assert.equal((await t.alice.pauseRun(parent.runId)).state, RunState.PAUSED);
+    const [c] = await t.alice.forkRun(parent.runId, 1);
+    assert.equal(c.state, RunState.READY, c.error);
+    assert.match(await evalIn(c.runId, 'len(seed)'), /10/);
+    assert.equal((await t.alice.getRun(parent.runId)).state, RunState.PAUSED);
+    claims.add(claimName(podName(c.runId)));
+
+    for (const id of [parent.runId, a.runId, b.runId, c.runId]) await t.alice.deleteRun(id);
     for (const claim of claims) await gone(`claim ${claim}`, () => core.readNamespacedPersistentVolumeClaim(claim, NS));
   });
 

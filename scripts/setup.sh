@@ -89,8 +89,9 @@ fi
 echo "docker engine $(docker version --format '{{.Server.Version}}') is up"
 if [ "${1:-}" = --engine-only ]; then exit 0; fi
 
-# runsc_args <extra flag>...: the runtime arguments runsc is registered with, as JSON.
-runsc_args() { node -e 'console.log(JSON.stringify(["--platform=ptrace", "--network=none", "--host-uds=all", ...process.argv.slice(1)]))' -- "$@"; }
+# runsc_args <extra flag>...: the runtime arguments runsc is registered with, as JSON, on the
+# platform in $runsc_platform.
+runsc_args() { node -e 'console.log(JSON.stringify(["--platform=" + process.argv[1], "--network=none", "--host-uds=all", ...process.argv.slice(2)]))' -- "$runsc_platform" "$@"; }
 # runsc_registered <binary> <args as JSON>: the engine runs <binary> for runtime runsc, with those arguments.
 runsc_registered() { docker info --format '{{json .Runtimes}}' | RUNSC="$1" ARGS="$2" node -e '
   const r = JSON.parse(require("fs").readFileSync(0, "utf8")).runsc || {};
@@ -113,6 +114,10 @@ register_runsc() {
 # Debian's runsc is used instead, and said. An older registration (another binary, or without
 # --host-uds=all, which the socket fast path needs) is brought up to date.
 if [ "${TETHER_WITH_RUNSC:-}" = 1 ]; then
+  # systrap (seccomp traps, no KVM needed) for the runsc built here: tool calls ~25% faster than
+  # under ptrace, system-call-heavy work about twice as fast (docs/containers.md). Debian's runsc
+  # keeps ptrace, as does a machine where systrap cannot start a container (checked below).
+  runsc_platform=systrap
   if built="$(bash scripts/runsc.sh build)"; then
     # Beside it, the wrapper the engine runs: uncompressed checkpoints kept in their container's
     # directory, restores that load after.
@@ -128,6 +133,7 @@ if [ "${TETHER_WITH_RUNSC:-}" = 1 ]; then
     command -v runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
     runsc_bin="$(command -v runsc)"
     runsc_extra=()
+    runsc_platform=ptrace
   fi
   echo "runsc: $runsc_bin ($("$runsc_bin" --version | head -1))"
   register_runsc "$runsc_bin" "${runsc_extra[@]}"
@@ -155,11 +161,20 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
   fi
 fi
 base_id="$(docker image inspect --format '{{.Id}}' "$base")"
-# A runsc built here that cannot start a container on this machine gives way to Debian's.
-if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! docker run --rm --runtime runsc --network none "$base" true >/dev/null; then
-  echo "WARNING: the engine cannot start a container with $runsc_bin; using Debian's runsc instead" >&2
-  command -v /usr/bin/runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
-  register_runsc /usr/bin/runsc
+# A runsc that cannot start a container on this machine tries ptrace, then gives way to Debian's.
+runsc_starts() { docker run --rm --runtime runsc --network none "$base" true >/dev/null; }
+if [ "${TETHER_WITH_RUNSC:-}" = 1 ] && ! runsc_starts; then
+  if [ "$runsc_platform" = systrap ]; then
+    echo "WARNING: the engine cannot start a container with $runsc_bin on the systrap platform; trying ptrace" >&2
+    runsc_platform=ptrace
+    register_runsc "$runsc_bin" "${runsc_extra[@]}"
+  fi
+  if ! runsc_starts; then
+    echo "WARNING: the engine cannot start a container with $runsc_bin; using Debian's runsc instead" >&2
+    command -v /usr/bin/runsc >/dev/null 2>&1 || { as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq runsc >/dev/null; }
+    runsc_platform=ptrace
+    register_runsc /usr/bin/runsc
+  fi
 fi
 echo "base image $base ($base_id)"
 

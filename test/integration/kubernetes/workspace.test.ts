@@ -366,13 +366,25 @@ describe('a paused run on its claim (portable depth)', () => {
     await t?.close();
   });
 
-  it('pause deletes the pod and keeps the claim; a restarted gateway resumes it on a new pod with the kernel variable', async () => {
+  /** A READY run with a kernel, its writes approved. */
+  const evalRun = async (conversationId: string) => {
     const run = await t.alice.createRun({
-      conversationId: 'pvc-pause',
+      conversationId,
       features: { eval: true },
       approvals: { write: Approval.AUTO },
     });
     assert.equal(run.state, RunState.READY, run.error);
+    return run;
+  };
+  /** A cell through gateway `g` (a replica), which must not fail: its text. */
+  const evalIn = async (g: TestGateway, runId: string, code: string) => {
+    const r = await g.alice.callTool(runId, 'eval', { code, description: 'a kernel variable across pauses and forks' });
+    assert.equal(r.result.isError, false, resultText(r.result));
+    return resultText(r.result);
+  };
+
+  it('pause deletes the pod and keeps the claim; a restarted gateway resumes it on a new pod with the kernel variable', async () => {
+    const run = await evalRun('pvc-pause');
     const pod = podName(run.runId);
     const claim = claimName(pod);
     const firstUid = (await core.readNamespacedPod(pod, NS)).body.metadata!.uid!;
@@ -423,22 +435,9 @@ describe('a paused run on its claim (portable depth)', () => {
   });
 
   it('any replica resumes a run another paused: the record is on the claim, not in a state directory', async () => {
-    const run = await t.alice.createRun({
-      conversationId: 'pvc-replicas',
-      features: { eval: true },
-      approvals: { write: Approval.AUTO },
-    });
-    assert.equal(run.state, RunState.READY, run.error);
+    const run = await evalRun('pvc-replicas');
     const claim = claimName(podName(run.runId));
-    const evalIn = async (g: TestGateway, code: string) => {
-      const r = await g.alice.callTool(run.runId, 'eval', {
-        code,
-        description: 'the kernel variable across two gateway replicas',
-      });
-      assert.equal(r.result.isError, false, resultText(r.result));
-      return resultText(r.result);
-    };
-    assert.match(await evalIn(t, 'answer = 6 * 7\nanswer'), /42/);
+    assert.match(await evalIn(t, run.runId, 'answer = 6 * 7\nanswer'), /42/);
     // A second replica of the instance: its own state directory, only the transport key shared
     // (in a cluster, the Secret every replica mounts).
     const otherState = mkdtempSync(path.join(tmp, 'state-'));
@@ -462,11 +461,11 @@ describe('a paused run on its claim (portable depth)', () => {
       );
 
       // A call through the other replica resumes it with the kernel variable; the first takes it up.
-      assert.match(await evalIn(other, 'answer + 1'), /43/);
+      assert.match(await evalIn(other, run.runId, 'answer + 1'), /43/);
       await until('the first replica to see it resumed', 30_000, async () =>
         (await stateOn(t)) === RunState.READY ? true : undefined,
       );
-      assert.match(await evalIn(t, 'answer + 2'), /44/);
+      assert.match(await evalIn(t, run.runId, 'answer + 2'), /44/);
       const annotations = (await core.readNamespacedPersistentVolumeClaim(claim, NS)).body.metadata?.annotations;
       assert.equal(annotations?.[PAUSED_ANNOTATION], undefined, 'a resumed run has no paused record');
 
@@ -487,19 +486,9 @@ describe('a paused run on its claim (portable depth)', () => {
   });
 
   it('forks: each on its own claim copied from the parent (live or paused), with the kernel variable; a write in one is seen by no other', async () => {
-    const parent = await t.alice.createRun({
-      conversationId: 'pvc-fork',
-      features: { eval: true },
-      approvals: { write: Approval.AUTO },
-    });
-    assert.equal(parent.state, RunState.READY, parent.error);
-    const evalIn = async (runId: string, code: string) => {
-      const r = await t.alice.callTool(runId, 'eval', { code, description: 'a kernel variable across a fork' });
-      assert.equal(r.result.isError, false, resultText(r.result));
-      return resultText(r.result);
-    };
+    const parent = await evalRun('pvc-fork');
     await t.alice.putFileMap(parent.runId, { 'shared.txt': 'from the parent\n' });
-    assert.match(await evalIn(parent.runId, 'seed = [n * 3 for n in range(10)]\nseed[-1]'), /27/);
+    assert.match(await evalIn(t, parent.runId, 'seed = [n * 3 for n in range(10)]\nseed[-1]'), /27/);
     await assert.rejects(t.bob.forkRun(parent.runId, 2), (e: { code: number }) => e.code === 5);
 
     const forks = await t.alice.forkRun(parent.runId, 2);
@@ -531,12 +520,12 @@ describe('a paused run on its claim (portable depth)', () => {
 
     const [a, b] = forks as [(typeof forks)[0], (typeof forks)[0]];
     await t.alice.putFileMap(a.runId, { 'shared.txt': 'changed in fork a\n', 'only-a.txt': 'a\n' });
-    assert.match(await evalIn(a.runId, 'seed.append(99)\nlen(seed)'), /11/);
+    assert.match(await evalIn(t, a.runId, 'seed.append(99)\nlen(seed)'), /11/);
     for (const other of [parent.runId, b.runId]) {
       const files = await t.alice.getFileMap(other, '');
       assert.equal(files['shared.txt']?.toString(), 'from the parent\n', other);
       assert.equal(files['only-a.txt'], undefined, other);
-      assert.match(await evalIn(other, 'len(seed)'), /10/);
+      assert.match(await evalIn(t, other, 'len(seed)'), /10/);
     }
     assert.equal((await t.alice.getRun(parent.runId)).state, RunState.READY);
 
@@ -544,7 +533,7 @@ describe('a paused run on its claim (portable depth)', () => {
     assert.equal((await t.alice.pauseRun(parent.runId)).state, RunState.PAUSED);
     const [c] = await t.alice.forkRun(parent.runId, 1);
     assert.equal(c.state, RunState.READY, c.error);
-    assert.match(await evalIn(c.runId, 'len(seed)'), /10/);
+    assert.match(await evalIn(t, c.runId, 'len(seed)'), /10/);
     assert.equal((await t.alice.getRun(parent.runId)).state, RunState.PAUSED);
     claims.add(claimName(podName(c.runId)));
 

@@ -158,14 +158,25 @@ class PausingWatchingProvider extends WatchingProvider {
   }
 }
 
-test('paused records in the provider: a pause on one replica is a pause on the other, which resumes it; a delete there is seen here', async () => {
-  const provider = new PausingWatchingProvider();
-  const known = (m: ReturnType<typeof assembleRuns>, runId: string) => m.registry.all().find((r) => r.runId === runId);
-  const a = assembleRuns({ ...config, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-a-')) }, provider);
+/** Two replicas of one instance over the same provider, each with its own state directory, discovering. */
+async function twoReplicas(provider: PausingWatchingProvider) {
   const bState = mkdtempSync(path.join(os.tmpdir(), 'tether-b-'));
+  const a = assembleRuns({ ...config, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-a-')) }, provider);
   const b = assembleRuns({ ...config, stateDir: bState }, provider);
   await a.recovery.startDiscovery(50);
   await b.recovery.startDiscovery(50);
+  const stop = () => {
+    a.recovery.stopDiscovery();
+    b.recovery.stopDiscovery();
+  };
+  return { a, b, bState, stop };
+}
+
+const known = (m: ReturnType<typeof assembleRuns>, runId: string) => m.registry.all().find((r) => r.runId === runId);
+
+test('paused records in the provider: a pause on one replica is a pause on the other, which resumes it; a delete there is seen here', async () => {
+  const provider = new PausingWatchingProvider();
+  const { a, b, bState, stop } = await twoReplicas(provider);
   try {
     // Made through A, taken up by B (a fake sandbox talks to the replica that attached last).
     const run = await a.lifecycle.create('alice', runSpec({ conversationId: 'paused-shared' }));
@@ -210,18 +221,13 @@ test('paused records in the provider: a pause on one replica is a pause on the o
     });
     await until(() => known(b, 'run-elsewhere')?.state === 'PAUSED', 1000);
   } finally {
-    a.recovery.stopDiscovery();
-    b.recovery.stopDiscovery();
+    stop();
   }
 });
 
 test('two replicas resume one paused run at once: one makes its sandbox, the other waits for it and takes it up', async () => {
   const provider = new PausingWatchingProvider();
-  const known = (m: ReturnType<typeof assembleRuns>, runId: string) => m.registry.all().find((r) => r.runId === runId);
-  const a = assembleRuns({ ...config, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-a-')) }, provider);
-  const b = assembleRuns({ ...config, stateDir: mkdtempSync(path.join(os.tmpdir(), 'tether-b-')) }, provider);
-  await a.recovery.startDiscovery(50);
-  await b.recovery.startDiscovery(50);
+  const { a, b, stop } = await twoReplicas(provider);
   try {
     const run = await a.lifecycle.create('alice', runSpec({ conversationId: 'resumed-twice' }));
     const first = provider.sandboxes.get(run.sandbox!.id)!;
@@ -247,7 +253,6 @@ test('two replicas resume one paused run at once: one makes its sandbox, the oth
     assert.equal(known(a, run.runId)?.state, 'READY');
     assert.equal(known(b, run.runId)?.state, 'READY');
   } finally {
-    a.recovery.stopDiscovery();
-    b.recovery.stopDiscovery();
+    stop();
   }
 });

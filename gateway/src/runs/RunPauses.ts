@@ -408,7 +408,7 @@ export class RunPauses {
     const { registry, config } = this.deps;
     const deadline = Date.now() + config.runs.startTimeoutSeconds * 1000;
     while (Date.now() < deadline) {
-      const now = registry.all().find((r) => r.runId === run.runId);
+      const now = registry.find(run.runId);
       if (!now) return false;
       if (now !== run && now.state === 'READY') return true;
       if (now !== run && now.state !== 'STARTING') return false;

@@ -266,7 +266,7 @@ export class RunRecovery {
     if (info.labels[LABELS.pool] !== undefined) return;
     const runId = info.labels[LABELS.runId];
     if (!runId || this.takingUp.has(info.id)) return;
-    const known = this.known(runId);
+    const known = this.deps.registry.find(runId);
     if (known) {
       // Known here as paused: a sandbox for it is another replica's resume.
       if (this.deps.paused.shared && known.state === 'PAUSED') void this.resumeSeen(info);
@@ -327,7 +327,7 @@ export class RunRecovery {
     try {
       const sandbox = await provider.attach(info.id);
       if (info.claimedAt && (await this.unanswered(sandbox, info.claimedAt))) return;
-      const before = this.known(runId);
+      const before = this.deps.registry.find(runId);
       if (before && before.state !== 'PAUSED') return;
       if (before) {
         // Resumed by another replica: the pause it ended is still this run's last.
@@ -438,15 +438,12 @@ export class RunRecovery {
     await provider.park?.(info.id).catch((err: Error) => logger.warn({ runId, err: err.message }, 'could not park'));
   }
 
-  private known(runId: string): RunRecord | undefined {
-    return this.deps.registry.all().find((r) => r.runId === runId);
-  }
-
   /** A run another replica paused: the record it wrote replaces what this replica knew of it. */
   private async pausedElsewhere(run: RunRecord): Promise<void> {
     const record = await this.deps.paused.read(run.runId).catch(() => undefined);
     // Only the run as it was when its sandbox went: a resume since then is newer news.
-    if (!record || this.known(run.runId) !== run || run.state === 'PAUSING' || run.state === 'PAUSED') return;
+    if (!record || this.deps.registry.find(run.runId) !== run || run.state === 'PAUSING' || run.state === 'PAUSED')
+      return;
     this.replace(run, pausedRun(record));
   }
 
@@ -478,7 +475,7 @@ export class RunRecovery {
       if (run.state === 'PAUSED' && !ids.has(run.runId)) {
         // Read again: a resume here may have just removed it, or another may have written it.
         if (await paused.read(run.runId).catch(() => true)) continue;
-        if (this.known(run.runId) === run && run.state === 'PAUSED') registry.remove(run.runId);
+        if (this.deps.registry.find(run.runId) === run && run.state === 'PAUSED') registry.remove(run.runId);
       }
     for (const id of ids) {
       if (registry.has(id)) continue;
@@ -496,7 +493,7 @@ export class RunRecovery {
     for (const [runId, since] of this.goneSince) {
       if (now - since < FORGET_GONE_AFTER_MS) continue;
       this.goneSince.delete(runId);
-      const run = registry.all().find((r) => r.runId === runId);
+      const run = registry.find(runId);
       if (!run || run.state === 'PAUSED') continue;
       run.runner?.dispose();
       registry.remove(runId);

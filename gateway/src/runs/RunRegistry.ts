@@ -45,6 +45,11 @@ export class RunRegistry {
     return this.runs.has(runId);
   }
 
+  /** The run of this id, of whichever tenant: for the gateway's own work, like `all`. */
+  find(runId: string): RunRecord | undefined {
+    return this.runs.get(runId);
+  }
+
   /** Every run, of every tenant: for the gateway's own work (sweeps, recovery, metrics), never for a tenant. */
   all(): RunRecord[] {
     return [...this.runs.values()];

@@ -21,6 +21,7 @@ import {
 } from '../../../protocol/src/suspend';
 import type { ToolResult } from '../../../protocol/src/tools';
 import { ReportCommand, WatchersCommand } from '../../../protocol/src/workers';
+import { PortableState } from '../../../runner/src/portable';
 import { runnerFor, tempWorkspace } from '../../helpers/runner';
 
 /** A run's portable state on disk, without kernels: staged edits, the roster, torn states, the reserved directory. */
@@ -227,4 +228,39 @@ test('the state directory is reserved: file tools neither show it nor read or wr
   symlinkSync(path.join(r.workspace, '.tether-run'), path.join(r.workspace, 'd', 'link'));
   assert.match(textOf(await r.call('read', { path: 'd/link/state/manifest.json' })), /reserved/);
   await r.run.stop();
+});
+
+test('families start their processes before the files are checked; a torn state is prepared, never restored', async () => {
+  const ws = tempWorkspace();
+  const dir = path.join(ws, 'state');
+  const events: string[] = [];
+  const state = () => {
+    const s = new PortableState(dir, { runId: 'run-1', conversationId: 'c' }, 1 << 20);
+    s.keep('eval', {
+      suspend: async (own) => {
+        writeFileSync(path.join(own, 'python.state'), 'x'.repeat(1000));
+        return {
+          counts: {},
+          notKept: [],
+          kernels: [{ language: 'python', variables: 1, modules: 0, bytes: 1000, serializer: 'pickle' }],
+        };
+      },
+      prepare: (saved) => events.push(`prepare ${saved.kernels?.map((k) => k.language).join()}`),
+      restore: async () => {
+        events.push('restore');
+        return { counts: {}, notKept: [] };
+      },
+    });
+    return s;
+  };
+  await state().suspend();
+  const restored = await state().restore({ keep: true });
+  assert.equal(restored.outcome, 'restored');
+  assert.deepEqual(events, ['prepare python', 'restore']);
+  events.length = 0;
+  const generation = readdirSync(dir).find((e) => e.startsWith('g-'))!;
+  truncateSync(path.join(dir, generation, 'eval', 'python.state'), 10);
+  const torn = await state().restore();
+  assert.equal(torn.outcome, 'torn');
+  assert.deepEqual(events, ['prepare python']);
 });

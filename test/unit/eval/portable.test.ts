@@ -1,9 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, truncateSync } from 'node:fs';
+import * as path from 'node:path';
 import type { RestoreResult, SuspendResult } from '../../../protocol/src/suspend';
-import { RestoreCommand, SuspendCommand } from '../../../protocol/src/suspend';
+import { PORTABLE_STATE_DIR, RestoreCommand, SuspendCommand } from '../../../protocol/src/suspend';
 import type { ToolResult } from '../../../protocol/src/tools';
 import { runnerFor, tempWorkspace } from '../../helpers/runner';
 
@@ -209,5 +210,26 @@ test('a runner with no saved state says so, and restores nothing', async () => {
     assert.match(restored.notice, /without saved state/);
   } finally {
     await r.run.stop();
+  }
+});
+
+test('a torn kernel state: the kernel started ahead of the restore holds none of it, and answers', async () => {
+  const first = await runnerFor({ eval: true });
+  await cell(first, 'kept = 41');
+  const suspended = await suspend(first);
+  assert.equal(suspended.kernels[0]?.language, 'python');
+  await first.run.stop();
+  const dir = path.join(first.workspace, PORTABLE_STATE_DIR, 'state');
+  const generation = readdirSync(dir).find((e) => e.startsWith('g-'))!;
+  truncateSync(path.join(dir, generation, 'eval', 'python.state'), 16);
+  const second = await runnerFor({ eval: true }, {}, first.workspace);
+  try {
+    const restored = await restore(second);
+    assert.equal(restored.outcome, 'torn');
+    assert.deepEqual(restored.kernels, []);
+    assert.equal(await cell(second, "'kept' in globals()"), 'False');
+    assert.equal(await cell(second, '1 + 1'), '2');
+  } finally {
+    await second.run.stop();
   }
 });

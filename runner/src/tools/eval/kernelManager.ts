@@ -181,7 +181,16 @@ export class KernelManager {
     };
   }
 
-  /** Starts a kernel for each state file in `dir` and loads its variables into it. */
+  /**
+   * Starts the kernels a restore will load into, ahead of it. Should the state be torn, each is
+   * a new kernel as the first cell would have started.
+   */
+  prepare(saved: KernelStateSummary[]): void {
+    for (const { language } of saved)
+      if (LANGUAGES.includes(language)) this.kernel(language, false).catch(() => undefined);
+  }
+
+  /** Starts a kernel for each state file in `dir` (unless `prepare` did) and loads its variables into it. */
   async restore(dir: string): Promise<FamilyState> {
     const kernels: KernelStateSummary[] = [];
     const notKept: NotKept[] = [];

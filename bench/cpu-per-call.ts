@@ -5,6 +5,9 @@
  * its own CPU is reported apart, it is the server's, not tether's) and `ast_grep`, one after
  * another on the client's shared Calls stream. The baseline, measured in the same run: both
  * processes' CPU over an idle window as long as the calls took (timers, sweeps), subtracted.
+ * Beside `read`, block for block: the design's floor (`callFloor.ts`: a bare grpc-js stream and
+ * one JSON-RPC round trip to a second process, no tether code), whose two processes' CPU is
+ * what any gateway and runner built this way spend per call on this machine.
  * Usage: node dist/bench/cpu-per-call.js [calls=2000] [repeats=3]
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -17,6 +20,7 @@ import { resultText, TetherClient } from '../clients/typescript/src';
 import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { freePort } from '../test/helpers/ports';
 import { serveGateway } from '../test/integration/docker/support';
+import { startCallFloor } from './callFloor';
 import { summary, writeResult } from './lib';
 
 const CALLS = Number(process.argv[2] ?? 2000);
@@ -25,6 +29,19 @@ const image = process.env.TETHER_IMAGE || readImagesEnv().TETHER_IMAGE;
 if (!image) throw new Error('no runner image: run scripts/setup.sh');
 const docker = new Docker();
 const TICK_MS = 10; // USER_HZ is 100 on Linux: /proc/<pid>/stat counts in 10 ms ticks
+
+/**
+ * How long an idle vCPU polls before it halts (the guest's haltpoll driver), when it has one: at
+ * 0 every wake-up of a process that slept reaches a halted vCPU, which a process pays for in
+ * its own CPU time.
+ */
+function haltPollNs(): number | undefined {
+  try {
+    return Number(readFileSync('/sys/module/haltpoll/parameters/guest_halt_poll_ns', 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
 
 /** User + system CPU of one process and its finished children, in ms. */
 function cpuMs(pid: number): number {
@@ -43,6 +60,26 @@ async function runnerPid(runId: string): Promise<number> {
   const init = (await docker.getContainer(c.Id).inspect()).State.Pid;
   const [runner] = childrenOf(init);
   return runner;
+}
+
+/**
+ * CPU per call of `CALLS` calls, one at a time: the two processes' user + system time over the
+ * block, less what they spend idle for as long (timers, sweeps).
+ */
+async function perCall(gateway: number, runner: number, servers: () => number, call: () => Promise<void>) {
+  const before = { g: cpuMs(gateway), r: cpuMs(runner), s: servers(), t: performance.now() };
+  for (let i = 0; i < CALLS; i++) await call();
+  const wallMs = performance.now() - before.t;
+  const busy = { g: cpuMs(gateway) - before.g, r: cpuMs(runner) - before.r, s: servers() - before.s };
+  const idleFrom = { g: cpuMs(gateway), r: cpuMs(runner), s: servers() };
+  await new Promise((res) => setTimeout(res, wallMs));
+  const idle = { g: cpuMs(gateway) - idleFrom.g, r: cpuMs(runner) - idleFrom.r, s: servers() - idleFrom.s };
+  return {
+    gateway: (busy.g - idle.g) / CALLS,
+    runner: (busy.r - idle.r) / CALLS,
+    servers: (busy.s - idle.s) / CALLS,
+    wall: wallMs / CALLS,
+  };
 }
 
 const PROJECT = {
@@ -85,23 +122,25 @@ async function main() {
       ['ast_grep', 'ast_grep', { pattern: 'area($R)', language: 'python', path: '.' }],
     ];
     const servers = () => childrenOf(runner).reduce((sum, pid) => sum + cpuMs(pid), 0);
+    const floor = await startCallFloor();
+    for (let i = 0; i < 200; i++) await floor.call();
+    const floorPer = { gateway: [] as number[], runner: [] as number[], wall: [] as number[] };
     const results: Record<string, unknown> = {};
     for (const [name, tool, args] of tools) {
       for (let i = 0; i < 200; i++) await call(tool, args); // warm: the server up, the code hot
       const per = { gateway: [] as number[], runner: [] as number[], servers: [] as number[], wall: [] as number[] };
       for (let r = 0; r < REPEATS; r++) {
-        const before = { g: cpuMs(gateway), r: cpuMs(runner), s: servers(), t: performance.now() };
-        for (let i = 0; i < CALLS; i++) await call(tool, args);
-        const wallMs = performance.now() - before.t;
-        const busy = { g: cpuMs(gateway) - before.g, r: cpuMs(runner) - before.r, s: servers() - before.s };
-        // The same processes idle for as long: what they spend with no call at all.
-        const idleFrom = { g: cpuMs(gateway), r: cpuMs(runner), s: servers() };
-        await new Promise((res) => setTimeout(res, wallMs));
-        const idle = { g: cpuMs(gateway) - idleFrom.g, r: cpuMs(runner) - idleFrom.r, s: servers() - idleFrom.s };
-        per.gateway.push((busy.g - idle.g) / CALLS);
-        per.runner.push((busy.r - idle.r) / CALLS);
-        per.servers.push((busy.s - idle.s) / CALLS);
-        per.wall.push(wallMs / CALLS);
+        if (name === 'read') {
+          const f = await perCall(floor.gatewayPid, floor.runnerPid, () => 0, floor.call);
+          floorPer.gateway.push(f.gateway);
+          floorPer.runner.push(f.runner);
+          floorPer.wall.push(f.wall);
+        }
+        const t = await perCall(gateway, runner, servers, () => call(tool, args));
+        per.gateway.push(t.gateway);
+        per.runner.push(t.runner);
+        per.servers.push(t.servers);
+        per.wall.push(t.wall);
       }
       const tether = per.gateway.map((x, i) => x + per.runner[i]);
       results[name] = {
@@ -113,10 +152,23 @@ async function main() {
       };
       console.error(`${name}: tether ${summary(tether).p50.toFixed(3)} ms CPU per call`);
     }
+    await floor.close();
+    const floorTotal = floorPer.gateway.map((x, i) => x + floorPer.runner[i]);
+    const readTotal = (results.read as { tetherCpuMsPerCall: { p50: number } }).tetherCpuMsPerCall.p50;
+    results.floor = {
+      what: 'a bare grpc-js bidi stream + one JSON-RPC round trip to a second process; no tether code',
+      cpuMsPerCall: summary(floorTotal),
+      gatewayCpuMsPerCall: summary(floorPer.gateway),
+      runnerCpuMsPerCall: summary(floorPer.runner),
+      wallMsPerCall: summary(floorPer.wall),
+      readOverFloor: Math.round((readTotal / summary(floorTotal).p50) * 100) / 100,
+    };
+    console.error(`floor: ${summary(floorTotal).p50.toFixed(3)} ms CPU per call`);
     writeResult('cpu-per-call', {
       calls: CALLS,
       repeats: REPEATS,
       clockTickMs: TICK_MS,
+      guestHaltPollNs: haltPollNs(),
       shape: 'TypeScript client, shared Calls stream, one call at a time; runc',
       ...results,
       loadAverage: { before: loadBefore, after: load() },

@@ -1,4 +1,4 @@
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { execSync, spawn } from 'node:child_process';
@@ -39,6 +39,17 @@ export function summary(samplesMs: number[]): { n: number; p50: number; p95: num
     p99: round(percentile(samplesMs, 99)),
     mean: round(samplesMs.reduce((a, b) => a + b, 0) / Math.max(1, samplesMs.length)),
   };
+}
+
+/**
+ * CPU time the whole machine spent busy (every process and the kernel; not idle, not waiting
+ * for disk), in ms, from /proc/stat: over a stretch of work, the work's CPU cost whatever the
+ * processes it ran in. Divided by the cores, the least wall time that work could take here.
+ */
+export function machineBusyMs(): number {
+  const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = cpu;
+  return (user + nice + system + irq + softirq + (steal ?? 0)) * 10; // USER_HZ = 100
 }
 
 export async function timeIt(fn: () => Promise<unknown>): Promise<number> {

@@ -11,6 +11,8 @@
  *     then a call that resumes the run to its first answer (the DataFrame's sum), the second
  *     answer, and pyright's first answer after the resume (it starts again) and its second;
  *  3. ForkRun of `forks` from the live run until every fork has answered `eval` with the DataFrame.
+ * Beside the resumes and the fork, the CPU time the whole machine spent on them (/proc/stat):
+ * divided by the cores, the least wall time that work could take on this machine.
  * Usage: node dist/bench/lifecycle.js [cycles=5] [forks=10]
  */
 import * as os from 'node:os';
@@ -22,7 +24,7 @@ import { readImagesEnv } from '../gateway/src/sandbox/image';
 import { checkpointSupport } from '../gateway/src/sandbox/dockerCheckpoints';
 import { LABELS } from '../gateway/src/sandbox/provider';
 import { startTestGateway, type TestGateway } from '../test/helpers/gateway';
-import { dockerRunBaseline, dockerRuntimes, summary, timeIt, writeResult } from './lib';
+import { dockerRunBaseline, dockerRuntimes, machineBusyMs, summary, timeIt, writeResult } from './lib';
 
 const CYCLES = Number(process.argv[2] ?? 5);
 const FORKS = Number(process.argv[3] ?? 10);
@@ -125,6 +127,7 @@ async function cycles(t: TestGateway, runId: string, sum: string, n: number) {
   const stateMiB: number[] = [];
   const containersWhilePaused: number[] = [];
   const resumeToFirstAnswer: number[] = [];
+  const resumeCpu: number[] = [];
   const secondAnswer: number[] = [];
   const lspFirst: number[] = [];
   const lspSecond: number[] = [];
@@ -140,11 +143,13 @@ async function cycles(t: TestGateway, runId: string, sum: string, n: number) {
     stateMiB.push(mib(bytes));
     containersWhilePaused.push(await containersOf(runId));
     let first = '';
+    const busyBefore = machineBusyMs();
     resumeToFirstAnswer.push(
       await timeIt(async () => {
         first = await evalCell(t.alice, runId, CHECK);
       }),
     );
+    resumeCpu.push(machineBusyMs() - busyBefore);
     if (!first.includes(sum.trim())) throw new Error(`the DataFrame did not come back: ${first}`);
     secondAnswer.push(await timeIt(() => evalCell(t.alice, runId, CHECK)));
     lspFirst.push(await timeIt(() => call(t.alice, runId, 'lsp', HOVER)));
@@ -158,6 +163,7 @@ async function cycles(t: TestGateway, runId: string, sum: string, n: number) {
     stateWrittenMiB: stateMiB,
     containersWhilePaused,
     resumeToFirstAnswer: summary(resumeToFirstAnswer),
+    resumeMachineCpuMs: summary(resumeCpu),
     secondAnswerAfterResume: summary(secondAnswer),
     lspFirstAnswerAfterResume: summary(lspFirst),
     lspSecondAnswerAfterResume: summary(lspSecond),
@@ -167,10 +173,12 @@ async function cycles(t: TestGateway, runId: string, sum: string, n: number) {
 /** ForkRun of `n`, until each fork has answered with the DataFrame. */
 async function fork(t: TestGateway, runId: string, sum: string, n: number) {
   const t0 = performance.now();
+  const busyBefore = machineBusyMs();
   const forks = await t.alice.forkRun(runId, n);
   const forkRun = performance.now() - t0;
   const answers = await Promise.all(forks.map((f) => evalCell(t.alice, f.runId, CHECK)));
   const total = performance.now() - t0;
+  const busy = machineBusyMs() - busyBefore;
   const kept = answers.filter((a) => a.includes(sum.trim())).length;
   for (const f of forks) await t.alice.deleteRun(f.runId);
   return {
@@ -179,6 +187,8 @@ async function fork(t: TestGateway, runId: string, sum: string, n: number) {
     withTheDataFrame: kept,
     forkRunMs: Math.round(forkRun),
     allAnsweredMs: Math.round(total),
+    machineCpuMs: busy,
+    leastWallOnTheseCoresMs: Math.round(busy / os.cpus().length),
   };
 }
 

@@ -18,6 +18,8 @@ export interface FamilyState {
   notKept: NotKept[];
   /** The eval family's kernels, one summary each. */
   kernels?: KernelStateSummary[];
+  /** Written with the state and handed to `prepare` before the restore (the eval family: modules to import). */
+  ahead?: unknown;
 }
 
 /**
@@ -35,7 +37,7 @@ export interface PortableHook {
    * starts what `restore` will need (its processes), reading nothing from the state. Whatever it
    * starts must be harmless when the state then turns out torn and `restore` is never called.
    */
-  prepare?(saved: { kernels?: KernelStateSummary[] }): void;
+  prepare?(saved: { kernels?: KernelStateSummary[]; ahead?: unknown }): void;
   restore(dir: string): Promise<FamilyState>;
 }
 
@@ -61,7 +63,12 @@ interface Manifest {
   /** The directory beside the manifest that holds this state's files. */
   generation: string;
   limitBytes: number;
-  families: (FamilyStateSummary & { notKept: NotKept[]; kernels?: KernelStateSummary[]; files: ManifestFile[] })[];
+  families: (FamilyStateSummary & {
+    notKept: NotKept[];
+    kernels?: KernelStateSummary[];
+    ahead?: unknown;
+    files: ManifestFile[];
+  })[];
   /** What could not be written, named at suspend. */
   notKept: NotKept[];
 }
@@ -126,7 +133,15 @@ export class PortableState {
       }
       used += bytes;
       notKept.push(...state.notKept);
-      families.push({ family, bytes, counts: state.counts, notKept: state.notKept, kernels: state.kernels, files });
+      families.push({
+        family,
+        bytes,
+        counts: state.counts,
+        notKept: state.notKept,
+        kernels: state.kernels,
+        ahead: state.ahead,
+        files,
+      });
     }
     const manifest: Manifest = {
       format: FORMAT,

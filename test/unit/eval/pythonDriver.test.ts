@@ -73,3 +73,63 @@ test('a driver whose wire.json disagrees with it does not start, and says why', 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a saved value that does not read back is named and skipped; the values after it come back', async () => {
+  writeFileSync(path.join(cwd, 'gone_module.py'), 'class Gone:\n    pass\n');
+  const first = await kernels.kernel('python', true);
+  await run(first, "before = [1, 2]\nfrom gone_module import Gone\nb = Gone()\nafter = {'k': 7}");
+  const file = path.join(cwd, 'skip.state');
+  rmSync(file, { force: true });
+  const saved = await first.state({ t: 'save_state', path: file, limit: 1 << 20 });
+  assert.deepEqual(saved.variables, ['before', 'Gone', 'b', 'after']);
+  rmSync(path.join(cwd, 'gone_module.py'));
+  const second = await kernels.kernel('python', true);
+  const back = await second.state({ t: 'load_state', path: file });
+  assert.deepEqual(back.variables, ['before', 'after']);
+  assert.deepEqual(
+    back.notKept.map((n) => n.what),
+    ['variable Gone', 'variable b'],
+  );
+  assert.match(back.notKept[1]?.why ?? '', /could not be read back \(ModuleNotFoundError/);
+  assert.equal(await run(second, "before, after['k']"), '([1, 2], 7)');
+});
+
+test('a state saved in the first format (each value as bytes inside its record) still loads', async () => {
+  const file = path.join(cwd, 'v1.state');
+  rmSync(file, { force: true });
+  const writer = await kernels.kernel('python', true);
+  await run(
+    writer,
+    [
+      'import pickle',
+      `with open(${JSON.stringify(file)}, 'wb') as f:`,
+      "    pickle.dump({'format': 'tether-python-state', 'version': 1, 'serializer': 'pickle', 'python': '3'}, f)",
+      "    pickle.dump(('module', 'j', 'json'), f)",
+      "    pickle.dump(('variable', 'x', pickle.dumps([3, 4])), f)",
+      "    pickle.dump(('end', 2), f)",
+    ].join('\n'),
+  );
+  const reader = await kernels.kernel('python', true);
+  const back = await reader.state({ t: 'load_state', path: file });
+  assert.deepEqual(back.variables, ['x']);
+  assert.deepEqual(back.modules, { j: 'json' });
+  assert.equal(await run(reader, 'x, j.dumps(1)'), "([3, 4], '1')");
+});
+
+test('a saved state names the modules its load will import; a new kernel imports them ahead, skipping what fails', async () => {
+  const first = await kernels.kernel('python', true);
+  await run(first, 'import fractions\nimport json as j\nthird = fractions.Fraction(1, 3)');
+  const file = path.join(cwd, 'ahead.state');
+  rmSync(file, { force: true });
+  const saved = await first.state({ t: 'save_state', path: file, limit: 1 << 20 });
+  const imports = saved.imports ?? [];
+  assert.ok(imports.includes('fractions') && imports.includes('json'), String(imports));
+  assert.ok(imports.includes(saved.serializer), String(imports));
+  const second = await kernels.kernel('python', true);
+  assert.equal(await run(second, "import sys\n'fractions' in sys.modules"), 'False');
+  await second.importModules([...imports, 'no_such_module_anywhere']);
+  assert.equal(await run(second, "'fractions' in sys.modules"), 'True');
+  const back = await second.state({ t: 'load_state', path: file });
+  assert.deepEqual(back.variables, ['third']);
+  assert.equal(await run(second, 'third * 3, j.dumps(2)'), "(Fraction(1, 1), '2')");
+});

@@ -16,7 +16,7 @@ export function registerEval(registry: ToolRegistry, run: RunContext): void {
   run.portable.keep('eval', {
     large: true,
     suspend: (dir, budget) => kernels.suspend(dir, budget),
-    prepare: (saved) => kernels.prepare(saved.kernels ?? []),
+    prepare: (saved) => kernels.prepare(saved.kernels ?? [], saved.ahead),
     restore: (dir) => kernels.restore(dir),
   });
 }

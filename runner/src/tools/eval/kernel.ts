@@ -216,6 +216,18 @@ export class Kernel {
     return report;
   }
 
+  /** Imports `modules` ahead of a load_state (import_modules); failures are left for it to name. */
+  async importModules(modules: string[]): Promise<void> {
+    await this.turn((cell) => ({ t: 'import_modules', cell, modules }), {
+      message: () => undefined,
+      raw: () => undefined,
+      tool: async () => ({
+        content: [{ type: 'text', text: 'no tool calls while modules are imported' }],
+        isError: true,
+      }),
+    });
+  }
+
   /** Asks the running cell to stop (KeyboardInterrupt in Python); the state is kept. */
   interrupt(): void {
     if (this.alive) this.child.kill('SIGINT');

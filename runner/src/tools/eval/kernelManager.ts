@@ -12,6 +12,9 @@ import { runnerFile } from '../../files';
 
 const LANGUAGES: Language[] = ['python', 'javascript'];
 
+/** Per language, the modules a restore of its kernel will import (written at suspend). */
+type ImportsAhead = Partial<Record<Language, string[]>>;
+
 function summaryOf(language: Language, r: KernelStateReport): KernelStateSummary {
   return {
     language,
@@ -159,6 +162,7 @@ export class KernelManager {
   async suspend(dir: string, budget: number): Promise<FamilyState> {
     const kernels: KernelStateSummary[] = [];
     const notKept: NotKept[] = [];
+    const ahead: ImportsAhead = {};
     let left = budget;
     for (const language of LANGUAGES) {
       const k = await this.kernels.get(language)?.catch(() => undefined);
@@ -168,6 +172,7 @@ export class KernelManager {
         const report = await this.exclusive(language, () => k.state({ t: 'save_state', path: file, limit: left }));
         left = Math.max(0, left - report.bytes);
         kernels.push(summaryOf(language, report));
+        ahead[language] = report.imports ?? Object.values(report.modules);
         notKept.push(...report.notKept.map((n) => ({ what: `${language} ${n.what}`, why: n.why })));
       } catch (err) {
         rmSync(file, { force: true });
@@ -178,16 +183,24 @@ export class KernelManager {
       counts: Object.fromEntries(kernels.map((k) => [`${k.language} variables`, k.variables])),
       notKept,
       kernels,
+      ahead,
     };
   }
 
   /**
-   * Starts the kernels a restore will load into, ahead of it. Should the state be torn, each is
-   * a new kernel as the first cell would have started.
+   * Starts the kernels a restore will load into, and imports the modules their state will need,
+   * ahead of it. Should the state be torn, each is a new kernel as the first cell would have
+   * started, with those modules imported.
    */
-  prepare(saved: KernelStateSummary[]): void {
-    for (const { language } of saved)
-      if (LANGUAGES.includes(language)) this.kernel(language, false).catch(() => undefined);
+  prepare(saved: KernelStateSummary[], ahead: unknown): void {
+    const imports = (ahead ?? {}) as ImportsAhead;
+    for (const { language } of saved) {
+      if (!LANGUAGES.includes(language)) continue;
+      const modules = Array.isArray(imports[language]) ? imports[language].filter((m) => typeof m === 'string') : [];
+      this.kernel(language, false)
+        .then((k) => (modules.length ? this.exclusive(language, () => k.importModules(modules)) : undefined))
+        .catch(() => undefined);
+    }
   }
 
   /** Starts a kernel for each state file in `dir` (unless `prepare` did) and loads its variables into it. */

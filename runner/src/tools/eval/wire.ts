@@ -21,7 +21,9 @@ export type KernelCommand =
   /** Writes the user's variables to `path` (at most `limit` bytes), answered by `state` then `done`. */
   | { t: 'save_state'; cell: number; path: string; limit: number }
   /** Reads back what save_state wrote into the (fresh) namespace, answered by `state` then `done`. */
-  | { t: 'load_state'; cell: number; path: string };
+  | { t: 'load_state'; cell: number; path: string }
+  /** Imports modules a load_state will need while the state is still being checked, answered by `done`. */
+  | { t: 'import_modules'; cell: number; modules: string[] };
 
 /** What a kernel says it kept (save_state) or got back (load_state). */
 export interface KernelStateReport {
@@ -30,6 +32,8 @@ export interface KernelStateReport {
   variables: string[];
   /** Alias → module name, for modules kept by name and imported again. */
   modules: Record<string, string>;
+  /** save_state: modules a load_state of this file will import (kept modules, the values' types', the serializer). */
+  imports?: string[];
   bytes: number;
   notKept: { what: string; why: string }[];
 }

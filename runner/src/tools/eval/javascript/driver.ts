@@ -269,6 +269,19 @@ function runState(cmd: Extract<KernelCommand, { t: 'save_state' | 'load_state' }
   }
 }
 
+/** Requires what a load_state will require again, ahead of it; a failure is left for it to name. */
+function importAhead(id: number, modules: string[]): void {
+  const require = createRequire(path.join(process.cwd(), 'cell.js'));
+  for (const m of modules) {
+    try {
+      require(m);
+    } catch {
+      // load_state names it.
+    }
+  }
+  send({ t: 'done', cell: id, status: 'ok' });
+}
+
 function installGlobals(): void {
   const g = globalThis as Record<string, unknown>;
   g.console = new Console({ stdout, stderr });
@@ -299,6 +312,8 @@ const decoder = new JsonLineDecoder(
       queue = queue.then(() => runCell(cmd.cell, cmd.code));
     } else if (cmd.t === 'save_state' || cmd.t === 'load_state') {
       queue = queue.then(() => runState(cmd));
+    } else if (cmd.t === 'import_modules') {
+      queue = queue.then(() => importAhead(cmd.cell, cmd.modules));
     }
   },
   () => undefined,

@@ -24,6 +24,7 @@ import shlex
 import signal
 import site
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -71,6 +72,7 @@ EXEC = command('exec', 'cell', 'code')
 TOOL_RESULT = command('tool_result', 'id', 'result')
 SAVE_STATE = command('save_state', 'cell', 'path', 'limit')
 LOAD_STATE = command('load_state', 'cell', 'path')
+IMPORT_MODULES = command('import_modules', 'cell', 'modules')
 
 LIMITS: dict[str, int] = json.loads(sys.argv[1])
 if set(LIMITS) != set(WIRE['limits']):
@@ -919,11 +921,15 @@ def run_cell(cell: int, code: str) -> None:
 
 
 # ---- keeping the namespace across a pause ---------------------------------------------------
-# save_state writes the user's variables, one pickle record each, to a file; load_state reads
-# them back into a fresh kernel. Objects go through dill when it is importable (functions and
-# classes defined in cells by value), else cloudpickle, else the standard pickle. Modules are
-# kept by name and imported again. The file is a standard-pickle stream of records: a header,
-# then ('module', alias, name) and ('variable', name, payload) records, then ('end', count).
+# save_state writes the user's variables to a file; load_state reads them back into a fresh
+# kernel. Objects go through dill when it is importable (functions and classes defined in cells
+# by value), else cloudpickle, else the standard pickle. Modules are kept by name and imported
+# again. The file is a standard-pickle stream of records: a header, then ('module', alias, name)
+# and ('variable', name) records, then ('end', count). A variable's record is followed by the
+# length of its value (8 bytes, big-endian) and the value as its serializer wrote it, straight
+# into the file: a 100 MB DataFrame held as one bytes object inside its record (version 1, still
+# read) cost a copy more each way, ~120 ms to read back here. The length lets a value that does
+# not read back be skipped.
 
 STATE_FORMAT = 'tether-python-state'
 # Names the driver puts in the namespace itself: a new kernel has its own.
@@ -970,17 +976,40 @@ def unkeepable(value: object, serializer: str) -> str | None:
     return None
 
 
+STATE_VERSION = 2
+LENGTH = struct.Struct('>Q')
+
+
+class StateLimit(Exception):
+    """A value's bytes reached the state's limit while it was written."""
+
+
+class LimitedWriter:
+    """The state file as a serializer writes to it: a write that would pass `limit` raises."""
+
+    def __init__(self, f: Any, limit: int) -> None:
+        self.f = f
+        self.limit = limit
+
+    def write(self, data: Any) -> int:
+        if self.f.tell() + memoryview(data).nbytes > self.limit:
+            raise StateLimit()
+        return self.f.write(data)
+
+
 def save_state(path: str, limit: int) -> dict[str, Any]:
     import pickle
 
     serializer, ser = state_serializer()
     kept: list[str] = []
     modules: dict[str, str] = {}
+    imports: set[str] = {serializer}
     not_kept: list[dict[str, str]] = []
-    options: dict[str, Any] = {}
     with open(path, 'xb') as f:
         os.chmod(path, 0o600)
-        pickle.dump({'format': STATE_FORMAT, 'version': 1, 'serializer': serializer, 'python': sys.version.split()[0]}, f)
+        header = {'format': STATE_FORMAT, 'version': STATE_VERSION, 'serializer': serializer, 'python': sys.version.split()[0]}
+        pickle.dump(header, f)
+        out = LimitedWriter(f, limit)
         for name, value in list(user_ns.items()):
             if name in DRIVER_NAMES or (name.startswith('__') and name.endswith('__')):
                 continue
@@ -990,23 +1019,36 @@ def save_state(path: str, limit: int) -> dict[str, Any]:
                 continue
             why = unkeepable(value, serializer)
             if why is None:
+                start = f.tell()
                 try:
-                    payload = ser.dumps(value, **options)
+                    pickle.dump(('variable', name), f)
+                    f.write(LENGTH.pack(0))
+                    at = f.tell()
+                    ser.dump(value, out, protocol=pickle.HIGHEST_PROTOCOL)
+                    end = f.tell()
+                except StateLimit:
+                    why = 'its bytes would pass the limit of the saved state (' + str(limit - start) + ' bytes left)'
                 except Exception as e:
                     why = 'it does not serialize (' + type(e).__name__ + ': ' + clip(str(e), 200) + ')'
                 else:
-                    if f.tell() + len(payload) > limit:
-                        why = 'its ' + str(len(payload)) + ' bytes would pass the limit of the saved state (' + str(limit) + ' bytes left)'
-                    else:
-                        pickle.dump(('variable', name, payload), f, protocol=pickle.HIGHEST_PROTOCOL)
-                        kept.append(name)
-                        continue
+                    f.seek(at - LENGTH.size)
+                    f.write(LENGTH.pack(end - at))
+                    f.seek(end)
+                    kept.append(name)
+                    module = getattr(type(value), '__module__', None)
+                    if isinstance(module, str) and module not in ('builtins', user_module.__name__):
+                        imports.add(module)
+                    continue
+                f.seek(start)
+                f.truncate()
             not_kept.append({'what': 'variable ' + name + ' (' + type(value).__name__ + ')', 'why': why})
         pickle.dump(('end', len(kept) + len(modules)), f)
         f.flush()
         os.fsync(f.fileno())
         size = f.tell()
-    return {'serializer': serializer, 'variables': kept, 'modules': modules, 'bytes': size, 'notKept': not_kept}
+    imports.update(modules.values())
+    report = {'serializer': serializer, 'variables': kept, 'modules': modules, 'bytes': size, 'notKept': not_kept}
+    return {**report, 'imports': sorted(imports)}
 
 
 def _own_globals(fn: types.FunctionType) -> bool:
@@ -1057,6 +1099,7 @@ def load_state(path: str) -> dict[str, Any]:
         except ImportError as e:
             ser, missing = None, str(e)
         size = os.fstat(f.fileno()).st_size
+        version = header.get('version')
         while True:
             record = pickle.load(f)
             if record[0] == 'end':
@@ -1074,18 +1117,39 @@ def load_state(path: str) -> dict[str, Any]:
                         }
                     )
                 continue
-            _, name, payload = record
-            if ser is None:
-                not_kept.append({'what': 'variable ' + name, 'why': 'it was saved with ' + serializer + ', but ' + missing})
-                continue
+            name = record[1]
+            if version == 1:
+                read_value = (lambda payload: lambda: ser.loads(payload))(record[2])
+                after = None
+            else:
+                (length,) = LENGTH.unpack(f.read(LENGTH.size))
+                after = f.tell() + length
+                read_value = lambda: ser.load(f)
             try:
-                user_ns[name] = in_namespace(ser.loads(payload))
+                if ser is None:
+                    not_kept.append({'what': 'variable ' + name, 'why': 'it was saved with ' + serializer + ', but ' + missing})
+                    continue
+                user_ns[name] = in_namespace(read_value())
                 kept.append(name)
             except Exception as e:
                 not_kept.append(
                     {'what': 'variable ' + name, 'why': 'it could not be read back (' + type(e).__name__ + ': ' + clip(str(e), 200) + ')'}
                 )
+            finally:
+                if after is not None:
+                    f.seek(after)
     return {'serializer': serializer, 'variables': kept, 'modules': modules, 'bytes': size, 'notKept': not_kept}
+
+
+def import_ahead(cell: int, modules: list[str]) -> None:
+    """Imports what a load_state will import, while its file is still being checked."""
+    state.cell = cell
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            pass  # load_state names what it cannot import
+    send('done', cell=cell, status='ok')
 
 
 def run_state(cell: int, kind: str, msg: dict[str, Any]) -> None:
@@ -1129,6 +1193,8 @@ def main() -> None:
             elif msg.get(TAG) in (SAVE_STATE, LOAD_STATE):
                 state.done_sent = False
                 run_state(msg['cell'], msg[TAG], msg)
+            elif msg.get(TAG) == IMPORT_MODULES:
+                import_ahead(msg['cell'], msg['modules'])
         except KeyboardInterrupt:
             # An interrupt that landed while the cell was being wrapped up: it still ends.
             state.running = False

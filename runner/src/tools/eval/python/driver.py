@@ -1118,18 +1118,16 @@ def load_state(path: str) -> dict[str, Any]:
                     )
                 continue
             name = record[1]
-            if version == 1:
-                read_value = (lambda payload: lambda: ser.loads(payload))(record[2])
-                after = None
-            else:
+            after = None
+            if version != 1:
                 (length,) = LENGTH.unpack(f.read(LENGTH.size))
                 after = f.tell() + length
-                read_value = lambda: ser.load(f)
             try:
                 if ser is None:
                     not_kept.append({'what': 'variable ' + name, 'why': 'it was saved with ' + serializer + ', but ' + missing})
                     continue
-                user_ns[name] = in_namespace(read_value())
+                value = ser.loads(record[2]) if version == 1 else ser.load(f)
+                user_ns[name] = in_namespace(value)
                 kept.append(name)
             except Exception as e:
                 not_kept.append(

@@ -42,9 +42,10 @@ export function summary(samplesMs: number[]): { n: number; p50: number; p95: num
 }
 
 /**
- * CPU time the whole machine spent busy (every process and the kernel; not idle, not waiting
- * for disk), in ms, from /proc/stat: over a stretch of work, the work's CPU cost whatever the
- * processes it ran in. Divided by the cores, the least wall time that work could take here.
+ * CPU time the whole machine spent busy (every process and the kernel, and time the hypervisor
+ * held the vCPUs, which here is under 1% of the busy time; not idle, not waiting for disk), in
+ * ms, from /proc/stat: over a stretch of work, the work's CPU cost whatever the processes it ran
+ * in. Divided by the cores, the least wall time that work could take here.
  */
 export function machineBusyMs(): number {
   const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);

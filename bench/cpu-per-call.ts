@@ -98,6 +98,7 @@ async function main() {
     TETHER_INSTANCE: `cpu-${process.pid}`,
     TETHER_STATE_DIR: mkdtempSync(path.join(os.tmpdir(), 'tether-cpu-')),
     TETHER_LISTEN: `127.0.0.1:${port}`,
+    TETHER_HTTP_LISTEN: 'off',
     TETHER_IMAGE: image!,
     TETHER_PROVIDER: 'docker',
     TETHER_POOL_SIZE: '0',

@@ -14,12 +14,12 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 
 # Regenerated when any proto file or the generator's configuration changes.
-proto_hash="$(find proto buf.gen.yaml -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+proto_hash="$(find proto contract/e2b buf.gen.yaml -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
 # One output, contract/src/gen (@tether/contract), which the gateway and @tether/client import.
 if [ ! -d contract/src/gen ] || [ "$(cat .tether/gen.hash 2>/dev/null)" != "$proto_hash" ]; then
   step "generating the protocol code"
   rm -rf contract/src/gen
-  npx buf generate proto
+  npx buf generate
   echo "$proto_hash" >.tether/gen.hash
 fi
 
@@ -40,6 +40,7 @@ bash scripts/copy-assets.sh
 npx esbuild dist/runner/src/main.js --bundle --platform=node --format=cjs --target=node22 \
   --outfile=dist/runner/src/main.bundle.js --log-level=warning \
   --external:web-tree-sitter --external:tree-sitter-wasms --external:pino
-for f in dist/runner/src/main.js dist/runner/src/main.bundle.js dist/runner/src/tools/eval/python/driver.py dist/protocol/src/run.js; do
+for f in dist/runner/src/main.js dist/runner/src/main.bundle.js dist/runner/src/tools/eval/python/driver.py \
+  dist/runner/src/tools/process/ptyhost.py dist/protocol/src/run.js; do
   [ -f "$f" ] || { echo "$f is missing after the build" >&2; exit 1; }
 done

@@ -25,14 +25,24 @@ export class TokenAuthenticator {
     return found;
   }
 
+  /** The tenant of a gRPC call's `authorization` metadata. */
   authenticate(metadata: Metadata): string {
     const values = metadata.get('authorization');
-    const header = typeof values[0] === 'string' ? values[0] : '';
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    return this.authenticateHeader(typeof values[0] === 'string' ? values[0] : undefined, 'metadata');
+  }
+
+  /**
+   * The tenant of an `authorization` header's value (`Bearer <token>`), however it arrived:
+   * gRPC metadata or an HTTP header. UNAUTHENTICATED when it is missing, malformed or unknown.
+   */
+  authenticateHeader(header: string | null | undefined, carriedIn: 'metadata' | 'header' = 'header'): string {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
     if (!m)
       throw new GatewayError(
         status.UNAUTHENTICATED,
-        'missing bearer token: send "authorization: Bearer <token>" metadata',
+        carriedIn === 'metadata'
+          ? 'missing bearer token: send "authorization: Bearer <token>" metadata'
+          : 'missing bearer token: send an "authorization: Bearer <token>" header',
       );
     const tenant = this.tenantFor(m[1]);
     if (!tenant) throw new GatewayError(status.UNAUTHENTICATED, 'invalid token');

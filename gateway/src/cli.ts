@@ -22,14 +22,21 @@ program
   .description('start the gateway')
   .option('--config <file>', 'JSON config file (or TETHER_CONFIG)')
   .option('--listen <host:port>', 'address to listen on')
+  .option('--http-listen <host:port>', 'address of the HTTP listener (Connect, HTTP/JSON), or off')
   .option('--provider <name>', `sandbox provider: ${PROVIDERS.join(', ')}`)
-  .action(async (o: { config?: string; listen?: string; provider?: ProviderName }) => {
+  .action(async (o: { config?: string; listen?: string; httpListen?: string; provider?: ProviderName }) => {
     const config = loadConfig({
       file: o.config,
-      overrides: { ...(o.listen ? { listen: o.listen } : {}), ...(o.provider ? { provider: o.provider } : {}) },
+      overrides: {
+        ...(o.listen ? { listen: o.listen } : {}),
+        ...(o.httpListen ? { http: { listen: o.httpListen } } : {}),
+        ...(o.provider ? { provider: o.provider } : {}),
+      },
     });
     const gw = await startGateway(config);
-    console.error(`tether listening on ${gw.address} (provider ${config.provider})`);
+    console.error(
+      `tether listening on ${gw.address} (gRPC)${gw.httpAddress ? ` and ${gw.httpAddress} (HTTP: Connect and JSON)` : ''} (provider ${config.provider})`,
+    );
     let stopping = false;
     const stop = async (sig: string) => {
       if (stopping) return;

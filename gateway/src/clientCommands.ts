@@ -32,7 +32,7 @@ export function registerClientCommands(program: Command, fail: (err: unknown) =>
     .description('create a run')
     .option('--conversation <id>', 'conversation id', 'cli')
     .option('--workspace <dir>', 'host directory to use as the workspace (must be under an allowed root)')
-    .option('--features <list>', 'comma list of lsp,ast,debug,eval,questions,vibe', 'lsp,ast,debug,eval')
+    .option('--features <list>', 'comma list of lsp,ast,debug,eval,questions,vibe,commands', 'lsp,ast,debug,eval')
     .option('--target-space <name>', 'where question cards are shown', 'cli')
     .option('--template <name>', 'runner template (default: the base runner image)')
     .option('--egress [hosts]', "grant egress: a comma list of host:port, or nothing for the tenant's whole allow-list")
@@ -53,6 +53,7 @@ export function registerClientCommands(program: Command, fail: (err: unknown) =>
             debug: f.has('debug'),
             eval: f.has('eval'),
             vibe: f.has('vibe'),
+            commands: f.has('commands'),
             questions: { enabled: f.has('questions'), targetSpace: o.targetSpace },
           },
           template: o.template ?? '',

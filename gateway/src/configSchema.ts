@@ -43,6 +43,18 @@ export const configSchema = Type.Object(
       env: 'TETHER_LISTEN',
       description: 'host:port to serve on',
     }),
+    http: Type.Object(
+      {
+        listen: Type.String({
+          pattern: '^(.+:[0-9]+|off)?$',
+          default: '127.0.0.1:50052',
+          env: 'TETHER_HTTP_LISTEN',
+          description:
+            "host:port of the HTTP listener: tether's API over Connect and plain HTTP/JSON (HTTP/1.1 and cleartext HTTP/2 on one port; docs/http.md) and the surfaces registered beside it; empty or `off` turns it off",
+        }),
+      },
+      { additionalProperties: false },
+    ),
     tokens: Type.Unsafe<Record<string, string>>({
       type: 'object',
       additionalProperties: { type: 'string', minLength: 1 },
@@ -421,6 +433,29 @@ export const configSchema = Type.Object(
           default: 1,
           description:
             'pooled sandboxes started at once (each start waits its turn in the admission queue like a create)',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+    e2b: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: true,
+          env: 'TETHER_E2B',
+          description:
+            "serve E2B's API (control plane and each sandbox's own) on the HTTP listener, for E2B's SDKs pointed at it (docs/e2b.md)",
+        }),
+        accessTokenKey: Type.String({
+          default: '',
+          env: 'TETHER_E2B_ACCESS_TOKEN_KEY',
+          docDefault: 'random per process',
+          description:
+            "key of the sandboxes' access tokens (`envdAccessToken`); set the same on every replica. Unset: a random one, so tokens end with the process (the SDKs' connect hands out new ones)",
+        }),
+        maxFileBytes: Type.Integer({
+          minimum: 1024,
+          default: 64 * 1024 * 1024,
+          description: 'bytes of one file read or written through `/files`',
         }),
       },
       { additionalProperties: false },

@@ -3,7 +3,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
-import { Gateway } from '@tether/contract';
+import { Gateway, type CallToolStart, type ToolResult } from '@tether/contract';
 import { encodeCallsOutput, encodeCallToolOutput } from './grpc/resultWire';
 import { CallsDrain } from './grpc/calls';
 import { TokenAuthenticator } from './auth';
@@ -16,6 +16,13 @@ import { RunRecovery } from './runs/RunRecovery';
 import { RunRegistry } from './runs/RunRegistry';
 import { grpcDefinition } from '@tether/contract/grpc';
 import { gatewayHandlers } from './grpc/handlers';
+import { gatewayMethods } from './grpc/methods';
+import { localContext } from './grpc/streams';
+import { ConnectEdge } from './http/connectEdge';
+import { connectGateway } from './http/gateway';
+import { HttpListener } from './http/listener';
+import { E2bSurface } from './e2b/surface';
+import { ProcessService } from './processes/ProcessService';
 import { createProvider } from './sandbox';
 import type { SandboxProvider } from './sandbox/provider';
 import { serveMetrics, type MetricsEndpoint } from './observability/metricsServer';
@@ -43,6 +50,8 @@ export interface GatewayRuns {
   pool: RunPool;
   tenancy: Tenancy;
   egress: EgressService;
+  /** Processes of the runs (StartProcess and the rest), one instance for every transport. */
+  processes: ProcessService;
   /** Graceful shutdown: stops every run (or leaves them running for the next gateway), then the provider. */
   close(keep: boolean): Promise<void>;
 }
@@ -86,6 +95,8 @@ export function assembleRuns(
     telemetry,
   });
   const recovery = new RunRecovery({ config, provider, registry, lifecycle, egress, claims, paused, pool });
+  // A process of a paused run resumes it first, as a call does.
+  const processes = new ProcessService({ ready: (tenant, runId) => pauses.whenReady(tenant, runId) });
   telemetry.watchRuns({
     states: () => registry.all().map((r) => [r.tenant, r.state] as const),
     usage: () => registry.usageByTenant(),
@@ -101,6 +112,7 @@ export function assembleRuns(
     pool,
     tenancy,
     egress,
+    processes,
     async close(keep) {
       recovery.stopDiscovery();
       tenancy.flushRefusals();
@@ -116,19 +128,27 @@ export function assembleRuns(
 export interface RunningGateway {
   address: string;
   port: number;
+  /** Where the HTTP listener serves (Connect, HTTP/JSON, registered routes), when http.listen is set. */
+  httpAddress?: string;
+  /** The HTTP listener, to register routes on. */
+  http?: HttpListener;
   /** The runs this gateway knows (find them by tenant and id). */
   runs: RunRegistry;
   lifecycle: RunLifecycle;
   pool: RunPool;
   tenancy: Tenancy;
   telemetry: Telemetry;
+  /** The runs' processes, as StartProcess and the rest reach them. */
+  processes: ProcessService;
+  /** One tool call answered once, as InvokeTool answers it (the same gate, quotas, audit and metrics). */
+  invokeTool(tenant: string, start: CallToolStart, signal?: AbortSignal): Promise<ToolResult>;
   /** Where /metrics is served, when metrics.listen is set. */
   metricsAddress?: string;
   /** Stops serving; runs are stopped unless `keepRuns` (or the provider keeps runs on shutdown). */
   close(opts?: { keepRuns?: boolean }): Promise<void>;
 }
 
-/** Starts a gateway on config.listen and returns once it accepts calls. */
+/** Starts a gateway on config.listen (and http.listen) and returns once it accepts calls. */
 export async function startGateway(config: GatewayConfig, given?: SandboxProvider): Promise<RunningGateway> {
   const provider = given ?? (await createProvider(config));
   const telemetry = await Telemetry.start(config);
@@ -154,7 +174,10 @@ export async function startGateway(config: GatewayConfig, given?: SandboxProvide
   definition.callTool.responseSerialize = encodeCallToolOutput as (out: object) => Buffer;
   definition.calls.responseSerialize = encodeCallsOutput as (out: object) => Buffer;
   const calls = new CallsDrain();
-  server.addService(definition, gatewayHandlers(runs, new TokenAuthenticator(config.tokens), config, telemetry, calls));
+  const auth = new TokenAuthenticator(config.tokens);
+  // Every RPC's logic once; the gRPC edge and the Connect edge both serve it.
+  const methods = gatewayMethods(runs, config, telemetry, calls);
+  server.addService(definition, gatewayHandlers(methods, auth, telemetry));
 
   const health = new HealthImplementation({ '': 'SERVING', [SERVICE_NAME]: 'SERVING' });
   health.addToServer(server);
@@ -167,22 +190,56 @@ export async function startGateway(config: GatewayConfig, given?: SandboxProvide
   );
   const host = config.listen.slice(0, config.listen.lastIndexOf(':'));
   const address = `${host}:${port}`;
+  let http: HttpListener | undefined;
+  if (config.http.listen && config.http.listen !== 'off') {
+    try {
+      http = await HttpListener.start({
+        listen: config.http.listen,
+        gateway: connectGateway(methods, new ConnectEdge(auth, telemetry), config),
+        maxConcurrentStreams: config.maxConcurrentStreams,
+      });
+      if (config.e2b.enabled)
+        http.register(
+          new E2bSurface(
+            runs,
+            auth,
+            runs.processes,
+            (tenant, start) => methods.invokeTool(start, tenant, localContext()),
+            {
+              accessTokenKey: config.e2b.accessTokenKey || undefined,
+              maxFileBytes: config.e2b.maxFileBytes,
+              maxMessageBytes: config.maxMessageBytes,
+            },
+          ),
+        );
+    } catch (err) {
+      server.forceShutdown();
+      await runs.close(provider.capabilities.keepsRunsOnShutdown);
+      await telemetry.tracer?.close();
+      await telemetry.audit?.close();
+      throw new Error(`cannot serve HTTP on ${config.http.listen} (http.listen): ${(err as Error).message}`);
+    }
+  }
   let metricsEndpoint: MetricsEndpoint | undefined;
   if (telemetry.metrics) {
     metricsEndpoint = await serveMetrics(telemetry.metrics, config.metrics.listen);
     logger.info({ address: metricsEndpoint.address }, 'metrics served at /metrics');
   }
-  logger.info({ address, provider: provider.name }, 'tether gateway serving');
+  logger.info({ address, ...(http ? { http: http.address } : {}), provider: provider.name }, 'tether gateway serving');
 
   let closed = false;
   return {
     address,
     port,
+    httpAddress: http?.address,
+    http,
     runs: runs.registry,
     lifecycle: runs.lifecycle,
     pool: runs.pool,
     tenancy: runs.tenancy,
     telemetry,
+    processes: runs.processes,
+    invokeTool: (tenant, start, signal) => methods.invokeTool(start, tenant, localContext(signal)),
     metricsAddress: metricsEndpoint?.address,
     async close(opts) {
       if (closed) return;
@@ -190,16 +247,19 @@ export async function startGateway(config: GatewayConfig, given?: SandboxProvide
       health.setStatus('', 'NOT_SERVING');
       calls.drain();
       // In-flight calls get a moment to finish; then they are cut.
-      await new Promise<void>((resolve) => {
-        const force = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, 3000);
-        server.tryShutdown(() => {
-          clearTimeout(force);
-          resolve();
-        });
-      });
+      await Promise.all([
+        new Promise<void>((resolve) => {
+          const force = setTimeout(() => {
+            server.forceShutdown();
+            resolve();
+          }, 3000);
+          server.tryShutdown(() => {
+            clearTimeout(force);
+            resolve();
+          });
+        }),
+        http?.close(3000),
+      ]);
       await runs.close(opts?.keepRuns ?? provider.capabilities.keepsRunsOnShutdown);
       await metricsEndpoint?.close();
       await telemetry.tracer?.close();

@@ -12,6 +12,11 @@ export interface RunFeatures {
   eval: boolean;
   questions: { enabled: boolean; targetSpace: string };
   vibe: boolean;
+  /**
+   * The process and fs families: commands, PTY sessions and file operations the gateway drives
+   * outside tool calls. Absent (a gateway that predates it) is false: the runner runs neither.
+   */
+  commands?: boolean;
 }
 
 export interface InitializeParams {

@@ -369,6 +369,7 @@ test('a token never reaches the log, the metrics or the audit log of a served ga
       TETHER_PROVIDER: 'process',
       TETHER_ALLOW_PROCESS_PROVIDER: '1',
       TETHER_LISTEN: '127.0.0.1:0',
+      TETHER_HTTP_LISTEN: 'off',
       TETHER_METRICS_LISTEN: '127.0.0.1:0',
       TETHER_AUDIT_LOG: path.join(dir, 'audit.jsonl'),
       TETHER_STATE_DIR: dir,

@@ -48,6 +48,8 @@ export async function startTestGateway(over: Overrides = {}, provider?: SandboxP
     docker: { ...base.docker, image: process.env.TETHER_IMAGE ?? base.docker.image, ...(over.docker as object) },
     // No warm pool unless a test asks for one: runs start cold, and a run's container carries its id.
     pool: { ...base.pool, size: 0, ...(over.pool as object) },
+    // No HTTP listener unless a test asks for one (`http: { listen: '127.0.0.1:0' }`): gateways side by side.
+    http: { ...base.http, listen: '', ...(over.http as object) },
   } as GatewayConfig;
   const gateway = await startGateway(config, provider);
   const clients: TetherClient[] = [];

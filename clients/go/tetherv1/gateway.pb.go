@@ -553,6 +553,61 @@ func (WorkerStatus) EnumDescriptor() ([]byte, []int) {
 	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
+type ProcessSignal int32
+
+const (
+	ProcessSignal_PROCESS_SIGNAL_UNSPECIFIED ProcessSignal = 0
+	ProcessSignal_PROCESS_SIGNAL_SIGKILL     ProcessSignal = 1
+	ProcessSignal_PROCESS_SIGNAL_SIGTERM     ProcessSignal = 2
+	ProcessSignal_PROCESS_SIGNAL_SIGINT      ProcessSignal = 3
+	ProcessSignal_PROCESS_SIGNAL_SIGHUP      ProcessSignal = 4
+)
+
+// Enum value maps for ProcessSignal.
+var (
+	ProcessSignal_name = map[int32]string{
+		0: "PROCESS_SIGNAL_UNSPECIFIED",
+		1: "PROCESS_SIGNAL_SIGKILL",
+		2: "PROCESS_SIGNAL_SIGTERM",
+		3: "PROCESS_SIGNAL_SIGINT",
+		4: "PROCESS_SIGNAL_SIGHUP",
+	}
+	ProcessSignal_value = map[string]int32{
+		"PROCESS_SIGNAL_UNSPECIFIED": 0,
+		"PROCESS_SIGNAL_SIGKILL":     1,
+		"PROCESS_SIGNAL_SIGTERM":     2,
+		"PROCESS_SIGNAL_SIGINT":      3,
+		"PROCESS_SIGNAL_SIGHUP":      4,
+	}
+)
+
+func (x ProcessSignal) Enum() *ProcessSignal {
+	p := new(ProcessSignal)
+	*p = x
+	return p
+}
+
+func (x ProcessSignal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProcessSignal) Descriptor() protoreflect.EnumDescriptor {
+	return file_tether_v1_gateway_proto_enumTypes[10].Descriptor()
+}
+
+func (ProcessSignal) Type() protoreflect.EnumType {
+	return &file_tether_v1_gateway_proto_enumTypes[10]
+}
+
+func (x ProcessSignal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProcessSignal.Descriptor instead.
+func (ProcessSignal) EnumDescriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{10}
+}
+
 type Approvals struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Write         Approval               `protobuf:"varint,1,opt,name=write,proto3,enum=tether.v1.Approval" json:"write,omitempty"`
@@ -659,13 +714,16 @@ func (x *QuestionsFeature) GetTargetSpace() string {
 }
 
 type Features struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lsp           bool                   `protobuf:"varint,1,opt,name=lsp,proto3" json:"lsp,omitempty"`
-	Ast           bool                   `protobuf:"varint,2,opt,name=ast,proto3" json:"ast,omitempty"`
-	Debug         bool                   `protobuf:"varint,3,opt,name=debug,proto3" json:"debug,omitempty"`
-	Eval          bool                   `protobuf:"varint,4,opt,name=eval,proto3" json:"eval,omitempty"`
-	Questions     *QuestionsFeature      `protobuf:"bytes,5,opt,name=questions,proto3" json:"questions,omitempty"`
-	Vibe          bool                   `protobuf:"varint,6,opt,name=vibe,proto3" json:"vibe,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Lsp       bool                   `protobuf:"varint,1,opt,name=lsp,proto3" json:"lsp,omitempty"`
+	Ast       bool                   `protobuf:"varint,2,opt,name=ast,proto3" json:"ast,omitempty"`
+	Debug     bool                   `protobuf:"varint,3,opt,name=debug,proto3" json:"debug,omitempty"`
+	Eval      bool                   `protobuf:"varint,4,opt,name=eval,proto3" json:"eval,omitempty"`
+	Questions *QuestionsFeature      `protobuf:"bytes,5,opt,name=questions,proto3" json:"questions,omitempty"`
+	Vibe      bool                   `protobuf:"varint,6,opt,name=vibe,proto3" json:"vibe,omitempty"`
+	// Processes and PTY sessions (StartProcess and the rest) and the workspace as a file
+	// system for the E2B-compatible surface.
+	Commands      bool `protobuf:"varint,7,opt,name=commands,proto3" json:"commands,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -738,6 +796,13 @@ func (x *Features) GetQuestions() *QuestionsFeature {
 func (x *Features) GetVibe() bool {
 	if x != nil {
 		return x.Vibe
+	}
+	return false
+}
+
+func (x *Features) GetCommands() bool {
+	if x != nil {
+		return x.Commands
 	}
 	return false
 }
@@ -4001,6 +4066,916 @@ func (x *GetEgressLogResponse) GetNextPageToken() string {
 	return ""
 }
 
+type PtySize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cols          uint32                 `protobuf:"varint,1,opt,name=cols,proto3" json:"cols,omitempty"`
+	Rows          uint32                 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PtySize) Reset() {
+	*x = PtySize{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PtySize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PtySize) ProtoMessage() {}
+
+func (x *PtySize) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PtySize.ProtoReflect.Descriptor instead.
+func (*PtySize) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *PtySize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *PtySize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+type StartProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The program, or with `shell` a command line for `/bin/bash -l -c`.
+	Cmd   string   `protobuf:"bytes,2,opt,name=cmd,proto3" json:"cmd,omitempty"`
+	Args  []string `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	Shell bool     `protobuf:"varint,4,opt,name=shell,proto3" json:"shell,omitempty"`
+	// Workspace-relative or absolute inside the workspace; default the workspace root.
+	Cwd string            `protobuf:"bytes,5,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Env map[string]string `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set: the process runs on a PTY of this size; its output comes as `pty`.
+	Pty *PtySize `protobuf:"bytes,7,opt,name=pty,proto3" json:"pty,omitempty"`
+	// Keep stdin open for SendProcessInput (otherwise it is closed at once).
+	Stdin bool `protobuf:"varint,8,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// A label of the caller's, reported by ListProcesses.
+	Tag string `protobuf:"bytes,9,opt,name=tag,proto3" json:"tag,omitempty"`
+	// Kill the process group after this long; 0: no limit of its own.
+	TimeoutMs     uint32 `protobuf:"varint,10,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartProcessRequest) Reset() {
+	*x = StartProcessRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartProcessRequest) ProtoMessage() {}
+
+func (x *StartProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartProcessRequest.ProtoReflect.Descriptor instead.
+func (*StartProcessRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *StartProcessRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *StartProcessRequest) GetCmd() string {
+	if x != nil {
+		return x.Cmd
+	}
+	return ""
+}
+
+func (x *StartProcessRequest) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *StartProcessRequest) GetShell() bool {
+	if x != nil {
+		return x.Shell
+	}
+	return false
+}
+
+func (x *StartProcessRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *StartProcessRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *StartProcessRequest) GetPty() *PtySize {
+	if x != nil {
+		return x.Pty
+	}
+	return nil
+}
+
+func (x *StartProcessRequest) GetStdin() bool {
+	if x != nil {
+		return x.Stdin
+	}
+	return false
+}
+
+func (x *StartProcessRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *StartProcessRequest) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type ProcessRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessRef) Reset() {
+	*x = ProcessRef{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessRef) ProtoMessage() {}
+
+func (x *ProcessRef) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
+func (*ProcessRef) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ProcessRef) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ProcessRef) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type ConnectProcessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectProcessRequest) Reset() {
+	*x = ConnectProcessRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectProcessRequest) ProtoMessage() {}
+
+func (x *ConnectProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectProcessRequest.ProtoReflect.Descriptor instead.
+func (*ConnectProcessRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ConnectProcessRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ConnectProcessRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type ProcessStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           uint32                 `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessStarted) Reset() {
+	*x = ProcessStarted{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessStarted) ProtoMessage() {}
+
+func (x *ProcessStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessStarted.ProtoReflect.Descriptor instead.
+func (*ProcessStarted) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ProcessStarted) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type ProcessEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// -1 when the process ended by a signal.
+	ExitCode int32  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Signal   string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	// Why tether ended it (output cap, timeout) or why it failed.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessEnd) Reset() {
+	*x = ProcessEnd{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessEnd) ProtoMessage() {}
+
+func (x *ProcessEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessEnd.ProtoReflect.Descriptor instead.
+func (*ProcessEnd) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ProcessEnd) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *ProcessEnd) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+func (x *ProcessEnd) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ProcessEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ProcessEvent_Started
+	//	*ProcessEvent_Stdout
+	//	*ProcessEvent_Stderr
+	//	*ProcessEvent_Pty
+	//	*ProcessEvent_End
+	Event         isProcessEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessEvent) Reset() {
+	*x = ProcessEvent{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessEvent) ProtoMessage() {}
+
+func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessEvent.ProtoReflect.Descriptor instead.
+func (*ProcessEvent) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ProcessEvent) GetEvent() isProcessEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetStarted() *ProcessStarted {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetStdout() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Stdout); ok {
+			return x.Stdout
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetStderr() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Stderr); ok {
+			return x.Stderr
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetPty() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Pty); ok {
+			return x.Pty
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetEnd() *ProcessEnd {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+type isProcessEvent_Event interface {
+	isProcessEvent_Event()
+}
+
+type ProcessEvent_Started struct {
+	Started *ProcessStarted `protobuf:"bytes,1,opt,name=started,proto3,oneof"`
+}
+
+type ProcessEvent_Stdout struct {
+	Stdout []byte `protobuf:"bytes,2,opt,name=stdout,proto3,oneof"`
+}
+
+type ProcessEvent_Stderr struct {
+	Stderr []byte `protobuf:"bytes,3,opt,name=stderr,proto3,oneof"`
+}
+
+type ProcessEvent_Pty struct {
+	Pty []byte `protobuf:"bytes,4,opt,name=pty,proto3,oneof"`
+}
+
+type ProcessEvent_End struct {
+	End *ProcessEnd `protobuf:"bytes,5,opt,name=end,proto3,oneof"`
+}
+
+func (*ProcessEvent_Started) isProcessEvent_Event() {}
+
+func (*ProcessEvent_Stdout) isProcessEvent_Event() {}
+
+func (*ProcessEvent_Stderr) isProcessEvent_Event() {}
+
+func (*ProcessEvent_Pty) isProcessEvent_Event() {}
+
+func (*ProcessEvent_End) isProcessEvent_Event() {}
+
+type SendProcessInputRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendProcessInputRequest) Reset() {
+	*x = SendProcessInputRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendProcessInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendProcessInputRequest) ProtoMessage() {}
+
+func (x *SendProcessInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendProcessInputRequest.ProtoReflect.Descriptor instead.
+func (*SendProcessInputRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *SendProcessInputRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SendProcessInputRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *SendProcessInputRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type SignalProcessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Signal        ProcessSignal          `protobuf:"varint,3,opt,name=signal,proto3,enum=tether.v1.ProcessSignal" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalProcessRequest) Reset() {
+	*x = SignalProcessRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalProcessRequest) ProtoMessage() {}
+
+func (x *SignalProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalProcessRequest.ProtoReflect.Descriptor instead.
+func (*SignalProcessRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *SignalProcessRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SignalProcessRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *SignalProcessRequest) GetSignal() ProcessSignal {
+	if x != nil {
+		return x.Signal
+	}
+	return ProcessSignal_PROCESS_SIGNAL_UNSPECIFIED
+}
+
+type ResizeProcessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Size          *PtySize               `protobuf:"bytes,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizeProcessRequest) Reset() {
+	*x = ResizeProcessRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizeProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizeProcessRequest) ProtoMessage() {}
+
+func (x *ResizeProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizeProcessRequest.ProtoReflect.Descriptor instead.
+func (*ResizeProcessRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ResizeProcessRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ResizeProcessRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ResizeProcessRequest) GetSize() *PtySize {
+	if x != nil {
+		return x.Size
+	}
+	return nil
+}
+
+type ProcessAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessAck) Reset() {
+	*x = ProcessAck{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessAck) ProtoMessage() {}
+
+func (x *ProcessAck) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessAck.ProtoReflect.Descriptor instead.
+func (*ProcessAck) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{62}
+}
+
+type ListProcessesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesRequest) Reset() {
+	*x = ListProcessesRequest{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesRequest) ProtoMessage() {}
+
+func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
+func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ListProcessesRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type ProcessInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           uint32                 `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Cmd           string                 `protobuf:"bytes,2,opt,name=cmd,proto3" json:"cmd,omitempty"`
+	Args          []string               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	Cwd           string                 `protobuf:"bytes,4,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Tag           string                 `protobuf:"bytes,6,opt,name=tag,proto3" json:"tag,omitempty"`
+	Pty           bool                   `protobuf:"varint,7,opt,name=pty,proto3" json:"pty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessInfo) Reset() {
+	*x = ProcessInfo{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessInfo) ProtoMessage() {}
+
+func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessInfo.ProtoReflect.Descriptor instead.
+func (*ProcessInfo) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ProcessInfo) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ProcessInfo) GetCmd() string {
+	if x != nil {
+		return x.Cmd
+	}
+	return ""
+}
+
+func (x *ProcessInfo) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *ProcessInfo) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *ProcessInfo) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ProcessInfo) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *ProcessInfo) GetPty() bool {
+	if x != nil {
+		return x.Pty
+	}
+	return false
+}
+
+type ListProcessesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Processes     []*ProcessInfo         `protobuf:"bytes,1,rep,name=processes,proto3" json:"processes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesResponse) Reset() {
+	*x = ListProcessesResponse{}
+	mi := &file_tether_v1_gateway_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesResponse) ProtoMessage() {}
+
+func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tether_v1_gateway_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
+func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
+	return file_tether_v1_gateway_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListProcessesResponse) GetProcesses() []*ProcessInfo {
+	if x != nil {
+		return x.Processes
+	}
+	return nil
+}
+
 var File_tether_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_tether_v1_gateway_proto_rawDesc = "" +
@@ -4011,14 +4986,15 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x04exec\x18\x02 \x01(\x0e2\x13.tether.v1.ApprovalR\x04exec\"O\n" +
 	"\x10QuestionsFeature\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12!\n" +
-	"\ftarget_space\x18\x02 \x01(\tR\vtargetSpace\"\xa7\x01\n" +
+	"\ftarget_space\x18\x02 \x01(\tR\vtargetSpace\"\xc3\x01\n" +
 	"\bFeatures\x12\x10\n" +
 	"\x03lsp\x18\x01 \x01(\bR\x03lsp\x12\x10\n" +
 	"\x03ast\x18\x02 \x01(\bR\x03ast\x12\x14\n" +
 	"\x05debug\x18\x03 \x01(\bR\x05debug\x12\x12\n" +
 	"\x04eval\x18\x04 \x01(\bR\x04eval\x129\n" +
 	"\tquestions\x18\x05 \x01(\v2\x1b.tether.v1.QuestionsFeatureR\tquestions\x12\x12\n" +
-	"\x04vibe\x18\x06 \x01(\bR\x04vibe\"q\n" +
+	"\x04vibe\x18\x06 \x01(\bR\x04vibe\x12\x1a\n" +
+	"\bcommands\x18\a \x01(\bR\bcommands\"q\n" +
 	"\x06Limits\x12\x1b\n" +
 	"\tmemory_mb\x18\x01 \x01(\rR\bmemoryMb\x12\x1d\n" +
 	"\n" +
@@ -4246,7 +5222,76 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"durationMs\"q\n" +
 	"\x14GetEgressLogResponse\x121\n" +
 	"\arecords\x18\x01 \x03(\v2\x17.tether.v1.EgressRecordR\arecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*_\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"1\n" +
+	"\aPtySize\x12\x12\n" +
+	"\x04cols\x18\x01 \x01(\rR\x04cols\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\rR\x04rows\"\xda\x02\n" +
+	"\x13StartProcessRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03cmd\x18\x02 \x01(\tR\x03cmd\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x12\x14\n" +
+	"\x05shell\x18\x04 \x01(\bR\x05shell\x12\x10\n" +
+	"\x03cwd\x18\x05 \x01(\tR\x03cwd\x129\n" +
+	"\x03env\x18\x06 \x03(\v2'.tether.v1.StartProcessRequest.EnvEntryR\x03env\x12$\n" +
+	"\x03pty\x18\a \x01(\v2\x12.tether.v1.PtySizeR\x03pty\x12\x14\n" +
+	"\x05stdin\x18\b \x01(\bR\x05stdin\x12\x10\n" +
+	"\x03tag\x18\t \x01(\tR\x03tag\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\n" +
+	" \x01(\rR\ttimeoutMs\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"5\n" +
+	"\n" +
+	"ProcessRef\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\rR\x03pid\"@\n" +
+	"\x15ConnectProcessRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\rR\x03pid\"\"\n" +
+	"\x0eProcessStarted\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\rR\x03pid\"W\n" +
+	"\n" +
+	"ProcessEnd\x12\x1b\n" +
+	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xc1\x01\n" +
+	"\fProcessEvent\x125\n" +
+	"\astarted\x18\x01 \x01(\v2\x19.tether.v1.ProcessStartedH\x00R\astarted\x12\x18\n" +
+	"\x06stdout\x18\x02 \x01(\fH\x00R\x06stdout\x12\x18\n" +
+	"\x06stderr\x18\x03 \x01(\fH\x00R\x06stderr\x12\x12\n" +
+	"\x03pty\x18\x04 \x01(\fH\x00R\x03pty\x12)\n" +
+	"\x03end\x18\x05 \x01(\v2\x15.tether.v1.ProcessEndH\x00R\x03endB\a\n" +
+	"\x05event\"V\n" +
+	"\x17SendProcessInputRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\rR\x03pid\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"q\n" +
+	"\x14SignalProcessRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\rR\x03pid\x120\n" +
+	"\x06signal\x18\x03 \x01(\x0e2\x18.tether.v1.ProcessSignalR\x06signal\"g\n" +
+	"\x14ResizeProcessRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\rR\x03pid\x12&\n" +
+	"\x04size\x18\x03 \x01(\v2\x12.tether.v1.PtySizeR\x04size\"\f\n" +
+	"\n" +
+	"ProcessAck\"-\n" +
+	"\x14ListProcessesRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xe6\x01\n" +
+	"\vProcessInfo\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\rR\x03pid\x12\x10\n" +
+	"\x03cmd\x18\x02 \x01(\tR\x03cmd\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x12\x10\n" +
+	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x121\n" +
+	"\x03env\x18\x05 \x03(\v2\x1f.tether.v1.ProcessInfo.EnvEntryR\x03env\x12\x10\n" +
+	"\x03tag\x18\x06 \x01(\tR\x03tag\x12\x10\n" +
+	"\x03pty\x18\a \x01(\bR\x03pty\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x15ListProcessesResponse\x124\n" +
+	"\tprocesses\x18\x01 \x03(\v2\x16.tether.v1.ProcessInfoR\tprocesses*_\n" +
 	"\bApproval\x12\x18\n" +
 	"\x14APPROVAL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rAPPROVAL_AUTO\x10\x01\x12\x13\n" +
@@ -4297,7 +5342,13 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x15WORKER_STATUS_RUNNING\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DONE\x10\x02\x12\x18\n" +
 	"\x14WORKER_STATUS_FAILED\x10\x03\x12\x18\n" +
-	"\x14WORKER_STATUS_KILLED\x10\x042\xfb\a\n" +
+	"\x14WORKER_STATUS_KILLED\x10\x04*\x9d\x01\n" +
+	"\rProcessSignal\x12\x1e\n" +
+	"\x1aPROCESS_SIGNAL_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16PROCESS_SIGNAL_SIGKILL\x10\x01\x12\x1a\n" +
+	"\x16PROCESS_SIGNAL_SIGTERM\x10\x02\x12\x19\n" +
+	"\x15PROCESS_SIGNAL_SIGINT\x10\x03\x12\x19\n" +
+	"\x15PROCESS_SIGNAL_SIGHUP\x10\x042\xcc\f\n" +
 	"\aGateway\x128\n" +
 	"\tCreateRun\x12\x1b.tether.v1.CreateRunRequest\x1a\x0e.tether.v1.Run\x122\n" +
 	"\x06GetRun\x12\x18.tether.v1.GetRunRequest\x1a\x0e.tether.v1.Run\x12C\n" +
@@ -4313,7 +5364,16 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x05Calls\x12\x15.tether.v1.CallsInput\x1a\x16.tether.v1.CallsOutput(\x010\x01\x12H\n" +
 	"\fWatchWorkers\x12\x1e.tether.v1.WatchWorkersRequest\x1a\x16.tether.v1.WorkerEvent0\x01\x12O\n" +
 	"\fReportWorker\x12\x1e.tether.v1.ReportWorkerRequest\x1a\x1f.tether.v1.ReportWorkerResponse\x12O\n" +
-	"\fGetEgressLog\x12\x1e.tether.v1.GetEgressLogRequest\x1a\x1f.tether.v1.GetEgressLogResponseB\x94\x01\n" +
+	"\fGetEgressLog\x12\x1e.tether.v1.GetEgressLogRequest\x1a\x1f.tether.v1.GetEgressLogResponse\x12=\n" +
+	"\n" +
+	"InvokeTool\x12\x18.tether.v1.CallToolStart\x1a\x15.tether.v1.ToolResult\x12I\n" +
+	"\fStartProcess\x12\x1e.tether.v1.StartProcessRequest\x1a\x17.tether.v1.ProcessEvent0\x01\x12M\n" +
+	"\x0eConnectProcess\x12 .tether.v1.ConnectProcessRequest\x1a\x17.tether.v1.ProcessEvent0\x01\x12M\n" +
+	"\x10SendProcessInput\x12\".tether.v1.SendProcessInputRequest\x1a\x15.tether.v1.ProcessAck\x12A\n" +
+	"\x11CloseProcessInput\x12\x15.tether.v1.ProcessRef\x1a\x15.tether.v1.ProcessAck\x12G\n" +
+	"\rSignalProcess\x12\x1f.tether.v1.SignalProcessRequest\x1a\x15.tether.v1.ProcessAck\x12G\n" +
+	"\rResizeProcess\x12\x1f.tether.v1.ResizeProcessRequest\x1a\x15.tether.v1.ProcessAck\x12R\n" +
+	"\rListProcesses\x12\x1f.tether.v1.ListProcessesRequest\x1a .tether.v1.ListProcessesResponseB\x94\x01\n" +
 	"\rcom.tether.v1B\fGatewayProtoP\x01Z0github.com/tether-dev/tether/clients/go/tetherv1\xa2\x02\x03TXX\xaa\x02\tTether.V1\xca\x02\tTether\\V1\xe2\x02\x15Tether\\V1\\GPBMetadata\xea\x02\n" +
 	"Tether::V1b\x06proto3"
 
@@ -4329,163 +5389,204 @@ func file_tether_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_tether_v1_gateway_proto_rawDescData
 }
 
-var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_tether_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_tether_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_tether_v1_gateway_proto_goTypes = []any{
-	(Approval)(0),                 // 0: tether.v1.Approval
-	(RunState)(0),                 // 1: tether.v1.RunState
-	(PauseDepth)(0),               // 2: tether.v1.PauseDepth
-	(RunStart)(0),                 // 3: tether.v1.RunStart
-	(AgentKind)(0),                // 4: tether.v1.AgentKind
-	(SurfaceMode)(0),              // 5: tether.v1.SurfaceMode
-	(Tier)(0),                     // 6: tether.v1.Tier
-	(QuestionKind)(0),             // 7: tether.v1.QuestionKind
-	(WorkerEventKind)(0),          // 8: tether.v1.WorkerEventKind
-	(WorkerStatus)(0),             // 9: tether.v1.WorkerStatus
-	(*Approvals)(nil),             // 10: tether.v1.Approvals
-	(*QuestionsFeature)(nil),      // 11: tether.v1.QuestionsFeature
-	(*Features)(nil),              // 12: tether.v1.Features
-	(*Limits)(nil),                // 13: tether.v1.Limits
-	(*CreateRunRequest)(nil),      // 14: tether.v1.CreateRunRequest
-	(*Egress)(nil),                // 15: tether.v1.Egress
-	(*Run)(nil),                   // 16: tether.v1.Run
-	(*RunPause)(nil),              // 17: tether.v1.RunPause
-	(*RunUsage)(nil),              // 18: tether.v1.RunUsage
-	(*GetRunRequest)(nil),         // 19: tether.v1.GetRunRequest
-	(*ListRunsRequest)(nil),       // 20: tether.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 21: tether.v1.ListRunsResponse
-	(*DeleteRunRequest)(nil),      // 22: tether.v1.DeleteRunRequest
-	(*DeleteRunResponse)(nil),     // 23: tether.v1.DeleteRunResponse
-	(*PauseRunRequest)(nil),       // 24: tether.v1.PauseRunRequest
-	(*ResumeRunRequest)(nil),      // 25: tether.v1.ResumeRunRequest
-	(*ForkRunRequest)(nil),        // 26: tether.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),       // 27: tether.v1.ForkRunResponse
-	(*PutFilesRequest)(nil),       // 28: tether.v1.PutFilesRequest
-	(*PutFilesHeader)(nil),        // 29: tether.v1.PutFilesHeader
-	(*PutFilesResponse)(nil),      // 30: tether.v1.PutFilesResponse
-	(*GetFilesRequest)(nil),       // 31: tether.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),      // 32: tether.v1.GetFilesResponse
-	(*Surface)(nil),               // 33: tether.v1.Surface
-	(*ListToolsRequest)(nil),      // 34: tether.v1.ListToolsRequest
-	(*Tool)(nil),                  // 35: tether.v1.Tool
-	(*ListToolsResponse)(nil),     // 36: tether.v1.ListToolsResponse
-	(*CallToolStart)(nil),         // 37: tether.v1.CallToolStart
-	(*Answer)(nil),                // 38: tether.v1.Answer
-	(*BridgeResult)(nil),          // 39: tether.v1.BridgeResult
-	(*Cancel)(nil),                // 40: tether.v1.Cancel
-	(*CallToolInput)(nil),         // 41: tether.v1.CallToolInput
-	(*CallsInput)(nil),            // 42: tether.v1.CallsInput
-	(*CallError)(nil),             // 43: tether.v1.CallError
-	(*CallsOutput)(nil),           // 44: tether.v1.CallsOutput
-	(*Progress)(nil),              // 45: tether.v1.Progress
-	(*QuestionOption)(nil),        // 46: tether.v1.QuestionOption
-	(*Question)(nil),              // 47: tether.v1.Question
-	(*BridgeCall)(nil),            // 48: tether.v1.BridgeCall
-	(*ImageContent)(nil),          // 49: tether.v1.ImageContent
-	(*TableRow)(nil),              // 50: tether.v1.TableRow
-	(*TableContent)(nil),          // 51: tether.v1.TableContent
-	(*Content)(nil),               // 52: tether.v1.Content
-	(*ToolResult)(nil),            // 53: tether.v1.ToolResult
-	(*CallToolOutput)(nil),        // 54: tether.v1.CallToolOutput
-	(*WatchWorkersRequest)(nil),   // 55: tether.v1.WatchWorkersRequest
-	(*WorkerEvent)(nil),           // 56: tether.v1.WorkerEvent
-	(*ReportWorkerRequest)(nil),   // 57: tether.v1.ReportWorkerRequest
-	(*ReportWorkerResponse)(nil),  // 58: tether.v1.ReportWorkerResponse
-	(*GetEgressLogRequest)(nil),   // 59: tether.v1.GetEgressLogRequest
-	(*EgressRecord)(nil),          // 60: tether.v1.EgressRecord
-	(*GetEgressLogResponse)(nil),  // 61: tether.v1.GetEgressLogResponse
-	nil,                           // 62: tether.v1.CreateRunRequest.LabelsEntry
-	nil,                           // 63: tether.v1.Run.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 64: google.protobuf.Timestamp
+	(Approval)(0),                   // 0: tether.v1.Approval
+	(RunState)(0),                   // 1: tether.v1.RunState
+	(PauseDepth)(0),                 // 2: tether.v1.PauseDepth
+	(RunStart)(0),                   // 3: tether.v1.RunStart
+	(AgentKind)(0),                  // 4: tether.v1.AgentKind
+	(SurfaceMode)(0),                // 5: tether.v1.SurfaceMode
+	(Tier)(0),                       // 6: tether.v1.Tier
+	(QuestionKind)(0),               // 7: tether.v1.QuestionKind
+	(WorkerEventKind)(0),            // 8: tether.v1.WorkerEventKind
+	(WorkerStatus)(0),               // 9: tether.v1.WorkerStatus
+	(ProcessSignal)(0),              // 10: tether.v1.ProcessSignal
+	(*Approvals)(nil),               // 11: tether.v1.Approvals
+	(*QuestionsFeature)(nil),        // 12: tether.v1.QuestionsFeature
+	(*Features)(nil),                // 13: tether.v1.Features
+	(*Limits)(nil),                  // 14: tether.v1.Limits
+	(*CreateRunRequest)(nil),        // 15: tether.v1.CreateRunRequest
+	(*Egress)(nil),                  // 16: tether.v1.Egress
+	(*Run)(nil),                     // 17: tether.v1.Run
+	(*RunPause)(nil),                // 18: tether.v1.RunPause
+	(*RunUsage)(nil),                // 19: tether.v1.RunUsage
+	(*GetRunRequest)(nil),           // 20: tether.v1.GetRunRequest
+	(*ListRunsRequest)(nil),         // 21: tether.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),        // 22: tether.v1.ListRunsResponse
+	(*DeleteRunRequest)(nil),        // 23: tether.v1.DeleteRunRequest
+	(*DeleteRunResponse)(nil),       // 24: tether.v1.DeleteRunResponse
+	(*PauseRunRequest)(nil),         // 25: tether.v1.PauseRunRequest
+	(*ResumeRunRequest)(nil),        // 26: tether.v1.ResumeRunRequest
+	(*ForkRunRequest)(nil),          // 27: tether.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),         // 28: tether.v1.ForkRunResponse
+	(*PutFilesRequest)(nil),         // 29: tether.v1.PutFilesRequest
+	(*PutFilesHeader)(nil),          // 30: tether.v1.PutFilesHeader
+	(*PutFilesResponse)(nil),        // 31: tether.v1.PutFilesResponse
+	(*GetFilesRequest)(nil),         // 32: tether.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),        // 33: tether.v1.GetFilesResponse
+	(*Surface)(nil),                 // 34: tether.v1.Surface
+	(*ListToolsRequest)(nil),        // 35: tether.v1.ListToolsRequest
+	(*Tool)(nil),                    // 36: tether.v1.Tool
+	(*ListToolsResponse)(nil),       // 37: tether.v1.ListToolsResponse
+	(*CallToolStart)(nil),           // 38: tether.v1.CallToolStart
+	(*Answer)(nil),                  // 39: tether.v1.Answer
+	(*BridgeResult)(nil),            // 40: tether.v1.BridgeResult
+	(*Cancel)(nil),                  // 41: tether.v1.Cancel
+	(*CallToolInput)(nil),           // 42: tether.v1.CallToolInput
+	(*CallsInput)(nil),              // 43: tether.v1.CallsInput
+	(*CallError)(nil),               // 44: tether.v1.CallError
+	(*CallsOutput)(nil),             // 45: tether.v1.CallsOutput
+	(*Progress)(nil),                // 46: tether.v1.Progress
+	(*QuestionOption)(nil),          // 47: tether.v1.QuestionOption
+	(*Question)(nil),                // 48: tether.v1.Question
+	(*BridgeCall)(nil),              // 49: tether.v1.BridgeCall
+	(*ImageContent)(nil),            // 50: tether.v1.ImageContent
+	(*TableRow)(nil),                // 51: tether.v1.TableRow
+	(*TableContent)(nil),            // 52: tether.v1.TableContent
+	(*Content)(nil),                 // 53: tether.v1.Content
+	(*ToolResult)(nil),              // 54: tether.v1.ToolResult
+	(*CallToolOutput)(nil),          // 55: tether.v1.CallToolOutput
+	(*WatchWorkersRequest)(nil),     // 56: tether.v1.WatchWorkersRequest
+	(*WorkerEvent)(nil),             // 57: tether.v1.WorkerEvent
+	(*ReportWorkerRequest)(nil),     // 58: tether.v1.ReportWorkerRequest
+	(*ReportWorkerResponse)(nil),    // 59: tether.v1.ReportWorkerResponse
+	(*GetEgressLogRequest)(nil),     // 60: tether.v1.GetEgressLogRequest
+	(*EgressRecord)(nil),            // 61: tether.v1.EgressRecord
+	(*GetEgressLogResponse)(nil),    // 62: tether.v1.GetEgressLogResponse
+	(*PtySize)(nil),                 // 63: tether.v1.PtySize
+	(*StartProcessRequest)(nil),     // 64: tether.v1.StartProcessRequest
+	(*ProcessRef)(nil),              // 65: tether.v1.ProcessRef
+	(*ConnectProcessRequest)(nil),   // 66: tether.v1.ConnectProcessRequest
+	(*ProcessStarted)(nil),          // 67: tether.v1.ProcessStarted
+	(*ProcessEnd)(nil),              // 68: tether.v1.ProcessEnd
+	(*ProcessEvent)(nil),            // 69: tether.v1.ProcessEvent
+	(*SendProcessInputRequest)(nil), // 70: tether.v1.SendProcessInputRequest
+	(*SignalProcessRequest)(nil),    // 71: tether.v1.SignalProcessRequest
+	(*ResizeProcessRequest)(nil),    // 72: tether.v1.ResizeProcessRequest
+	(*ProcessAck)(nil),              // 73: tether.v1.ProcessAck
+	(*ListProcessesRequest)(nil),    // 74: tether.v1.ListProcessesRequest
+	(*ProcessInfo)(nil),             // 75: tether.v1.ProcessInfo
+	(*ListProcessesResponse)(nil),   // 76: tether.v1.ListProcessesResponse
+	nil,                             // 77: tether.v1.CreateRunRequest.LabelsEntry
+	nil,                             // 78: tether.v1.Run.LabelsEntry
+	nil,                             // 79: tether.v1.StartProcessRequest.EnvEntry
+	nil,                             // 80: tether.v1.ProcessInfo.EnvEntry
+	(*timestamppb.Timestamp)(nil),   // 81: google.protobuf.Timestamp
 }
 var file_tether_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: tether.v1.Approvals.write:type_name -> tether.v1.Approval
 	0,  // 1: tether.v1.Approvals.exec:type_name -> tether.v1.Approval
-	11, // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
-	12, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
-	10, // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
-	62, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
-	13, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
-	15, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
+	12, // 2: tether.v1.Features.questions:type_name -> tether.v1.QuestionsFeature
+	13, // 3: tether.v1.CreateRunRequest.features:type_name -> tether.v1.Features
+	11, // 4: tether.v1.CreateRunRequest.approvals:type_name -> tether.v1.Approvals
+	77, // 5: tether.v1.CreateRunRequest.labels:type_name -> tether.v1.CreateRunRequest.LabelsEntry
+	14, // 6: tether.v1.CreateRunRequest.limits:type_name -> tether.v1.Limits
+	16, // 7: tether.v1.CreateRunRequest.egress:type_name -> tether.v1.Egress
 	1,  // 8: tether.v1.Run.state:type_name -> tether.v1.RunState
-	64, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	12, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
-	63, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
-	10, // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
-	13, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
-	18, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
-	15, // 15: tether.v1.Run.egress:type_name -> tether.v1.Egress
+	81, // 9: tether.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	13, // 10: tether.v1.Run.features:type_name -> tether.v1.Features
+	78, // 11: tether.v1.Run.labels:type_name -> tether.v1.Run.LabelsEntry
+	11, // 12: tether.v1.Run.approvals:type_name -> tether.v1.Approvals
+	14, // 13: tether.v1.Run.limits:type_name -> tether.v1.Limits
+	19, // 14: tether.v1.Run.usage:type_name -> tether.v1.RunUsage
+	16, // 15: tether.v1.Run.egress:type_name -> tether.v1.Egress
 	3,  // 16: tether.v1.Run.start:type_name -> tether.v1.RunStart
-	17, // 17: tether.v1.Run.pause:type_name -> tether.v1.RunPause
+	18, // 17: tether.v1.Run.pause:type_name -> tether.v1.RunPause
 	2,  // 18: tether.v1.RunPause.depth:type_name -> tether.v1.PauseDepth
-	64, // 19: tether.v1.RunPause.paused_at:type_name -> google.protobuf.Timestamp
-	64, // 20: tether.v1.RunPause.resumed_at:type_name -> google.protobuf.Timestamp
-	16, // 21: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
-	16, // 22: tether.v1.ForkRunResponse.runs:type_name -> tether.v1.Run
-	29, // 23: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
+	81, // 19: tether.v1.RunPause.paused_at:type_name -> google.protobuf.Timestamp
+	81, // 20: tether.v1.RunPause.resumed_at:type_name -> google.protobuf.Timestamp
+	17, // 21: tether.v1.ListRunsResponse.runs:type_name -> tether.v1.Run
+	17, // 22: tether.v1.ForkRunResponse.runs:type_name -> tether.v1.Run
+	30, // 23: tether.v1.PutFilesRequest.header:type_name -> tether.v1.PutFilesHeader
 	5,  // 24: tether.v1.Surface.mode:type_name -> tether.v1.SurfaceMode
 	4,  // 25: tether.v1.Surface.agent:type_name -> tether.v1.AgentKind
-	33, // 26: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
+	34, // 26: tether.v1.ListToolsRequest.surface:type_name -> tether.v1.Surface
 	6,  // 27: tether.v1.Tool.tier:type_name -> tether.v1.Tier
-	35, // 28: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
-	33, // 29: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
-	53, // 30: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
-	37, // 31: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
-	38, // 32: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
-	39, // 33: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
-	40, // 34: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
-	41, // 35: tether.v1.CallsInput.input:type_name -> tether.v1.CallToolInput
-	54, // 36: tether.v1.CallsOutput.output:type_name -> tether.v1.CallToolOutput
-	43, // 37: tether.v1.CallsOutput.error:type_name -> tether.v1.CallError
+	36, // 28: tether.v1.ListToolsResponse.tools:type_name -> tether.v1.Tool
+	34, // 29: tether.v1.CallToolStart.surface:type_name -> tether.v1.Surface
+	54, // 30: tether.v1.BridgeResult.result:type_name -> tether.v1.ToolResult
+	38, // 31: tether.v1.CallToolInput.start:type_name -> tether.v1.CallToolStart
+	39, // 32: tether.v1.CallToolInput.answer:type_name -> tether.v1.Answer
+	40, // 33: tether.v1.CallToolInput.bridge_result:type_name -> tether.v1.BridgeResult
+	41, // 34: tether.v1.CallToolInput.cancel:type_name -> tether.v1.Cancel
+	42, // 35: tether.v1.CallsInput.input:type_name -> tether.v1.CallToolInput
+	55, // 36: tether.v1.CallsOutput.output:type_name -> tether.v1.CallToolOutput
+	44, // 37: tether.v1.CallsOutput.error:type_name -> tether.v1.CallError
 	7,  // 38: tether.v1.Question.kind:type_name -> tether.v1.QuestionKind
-	46, // 39: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
-	50, // 40: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
-	49, // 41: tether.v1.Content.image:type_name -> tether.v1.ImageContent
-	51, // 42: tether.v1.Content.table:type_name -> tether.v1.TableContent
-	52, // 43: tether.v1.ToolResult.content:type_name -> tether.v1.Content
-	45, // 44: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
-	47, // 45: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
-	48, // 46: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
-	53, // 47: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
+	47, // 39: tether.v1.Question.options:type_name -> tether.v1.QuestionOption
+	51, // 40: tether.v1.TableContent.rows:type_name -> tether.v1.TableRow
+	50, // 41: tether.v1.Content.image:type_name -> tether.v1.ImageContent
+	52, // 42: tether.v1.Content.table:type_name -> tether.v1.TableContent
+	53, // 43: tether.v1.ToolResult.content:type_name -> tether.v1.Content
+	46, // 44: tether.v1.CallToolOutput.progress:type_name -> tether.v1.Progress
+	48, // 45: tether.v1.CallToolOutput.question:type_name -> tether.v1.Question
+	49, // 46: tether.v1.CallToolOutput.bridge_call:type_name -> tether.v1.BridgeCall
+	54, // 47: tether.v1.CallToolOutput.result:type_name -> tether.v1.ToolResult
 	8,  // 48: tether.v1.WorkerEvent.kind:type_name -> tether.v1.WorkerEventKind
 	9,  // 49: tether.v1.ReportWorkerRequest.status:type_name -> tether.v1.WorkerStatus
-	64, // 50: tether.v1.EgressRecord.time:type_name -> google.protobuf.Timestamp
-	60, // 51: tether.v1.GetEgressLogResponse.records:type_name -> tether.v1.EgressRecord
-	14, // 52: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
-	19, // 53: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
-	20, // 54: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
-	22, // 55: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
-	24, // 56: tether.v1.Gateway.PauseRun:input_type -> tether.v1.PauseRunRequest
-	25, // 57: tether.v1.Gateway.ResumeRun:input_type -> tether.v1.ResumeRunRequest
-	26, // 58: tether.v1.Gateway.ForkRun:input_type -> tether.v1.ForkRunRequest
-	28, // 59: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
-	31, // 60: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
-	34, // 61: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
-	41, // 62: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
-	42, // 63: tether.v1.Gateway.Calls:input_type -> tether.v1.CallsInput
-	55, // 64: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
-	57, // 65: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
-	59, // 66: tether.v1.Gateway.GetEgressLog:input_type -> tether.v1.GetEgressLogRequest
-	16, // 67: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
-	16, // 68: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
-	21, // 69: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
-	23, // 70: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
-	16, // 71: tether.v1.Gateway.PauseRun:output_type -> tether.v1.Run
-	16, // 72: tether.v1.Gateway.ResumeRun:output_type -> tether.v1.Run
-	27, // 73: tether.v1.Gateway.ForkRun:output_type -> tether.v1.ForkRunResponse
-	30, // 74: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
-	32, // 75: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
-	36, // 76: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
-	54, // 77: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
-	44, // 78: tether.v1.Gateway.Calls:output_type -> tether.v1.CallsOutput
-	56, // 79: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
-	58, // 80: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
-	61, // 81: tether.v1.Gateway.GetEgressLog:output_type -> tether.v1.GetEgressLogResponse
-	67, // [67:82] is the sub-list for method output_type
-	52, // [52:67] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	81, // 50: tether.v1.EgressRecord.time:type_name -> google.protobuf.Timestamp
+	61, // 51: tether.v1.GetEgressLogResponse.records:type_name -> tether.v1.EgressRecord
+	79, // 52: tether.v1.StartProcessRequest.env:type_name -> tether.v1.StartProcessRequest.EnvEntry
+	63, // 53: tether.v1.StartProcessRequest.pty:type_name -> tether.v1.PtySize
+	67, // 54: tether.v1.ProcessEvent.started:type_name -> tether.v1.ProcessStarted
+	68, // 55: tether.v1.ProcessEvent.end:type_name -> tether.v1.ProcessEnd
+	10, // 56: tether.v1.SignalProcessRequest.signal:type_name -> tether.v1.ProcessSignal
+	63, // 57: tether.v1.ResizeProcessRequest.size:type_name -> tether.v1.PtySize
+	80, // 58: tether.v1.ProcessInfo.env:type_name -> tether.v1.ProcessInfo.EnvEntry
+	75, // 59: tether.v1.ListProcessesResponse.processes:type_name -> tether.v1.ProcessInfo
+	15, // 60: tether.v1.Gateway.CreateRun:input_type -> tether.v1.CreateRunRequest
+	20, // 61: tether.v1.Gateway.GetRun:input_type -> tether.v1.GetRunRequest
+	21, // 62: tether.v1.Gateway.ListRuns:input_type -> tether.v1.ListRunsRequest
+	23, // 63: tether.v1.Gateway.DeleteRun:input_type -> tether.v1.DeleteRunRequest
+	25, // 64: tether.v1.Gateway.PauseRun:input_type -> tether.v1.PauseRunRequest
+	26, // 65: tether.v1.Gateway.ResumeRun:input_type -> tether.v1.ResumeRunRequest
+	27, // 66: tether.v1.Gateway.ForkRun:input_type -> tether.v1.ForkRunRequest
+	29, // 67: tether.v1.Gateway.PutFiles:input_type -> tether.v1.PutFilesRequest
+	32, // 68: tether.v1.Gateway.GetFiles:input_type -> tether.v1.GetFilesRequest
+	35, // 69: tether.v1.Gateway.ListTools:input_type -> tether.v1.ListToolsRequest
+	42, // 70: tether.v1.Gateway.CallTool:input_type -> tether.v1.CallToolInput
+	43, // 71: tether.v1.Gateway.Calls:input_type -> tether.v1.CallsInput
+	56, // 72: tether.v1.Gateway.WatchWorkers:input_type -> tether.v1.WatchWorkersRequest
+	58, // 73: tether.v1.Gateway.ReportWorker:input_type -> tether.v1.ReportWorkerRequest
+	60, // 74: tether.v1.Gateway.GetEgressLog:input_type -> tether.v1.GetEgressLogRequest
+	38, // 75: tether.v1.Gateway.InvokeTool:input_type -> tether.v1.CallToolStart
+	64, // 76: tether.v1.Gateway.StartProcess:input_type -> tether.v1.StartProcessRequest
+	66, // 77: tether.v1.Gateway.ConnectProcess:input_type -> tether.v1.ConnectProcessRequest
+	70, // 78: tether.v1.Gateway.SendProcessInput:input_type -> tether.v1.SendProcessInputRequest
+	65, // 79: tether.v1.Gateway.CloseProcessInput:input_type -> tether.v1.ProcessRef
+	71, // 80: tether.v1.Gateway.SignalProcess:input_type -> tether.v1.SignalProcessRequest
+	72, // 81: tether.v1.Gateway.ResizeProcess:input_type -> tether.v1.ResizeProcessRequest
+	74, // 82: tether.v1.Gateway.ListProcesses:input_type -> tether.v1.ListProcessesRequest
+	17, // 83: tether.v1.Gateway.CreateRun:output_type -> tether.v1.Run
+	17, // 84: tether.v1.Gateway.GetRun:output_type -> tether.v1.Run
+	22, // 85: tether.v1.Gateway.ListRuns:output_type -> tether.v1.ListRunsResponse
+	24, // 86: tether.v1.Gateway.DeleteRun:output_type -> tether.v1.DeleteRunResponse
+	17, // 87: tether.v1.Gateway.PauseRun:output_type -> tether.v1.Run
+	17, // 88: tether.v1.Gateway.ResumeRun:output_type -> tether.v1.Run
+	28, // 89: tether.v1.Gateway.ForkRun:output_type -> tether.v1.ForkRunResponse
+	31, // 90: tether.v1.Gateway.PutFiles:output_type -> tether.v1.PutFilesResponse
+	33, // 91: tether.v1.Gateway.GetFiles:output_type -> tether.v1.GetFilesResponse
+	37, // 92: tether.v1.Gateway.ListTools:output_type -> tether.v1.ListToolsResponse
+	55, // 93: tether.v1.Gateway.CallTool:output_type -> tether.v1.CallToolOutput
+	45, // 94: tether.v1.Gateway.Calls:output_type -> tether.v1.CallsOutput
+	57, // 95: tether.v1.Gateway.WatchWorkers:output_type -> tether.v1.WorkerEvent
+	59, // 96: tether.v1.Gateway.ReportWorker:output_type -> tether.v1.ReportWorkerResponse
+	62, // 97: tether.v1.Gateway.GetEgressLog:output_type -> tether.v1.GetEgressLogResponse
+	54, // 98: tether.v1.Gateway.InvokeTool:output_type -> tether.v1.ToolResult
+	69, // 99: tether.v1.Gateway.StartProcess:output_type -> tether.v1.ProcessEvent
+	69, // 100: tether.v1.Gateway.ConnectProcess:output_type -> tether.v1.ProcessEvent
+	73, // 101: tether.v1.Gateway.SendProcessInput:output_type -> tether.v1.ProcessAck
+	73, // 102: tether.v1.Gateway.CloseProcessInput:output_type -> tether.v1.ProcessAck
+	73, // 103: tether.v1.Gateway.SignalProcess:output_type -> tether.v1.ProcessAck
+	73, // 104: tether.v1.Gateway.ResizeProcess:output_type -> tether.v1.ProcessAck
+	76, // 105: tether.v1.Gateway.ListProcesses:output_type -> tether.v1.ListProcessesResponse
+	83, // [83:106] is the sub-list for method output_type
+	60, // [60:83] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_tether_v1_gateway_proto_init() }
@@ -4519,13 +5620,20 @@ func file_tether_v1_gateway_proto_init() {
 		(*CallToolOutput_BridgeCall)(nil),
 		(*CallToolOutput_Result)(nil),
 	}
+	file_tether_v1_gateway_proto_msgTypes[58].OneofWrappers = []any{
+		(*ProcessEvent_Started)(nil),
+		(*ProcessEvent_Stdout)(nil),
+		(*ProcessEvent_Stderr)(nil),
+		(*ProcessEvent_Pty)(nil),
+		(*ProcessEvent_End)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tether_v1_gateway_proto_rawDesc), len(file_tether_v1_gateway_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   54,
+			NumEnums:      11,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,21 +19,29 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Gateway_CreateRun_FullMethodName    = "/tether.v1.Gateway/CreateRun"
-	Gateway_GetRun_FullMethodName       = "/tether.v1.Gateway/GetRun"
-	Gateway_ListRuns_FullMethodName     = "/tether.v1.Gateway/ListRuns"
-	Gateway_DeleteRun_FullMethodName    = "/tether.v1.Gateway/DeleteRun"
-	Gateway_PauseRun_FullMethodName     = "/tether.v1.Gateway/PauseRun"
-	Gateway_ResumeRun_FullMethodName    = "/tether.v1.Gateway/ResumeRun"
-	Gateway_ForkRun_FullMethodName      = "/tether.v1.Gateway/ForkRun"
-	Gateway_PutFiles_FullMethodName     = "/tether.v1.Gateway/PutFiles"
-	Gateway_GetFiles_FullMethodName     = "/tether.v1.Gateway/GetFiles"
-	Gateway_ListTools_FullMethodName    = "/tether.v1.Gateway/ListTools"
-	Gateway_CallTool_FullMethodName     = "/tether.v1.Gateway/CallTool"
-	Gateway_Calls_FullMethodName        = "/tether.v1.Gateway/Calls"
-	Gateway_WatchWorkers_FullMethodName = "/tether.v1.Gateway/WatchWorkers"
-	Gateway_ReportWorker_FullMethodName = "/tether.v1.Gateway/ReportWorker"
-	Gateway_GetEgressLog_FullMethodName = "/tether.v1.Gateway/GetEgressLog"
+	Gateway_CreateRun_FullMethodName         = "/tether.v1.Gateway/CreateRun"
+	Gateway_GetRun_FullMethodName            = "/tether.v1.Gateway/GetRun"
+	Gateway_ListRuns_FullMethodName          = "/tether.v1.Gateway/ListRuns"
+	Gateway_DeleteRun_FullMethodName         = "/tether.v1.Gateway/DeleteRun"
+	Gateway_PauseRun_FullMethodName          = "/tether.v1.Gateway/PauseRun"
+	Gateway_ResumeRun_FullMethodName         = "/tether.v1.Gateway/ResumeRun"
+	Gateway_ForkRun_FullMethodName           = "/tether.v1.Gateway/ForkRun"
+	Gateway_PutFiles_FullMethodName          = "/tether.v1.Gateway/PutFiles"
+	Gateway_GetFiles_FullMethodName          = "/tether.v1.Gateway/GetFiles"
+	Gateway_ListTools_FullMethodName         = "/tether.v1.Gateway/ListTools"
+	Gateway_CallTool_FullMethodName          = "/tether.v1.Gateway/CallTool"
+	Gateway_Calls_FullMethodName             = "/tether.v1.Gateway/Calls"
+	Gateway_WatchWorkers_FullMethodName      = "/tether.v1.Gateway/WatchWorkers"
+	Gateway_ReportWorker_FullMethodName      = "/tether.v1.Gateway/ReportWorker"
+	Gateway_GetEgressLog_FullMethodName      = "/tether.v1.Gateway/GetEgressLog"
+	Gateway_InvokeTool_FullMethodName        = "/tether.v1.Gateway/InvokeTool"
+	Gateway_StartProcess_FullMethodName      = "/tether.v1.Gateway/StartProcess"
+	Gateway_ConnectProcess_FullMethodName    = "/tether.v1.Gateway/ConnectProcess"
+	Gateway_SendProcessInput_FullMethodName  = "/tether.v1.Gateway/SendProcessInput"
+	Gateway_CloseProcessInput_FullMethodName = "/tether.v1.Gateway/CloseProcessInput"
+	Gateway_SignalProcess_FullMethodName     = "/tether.v1.Gateway/SignalProcess"
+	Gateway_ResizeProcess_FullMethodName     = "/tether.v1.Gateway/ResizeProcess"
+	Gateway_ListProcesses_FullMethodName     = "/tether.v1.Gateway/ListProcesses"
 )
 
 // GatewayClient is the client API for Gateway service.
@@ -91,6 +99,28 @@ type GatewayClient interface {
 	// egress proxy (allowed or refused), oldest first, in pages. Only the caller's own records:
 	// another tenant's run id finds nothing.
 	GetEgressLog(ctx context.Context, in *GetEgressLogRequest, opts ...grpc.CallOption) (*GetEgressLogResponse, error)
+	// InvokeTool runs one tool call and answers once, for clients without bidirectional
+	// streams (Connect or plain HTTP/JSON over HTTP/1.1, curl). Nothing can answer a card on
+	// it: questions and approval prompts fail closed, and bridged calls to client-owned tools
+	// are refused. `start.accepts_questions` and `start.accepts_bridge_calls` are ignored.
+	InvokeTool(ctx context.Context, in *CallToolStart, opts ...grpc.CallOption) (*ToolResult, error)
+	// StartProcess starts a command in the run (through pipes, or on a PTY) and streams its
+	// output until it ends: `started` first (with its pid), output as it comes, `end` last.
+	// Needs `features.commands`. Ending the stream does not stop the process: SignalProcess
+	// does (its whole process group). Output past the server's cap kills the process.
+	StartProcess(ctx context.Context, in *StartProcessRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProcessEvent], error)
+	// ConnectProcess streams the output of a running process from now until it ends.
+	ConnectProcess(ctx context.Context, in *ConnectProcessRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProcessEvent], error)
+	// SendProcessInput writes bytes to a process's stdin (or its PTY).
+	SendProcessInput(ctx context.Context, in *SendProcessInputRequest, opts ...grpc.CallOption) (*ProcessAck, error)
+	// CloseProcessInput closes a process's stdin (EOF on a PTY).
+	CloseProcessInput(ctx context.Context, in *ProcessRef, opts ...grpc.CallOption) (*ProcessAck, error)
+	// SignalProcess sends a signal to a process's whole process group.
+	SignalProcess(ctx context.Context, in *SignalProcessRequest, opts ...grpc.CallOption) (*ProcessAck, error)
+	// ResizeProcess changes a PTY's size.
+	ResizeProcess(ctx context.Context, in *ResizeProcessRequest, opts ...grpc.CallOption) (*ProcessAck, error)
+	// ListProcesses lists the run's running processes started through StartProcess.
+	ListProcesses(ctx context.Context, in *ListProcessesRequest, opts ...grpc.CallOption) (*ListProcessesResponse, error)
 }
 
 type gatewayClient struct {
@@ -278,6 +308,104 @@ func (c *gatewayClient) GetEgressLog(ctx context.Context, in *GetEgressLogReques
 	return out, nil
 }
 
+func (c *gatewayClient) InvokeTool(ctx context.Context, in *CallToolStart, opts ...grpc.CallOption) (*ToolResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ToolResult)
+	err := c.cc.Invoke(ctx, Gateway_InvokeTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) StartProcess(ctx context.Context, in *StartProcessRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProcessEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Gateway_ServiceDesc.Streams[5], Gateway_StartProcess_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StartProcessRequest, ProcessEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Gateway_StartProcessClient = grpc.ServerStreamingClient[ProcessEvent]
+
+func (c *gatewayClient) ConnectProcess(ctx context.Context, in *ConnectProcessRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProcessEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Gateway_ServiceDesc.Streams[6], Gateway_ConnectProcess_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConnectProcessRequest, ProcessEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Gateway_ConnectProcessClient = grpc.ServerStreamingClient[ProcessEvent]
+
+func (c *gatewayClient) SendProcessInput(ctx context.Context, in *SendProcessInputRequest, opts ...grpc.CallOption) (*ProcessAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProcessAck)
+	err := c.cc.Invoke(ctx, Gateway_SendProcessInput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) CloseProcessInput(ctx context.Context, in *ProcessRef, opts ...grpc.CallOption) (*ProcessAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProcessAck)
+	err := c.cc.Invoke(ctx, Gateway_CloseProcessInput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) SignalProcess(ctx context.Context, in *SignalProcessRequest, opts ...grpc.CallOption) (*ProcessAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProcessAck)
+	err := c.cc.Invoke(ctx, Gateway_SignalProcess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) ResizeProcess(ctx context.Context, in *ResizeProcessRequest, opts ...grpc.CallOption) (*ProcessAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProcessAck)
+	err := c.cc.Invoke(ctx, Gateway_ResizeProcess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) ListProcesses(ctx context.Context, in *ListProcessesRequest, opts ...grpc.CallOption) (*ListProcessesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProcessesResponse)
+	err := c.cc.Invoke(ctx, Gateway_ListProcesses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServer is the server API for Gateway service.
 // All implementations must embed UnimplementedGatewayServer
 // for forward compatibility.
@@ -333,6 +461,28 @@ type GatewayServer interface {
 	// egress proxy (allowed or refused), oldest first, in pages. Only the caller's own records:
 	// another tenant's run id finds nothing.
 	GetEgressLog(context.Context, *GetEgressLogRequest) (*GetEgressLogResponse, error)
+	// InvokeTool runs one tool call and answers once, for clients without bidirectional
+	// streams (Connect or plain HTTP/JSON over HTTP/1.1, curl). Nothing can answer a card on
+	// it: questions and approval prompts fail closed, and bridged calls to client-owned tools
+	// are refused. `start.accepts_questions` and `start.accepts_bridge_calls` are ignored.
+	InvokeTool(context.Context, *CallToolStart) (*ToolResult, error)
+	// StartProcess starts a command in the run (through pipes, or on a PTY) and streams its
+	// output until it ends: `started` first (with its pid), output as it comes, `end` last.
+	// Needs `features.commands`. Ending the stream does not stop the process: SignalProcess
+	// does (its whole process group). Output past the server's cap kills the process.
+	StartProcess(*StartProcessRequest, grpc.ServerStreamingServer[ProcessEvent]) error
+	// ConnectProcess streams the output of a running process from now until it ends.
+	ConnectProcess(*ConnectProcessRequest, grpc.ServerStreamingServer[ProcessEvent]) error
+	// SendProcessInput writes bytes to a process's stdin (or its PTY).
+	SendProcessInput(context.Context, *SendProcessInputRequest) (*ProcessAck, error)
+	// CloseProcessInput closes a process's stdin (EOF on a PTY).
+	CloseProcessInput(context.Context, *ProcessRef) (*ProcessAck, error)
+	// SignalProcess sends a signal to a process's whole process group.
+	SignalProcess(context.Context, *SignalProcessRequest) (*ProcessAck, error)
+	// ResizeProcess changes a PTY's size.
+	ResizeProcess(context.Context, *ResizeProcessRequest) (*ProcessAck, error)
+	// ListProcesses lists the run's running processes started through StartProcess.
+	ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error)
 	mustEmbedUnimplementedGatewayServer()
 }
 
@@ -387,6 +537,30 @@ func (UnimplementedGatewayServer) ReportWorker(context.Context, *ReportWorkerReq
 }
 func (UnimplementedGatewayServer) GetEgressLog(context.Context, *GetEgressLogRequest) (*GetEgressLogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetEgressLog not implemented")
+}
+func (UnimplementedGatewayServer) InvokeTool(context.Context, *CallToolStart) (*ToolResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method InvokeTool not implemented")
+}
+func (UnimplementedGatewayServer) StartProcess(*StartProcessRequest, grpc.ServerStreamingServer[ProcessEvent]) error {
+	return status.Error(codes.Unimplemented, "method StartProcess not implemented")
+}
+func (UnimplementedGatewayServer) ConnectProcess(*ConnectProcessRequest, grpc.ServerStreamingServer[ProcessEvent]) error {
+	return status.Error(codes.Unimplemented, "method ConnectProcess not implemented")
+}
+func (UnimplementedGatewayServer) SendProcessInput(context.Context, *SendProcessInputRequest) (*ProcessAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendProcessInput not implemented")
+}
+func (UnimplementedGatewayServer) CloseProcessInput(context.Context, *ProcessRef) (*ProcessAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseProcessInput not implemented")
+}
+func (UnimplementedGatewayServer) SignalProcess(context.Context, *SignalProcessRequest) (*ProcessAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method SignalProcess not implemented")
+}
+func (UnimplementedGatewayServer) ResizeProcess(context.Context, *ResizeProcessRequest) (*ProcessAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResizeProcess not implemented")
+}
+func (UnimplementedGatewayServer) ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProcesses not implemented")
 }
 func (UnimplementedGatewayServer) mustEmbedUnimplementedGatewayServer() {}
 func (UnimplementedGatewayServer) testEmbeddedByValue()                 {}
@@ -632,6 +806,136 @@ func _Gateway_GetEgressLog_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Gateway_InvokeTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallToolStart)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).InvokeTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_InvokeTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).InvokeTool(ctx, req.(*CallToolStart))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_StartProcess_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StartProcessRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GatewayServer).StartProcess(m, &grpc.GenericServerStream[StartProcessRequest, ProcessEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Gateway_StartProcessServer = grpc.ServerStreamingServer[ProcessEvent]
+
+func _Gateway_ConnectProcess_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ConnectProcessRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GatewayServer).ConnectProcess(m, &grpc.GenericServerStream[ConnectProcessRequest, ProcessEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Gateway_ConnectProcessServer = grpc.ServerStreamingServer[ProcessEvent]
+
+func _Gateway_SendProcessInput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendProcessInputRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).SendProcessInput(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_SendProcessInput_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).SendProcessInput(ctx, req.(*SendProcessInputRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_CloseProcessInput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProcessRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).CloseProcessInput(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_CloseProcessInput_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).CloseProcessInput(ctx, req.(*ProcessRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_SignalProcess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignalProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).SignalProcess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_SignalProcess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).SignalProcess(ctx, req.(*SignalProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_ResizeProcess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResizeProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).ResizeProcess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_ResizeProcess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).ResizeProcess(ctx, req.(*ResizeProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_ListProcesses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProcessesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).ListProcesses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_ListProcesses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).ListProcesses(ctx, req.(*ListProcessesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Gateway_ServiceDesc is the grpc.ServiceDesc for Gateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -679,6 +983,30 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetEgressLog",
 			Handler:    _Gateway_GetEgressLog_Handler,
 		},
+		{
+			MethodName: "InvokeTool",
+			Handler:    _Gateway_InvokeTool_Handler,
+		},
+		{
+			MethodName: "SendProcessInput",
+			Handler:    _Gateway_SendProcessInput_Handler,
+		},
+		{
+			MethodName: "CloseProcessInput",
+			Handler:    _Gateway_CloseProcessInput_Handler,
+		},
+		{
+			MethodName: "SignalProcess",
+			Handler:    _Gateway_SignalProcess_Handler,
+		},
+		{
+			MethodName: "ResizeProcess",
+			Handler:    _Gateway_ResizeProcess_Handler,
+		},
+		{
+			MethodName: "ListProcesses",
+			Handler:    _Gateway_ListProcesses_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -706,6 +1034,16 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchWorkers",
 			Handler:       _Gateway_WatchWorkers_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "StartProcess",
+			Handler:       _Gateway_StartProcess_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ConnectProcess",
+			Handler:       _Gateway_ConnectProcess_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -2,7 +2,10 @@ import type { Readable } from 'node:stream';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import {
+  CallToolStartSchema,
   CreateRunRequestSchema,
+  ProcessSignal,
+  StartProcessRequestSchema,
   type CallToolInputSchema,
   GetEgressLogRequestSchema,
   ReportWorkerRequestSchema,
@@ -14,11 +17,15 @@ import {
   type GetFilesResponse,
   type ForkRunResponse,
   type ListRunsResponse,
+  type ListProcessesResponse,
   type ListToolsResponse,
+  type ProcessEvent,
+  type ProcessInfo,
   type PutFilesResponse,
   type ReportWorkerRequest,
   type Run,
   type Tool,
+  type ToolResult,
   type WorkerEvent,
 } from '@tether/contract';
 import { abortReason, driveCall, streamChannel, type CallOptions, type CallOutcome, type SurfaceInit } from './call';
@@ -27,10 +34,14 @@ import { gatewayDefinition } from '@tether/contract/grpc';
 import { isTetherError, TetherError } from './errors';
 import { extractTo, tarOf, tarOfFolder, untar, type FileMap } from './files';
 import { healthChecker } from './health';
+import { resultStructured, resultText } from './results';
 import { VERSION } from './version';
 
 export type CreateRunInit = MessageInitShape<typeof CreateRunRequestSchema>;
 export type EgressLogQuery = MessageInitShape<typeof GetEgressLogRequestSchema>;
+export type StartProcessInit = MessageInitShape<typeof StartProcessRequestSchema>;
+/** A signal for SignalProcess: the enum, or its name. */
+export type ProcessSignalInit = ProcessSignal | 'SIGKILL' | 'SIGTERM' | 'SIGINT' | 'SIGHUP';
 
 export interface ClientOptions {
   /** Channel credentials; plaintext by default (tether listens on loopback or a private network). */
@@ -107,7 +118,7 @@ export class TetherClient {
     return () => signal.removeEventListener('abort', onAbort);
   }
 
-  private unary<T>(method: string, req: unknown, o: RequestOptions = {}): Promise<T> {
+  private unary<T>(method: string, req: unknown, o: RequestOptions = {}, meta = this.meta): Promise<T> {
     if (o.signal?.aborted) return Promise.reject(new TetherError(grpc.status.CANCELLED, abortReason(o.signal)));
     return new Promise<T>((resolve, reject) => {
       let unbind: () => void = () => undefined;
@@ -116,7 +127,7 @@ export class TetherClient {
         if (err) reject(TetherError.from(err));
         else resolve(res);
       };
-      const call = this.raw[method](req, this.meta, this.callOptions(o), cb) as grpc.Call;
+      const call = this.raw[method](req, meta, this.callOptions(o), cb) as grpc.Call;
       unbind = this.bindSignal(call, o.signal);
     });
   }
@@ -326,6 +337,130 @@ export class TetherClient {
       CallToolOutput
     >;
     return driveCall(streamChannel(call), start, opts);
+  }
+
+  /**
+   * Runs one tool call answered once (InvokeTool), for callers that need no stream: the same
+   * gate, quotas and audit as callTool, but nothing can answer on it, so question cards and
+   * approval prompts fail closed and bridged calls to tools of the client's are refused.
+   */
+  async invokeTool(
+    runId: string,
+    tool: string,
+    args: unknown = {},
+    opts: Pick<CallOptions, 'surface' | 'callId' | 'signal' | 'deadlineMs' | 'traceparent'> = {},
+  ): Promise<CallOutcome> {
+    const start = create(CallToolStartSchema, {
+      runId,
+      callId: opts.callId ?? '',
+      tool,
+      argumentsJson: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+      surface: opts.surface,
+    });
+    let meta = this.meta;
+    if (opts.traceparent) {
+      meta = this.meta.clone();
+      meta.set('traceparent', opts.traceparent);
+    }
+    const result = await this.unary<ToolResult>('invokeTool', start, opts, meta);
+    return {
+      result,
+      text: resultText(result),
+      structured: resultStructured(result),
+      isError: result.isError,
+      progress: [],
+      questions: [],
+      bridgeCalls: [],
+    };
+  }
+
+  /**
+   * Starts a process in the run (needs `features.commands`) and follows it: the events come in
+   * order, `started` (its pid) first, its output as it comes, `end` last. The process starts at
+   * once, whether or not the events are read. Leaving the iteration (or aborting `signal`) stops
+   * following it, not the process: signalProcess does.
+   */
+  startProcess(req: StartProcessInit, o: RequestOptions = {}): AsyncIterable<ProcessEvent> {
+    return this.serverStream<ProcessEvent>('startProcess', create(StartProcessRequestSchema, req), o);
+  }
+
+  /** Follows a running process's output from now until it ends; NOT_FOUND once it has ended. */
+  connectProcess(runId: string, pid: number, o: RequestOptions = {}): AsyncIterable<ProcessEvent> {
+    return this.serverStream<ProcessEvent>(
+      'connectProcess',
+      { $typeName: 'tether.v1.ConnectProcessRequest', runId, pid },
+      o,
+    );
+  }
+
+  /** Writes to a process's stdin (started with `stdin: true`) or to its PTY. */
+  async sendProcessInput(runId: string, pid: number, data: Uint8Array | string, o?: RequestOptions): Promise<void> {
+    const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+    await this.unary(
+      'sendProcessInput',
+      { $typeName: 'tether.v1.SendProcessInputRequest', runId, pid, data: bytes },
+      o,
+    );
+  }
+
+  /** Closes a process's stdin (EOF on a PTY). */
+  async closeProcessInput(runId: string, pid: number, o?: RequestOptions): Promise<void> {
+    await this.unary('closeProcessInput', { $typeName: 'tether.v1.ProcessRef', runId, pid }, o);
+  }
+
+  /** Sends a signal to a process's whole process group. */
+  async signalProcess(runId: string, pid: number, signal: ProcessSignalInit, o?: RequestOptions): Promise<void> {
+    const sig = typeof signal === 'string' ? ProcessSignal[signal] : signal;
+    await this.unary('signalProcess', { $typeName: 'tether.v1.SignalProcessRequest', runId, pid, signal: sig }, o);
+  }
+
+  /** Changes the size of a process's PTY. */
+  async resizeProcess(runId: string, pid: number, size: { cols: number; rows: number }, o?: RequestOptions) {
+    await this.unary(
+      'resizeProcess',
+      { $typeName: 'tether.v1.ResizeProcessRequest', runId, pid, size: { $typeName: 'tether.v1.PtySize', ...size } },
+      o,
+    );
+  }
+
+  /** The run's running processes started through startProcess. */
+  async listProcesses(runId: string, o?: RequestOptions): Promise<ProcessInfo[]> {
+    return (
+      await this.unary<ListProcessesResponse>(
+        'listProcesses',
+        { $typeName: 'tether.v1.ListProcessesRequest', runId },
+        o,
+      )
+    ).processes;
+  }
+
+  /**
+   * A server stream as an async iterable, its call made at once: a failure rejects the iteration
+   * with a TetherError; leaving the iteration early hangs up.
+   */
+  private serverStream<T>(method: string, req: unknown, o: RequestOptions): AsyncIterable<T> {
+    if (o.signal?.aborted) {
+      const err = new TetherError(grpc.status.CANCELLED, abortReason(o.signal));
+      return {
+        [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(err) }),
+      };
+    }
+    const call = this.raw[method](req, this.meta, this.callOptions(o)) as grpc.ClientReadableStream<T>;
+    const unbind = this.bindSignal(call, o.signal);
+    // A failure before the iteration reads it is kept for the iteration to report.
+    let failure: unknown;
+    call.on('error', (err) => (failure ??= err));
+    return (async function* () {
+      try {
+        for await (const msg of call) yield msg as T;
+        if (failure !== undefined) throw failure;
+      } catch (err) {
+        throw TetherError.from(err);
+      } finally {
+        unbind();
+        call.cancel();
+      }
+    })();
   }
 
   /**

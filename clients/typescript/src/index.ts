@@ -4,7 +4,9 @@ export {
   type CreateRunInit,
   type EgressLogQuery,
   type FilesSource,
+  type ProcessSignalInit,
   type RequestOptions,
+  type StartProcessInit,
 } from './client';
 export type {
   AnswerInit,

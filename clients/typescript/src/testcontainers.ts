@@ -107,6 +107,8 @@ export class TetherContainer extends GenericContainer {
         // Disk limits need loop devices, which a container gets only with the host's /dev
         // (docs/tenancy.md); a test gateway does without them unless asked.
         TETHER_DISK: 'none',
+        // On the host network a second gateway would meet the first's HTTP port: off unless asked for.
+        TETHER_HTTP_LISTEN: 'off',
         ...this.settings,
         TETHER_LISTEN: address,
         TETHER_TOKENS: `${this.token}=${this.tenant}`,

@@ -33,7 +33,7 @@ export class CallDriver {
   private started = false;
   /** Messages and the half-close that arrive while the call waits for one of the tenant's slots. */
   private readonly early: CallToolInput[] = [];
-  private endedEarly = false;
+  private endedEarly: string | boolean = false;
   private waitingStart?: CallToolStart;
   private leaveLine?: () => void;
   private release?: () => void;
@@ -84,10 +84,10 @@ export class CallDriver {
     }
   }
 
-  /** The client half-closed: nobody can answer this call's cards any more. */
-  inputEnded(): void {
-    if (this.stream) this.stream.inputEnded();
-    else this.endedEarly = true;
+  /** The client half-closed (or the call has no input side): nobody can answer its cards any more. */
+  inputEnded(reason?: string): void {
+    if (this.stream) this.stream.inputEnded(reason);
+    else this.endedEarly = reason ?? true;
   }
 
   /** The carrying stream failed: the call stops. */
@@ -129,7 +129,7 @@ export class CallDriver {
         deps.questionTimeoutSeconds,
       ));
       for (const m of this.early.splice(0)) s.receive(m);
-      if (this.endedEarly) s.inputEnded();
+      if (this.endedEarly) s.inputEnded(typeof this.endedEarly === 'string' ? this.endedEarly : undefined);
       const invoked = Date.now();
       const result = await deps.invoker.invoke(run, start.tool, start.argumentsJson, {
         cap: maxTierOf(start.surface),

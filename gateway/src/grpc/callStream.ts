@@ -22,6 +22,8 @@ export class CallStream implements CallPort {
   /** Bridged calls of this call still under way (see `during`). */
   private bridging = 0;
   private deadlineTimer?: NodeJS.Timeout;
+  /** Why nothing can answer any more, once the input has ended. */
+  private inputClosed?: string;
 
   constructor(
     private readonly sink: CallSink,
@@ -83,10 +85,14 @@ export class CallStream implements CallPort {
     this.bridges.abandonAll(`bridged call abandoned: ${reason}`);
   }
 
-  /** Input ended (client half-closed): nobody can answer any more. */
-  inputEnded(): void {
-    this.cards.closeAll('the client closed its side of the stream');
-    this.bridges.abandonAll('the client closed its side of the stream');
+  /**
+   * Input ended (the client half-closed): nobody can answer any more. Open cards and bridged
+   * calls end with the reason, and later ones fail closed at once instead of waiting.
+   */
+  inputEnded(reason = 'the client closed its side of the stream'): void {
+    this.inputClosed = reason;
+    this.cards.closeAll(reason);
+    this.bridges.abandonAll(reason);
   }
 
   progress(text: string): void {
@@ -127,6 +133,7 @@ export class CallStream implements CallPort {
 
   async bridgeToClient(tool: string, argsJson: string): Promise<ToolResult> {
     if (this.signal.aborted) return errorResult(String(this.signal.reason));
+    if (this.inputClosed) return errorResult(this.inputClosed);
     return this.bridges.call((bridgeId) => this.send(bridgeCallOutput(bridgeId, tool, argsJson)));
   }
 
@@ -145,9 +152,10 @@ export class CallStream implements CallPort {
     this.cards.closeAll('the call ended');
   }
 
-  /** A card of a call already cancelled is closed at once, never shown. */
+  /** A card of a call already cancelled, or whose input has ended, is closed at once, never shown. */
   private show(kind: CardKind, card: QuestionCard): Promise<CardReply> {
     if (this.signal.aborted) return Promise.resolve({ closed: String(this.signal.reason) });
+    if (this.inputClosed) return Promise.resolve({ closed: this.inputClosed });
     return this.cards.ask(kind, card);
   }
 

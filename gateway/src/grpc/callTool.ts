@@ -1,13 +1,10 @@
-import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { CallToolInput, CallToolOutput } from '@tether/contract';
 import { CallDriver, type CallDeps } from './callDriver';
 import type { CallSink } from './callSink';
+import type { DuplexStream } from './streams';
 
 /** A CallTool stream as the sink of its one call. */
-export function streamSink(
-  call: ServerDuplexStream<CallToolInput, CallToolOutput>,
-  fail: (err: unknown) => void,
-): CallSink {
+export function streamSink(call: DuplexStream<CallToolInput, CallToolOutput>, fail: (err: unknown) => void): CallSink {
   const deadline = call.getDeadline();
   return {
     deadline: deadline instanceof Date ? deadline.getTime() : typeof deadline === 'number' ? deadline : undefined,
@@ -29,7 +26,7 @@ export function streamSink(
  * failure its status.
  */
 export function serveCallTool(
-  call: ServerDuplexStream<CallToolInput, CallToolOutput>,
+  call: DuplexStream<CallToolInput, CallToolOutput>,
   tenant: string,
   fail: (err: unknown) => void,
   deps: CallDeps,

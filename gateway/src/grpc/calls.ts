@@ -1,4 +1,4 @@
-import { status, type ServerDuplexStream } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import {
   CallErrorSchema,
@@ -11,6 +11,7 @@ import { GatewayError, invalid } from '../errors';
 import { ResourceExhausted } from '../tenancy/statusDetails';
 import { CallDriver, type CallDeps } from './callDriver';
 import type { CallSink } from './callSink';
+import type { DuplexStream } from './streams';
 
 /** The open Calls streams, told to finish their calls and end when the gateway shuts down. */
 export class CallsDrain {
@@ -40,7 +41,7 @@ export class CallsDrain {
  * ends once the client half-closed and every call has ended.
  */
 export function serveCalls(
-  call: ServerDuplexStream<CallsInput, CallsOutput>,
+  call: DuplexStream<CallsInput, CallsOutput>,
   tenant: string,
   fail: (err: unknown) => void,
   deps: CallDeps,

@@ -38,6 +38,7 @@ export function specFromRequest(req: CreateRunRequest): RunSpec {
       eval: !!f?.eval,
       questions: { enabled: !!f?.questions?.enabled, targetSpace: f?.questions?.targetSpace ?? '' },
       vibe: !!f?.vibe,
+      commands: !!f?.commands,
     },
     // Unspecified approvals default to AUTO: the platform opts into prompts per tier.
     approvals: { write: approvalFrom(req.approvals?.write, 'AUTO'), exec: approvalFrom(req.approvals?.exec, 'AUTO') },
@@ -89,6 +90,7 @@ export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
       debug: f.debug,
       eval: f.eval,
       vibe: f.vibe,
+      commands: !!f.commands,
       questions: create(QuestionsFeatureSchema, { enabled: f.questions.enabled, targetSpace: f.questions.targetSpace }),
     }),
     approvals: create(ApprovalsSchema, {

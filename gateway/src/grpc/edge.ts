@@ -1,12 +1,11 @@
 import {
+  Metadata,
   status,
-  type Metadata,
   type handleBidiStreamingCall,
   type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   type ServerDuplexStream,
-  type ServerReadableStream,
   type ServerUnaryCall,
   type ServerWritableStream,
 } from '@grpc/grpc-js';
@@ -17,6 +16,7 @@ import { logger } from '../log';
 import { Telemetry } from '../observability/Telemetry';
 import { RunnerGoneError } from '../runs/RunnerClient';
 import { SandboxBackendUnavailableError } from '../sandbox/provider';
+import type { Bidi, ClientStream, RpcContext, ServerStream, StreamSink, Unary } from './streams';
 
 /** The one status a failure is answered with; unknown errors are INTERNAL and logged. */
 export function toStatus(err: unknown): GatewayError {
@@ -111,25 +111,24 @@ export class Edge {
     );
   }
 
-  unary<Req, Res>(
-    fn: (req: Req, tenant: string, call: ServerUnaryCall<Req, Res>) => Promise<Res>,
-  ): handleUnaryCall<Req, Res> {
-    return (call, cb) => this.answer(call, cb, (async () => fn(call.request, this.tenantOf(call), call))());
+  unary<Req, Res>(fn: Unary<Req, Res>): handleUnaryCall<Req, Res> {
+    return (call, cb) =>
+      this.answer(call, cb, (async () => fn(call.request, this.tenantOf(call), callContext(call)))());
   }
 
-  /** A client stream answered once; the handler resolves with the response or rejects. */
-  clientStream<Req, Res>(
-    fn: (call: ServerReadableStream<Req, Res>, tenant: string) => Promise<Res>,
-  ): handleClientStreamingCall<Req, Res> {
+  /** A client stream answered once; the logic resolves with the response or rejects. */
+  clientStream<Req, Res>(fn: ClientStream<Req, Res>): handleClientStreamingCall<Req, Res> {
     return (call, cb) => this.answer(call, cb, (async () => fn(call, this.tenantOf(call)))());
   }
 
-  /** A server stream: the handler writes and ends it; a rejection ends it with a status. */
-  serverStream<Req, Res>(
-    fn: (call: ServerWritableStream<Req, Res>, tenant: string) => Promise<void>,
-  ): handleServerStreamingCall<Req, Res> {
+  /** A server stream: the logic writes to its sink; the stream ends when it resolves, with a status when it rejects. */
+  serverStream<Req, Res>(fn: ServerStream<Req, Res>): handleServerStreamingCall<Req, Res> {
     return (call) => {
-      void (async () => fn(call, this.tenantOf(call)))().then(
+      void (async () => {
+        const tenant = this.tenantOf(call);
+        await fn(call.request, tenant, streamSink(call), callContext(call));
+        if (!call.cancelled && !call.destroyed && !call.writableEnded) call.end();
+      })().then(
         () => this.telemetry.rpc(methodOf(call), status.OK),
         (err: unknown) => {
           const st = toStatus(err);
@@ -141,29 +140,15 @@ export class Edge {
   }
 
   /**
-   * A bidirectional stream. Its handler is driven by incoming messages, so besides a
-   * rejection it gets `fail` to end the call with a status from any later event.
+   * A bidirectional stream. Its logic is driven by incoming messages, so besides a rejection it
+   * gets `fail` to end the call with a status from any later event.
+   *
+   * A stream that `refuse` turns away is refused as the very first thing after authentication:
+   * before the first message is read or decoded, before any per-call object, log line, audit
+   * record or metric (`refuse` counts what it refuses itself). A flood of refused streams then
+   * costs the gateway little more than grpc-js's own work per stream.
    */
-  bidi<Req, Res>(
-    fn: (call: ServerDuplexStream<Req, Res>, tenant: string, fail: (err: unknown) => void) => void | Promise<void>,
-  ): handleBidiStreamingCall<Req, Res> {
-    return (call) => {
-      const fail = (err: unknown) => failStream(call, err);
-      void (async () => fn(call, this.tenantOf(call), fail))().catch(fail);
-    };
-  }
-
-  /**
-   * A bidirectional stream that `refuse` may turn away as the very first thing after
-   * authentication: before the first message is read or decoded, before any per-call
-   * object, log line, audit record or metric (`refuse` counts what it refuses itself). A
-   * flood of refused streams then costs the gateway little more than grpc-js's own work
-   * per stream. `refuse` returns a status made in advance, or undefined to let the call in.
-   */
-  gatedBidi<Req, Res>(
-    refuse: (tenant: string) => GatewayError | undefined,
-    fn: (call: ServerDuplexStream<Req, Res>, tenant: string, fail: (err: unknown) => void) => void | Promise<void>,
-  ): handleBidiStreamingCall<Req, Res> {
+  bidi<Req, Res>({ refuse, serve }: Bidi<Req, Res>): handleBidiStreamingCall<Req, Res> {
     return (call) => {
       let tenant: string;
       try {
@@ -171,10 +156,57 @@ export class Edge {
       } catch (err) {
         return refuseAfterFirstMessage(call, () => failStream(call, err));
       }
-      const refused = refuse(tenant);
+      const refused = refuse?.(tenant);
       if (refused) return refuseAfterFirstMessage(call, () => call.emit('error', refused));
       const fail = (err: unknown) => failStream(call, err);
-      void (async () => fn(call, tenant, fail))().catch(fail);
+      void (async () => serve(call, tenant, fail))().catch(fail);
     };
   }
+}
+
+/** A call's context for its logic; the signal is made only when the logic asks for it. */
+function callContext(call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>): RpcContext {
+  let abort: AbortController | undefined;
+  return {
+    get signal() {
+      if (!abort) {
+        const a = (abort = new AbortController());
+        if (call.cancelled) a.abort('the client went away');
+        else call.once('cancelled', () => a.abort('the client went away'));
+      }
+      return abort.signal;
+    },
+    get deadline() {
+      const d = call.getDeadline();
+      const ms = d instanceof Date ? d.getTime() : d;
+      return Number.isFinite(ms) ? ms : undefined;
+    },
+    header(name) {
+      const v = call.metadata.get(name)[0];
+      return typeof v === 'string' ? v : undefined;
+    },
+  };
+}
+
+/** A server stream as its logic's sink: writes wait for 'drain', and for nothing once the client is gone. */
+function streamSink<Res>(call: ServerWritableStream<unknown, Res>): StreamSink<Res> {
+  const abort = new AbortController();
+  call.once('cancelled', () => abort.abort('the client went away'));
+  return {
+    signal: abort.signal,
+    send(msg) {
+      if (abort.signal.aborted || call.writableEnded) return Promise.resolve();
+      if (call.write(msg)) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const done = () => {
+          call.removeListener('drain', done);
+          abort.signal.removeEventListener('abort', done);
+          resolve();
+        };
+        call.once('drain', done);
+        abort.signal.addEventListener('abort', done, { once: true });
+      });
+    },
+    ready: () => call.sendMetadata(new Metadata()),
+  };
 }

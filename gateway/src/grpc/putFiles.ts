@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { create } from '@bufbuild/protobuf';
-import { status, type ServerReadableStream } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import * as tarStream from 'tar-stream';
 import {
   PutFilesResponseSchema,
@@ -10,6 +10,7 @@ import {
 } from '@tether/contract';
 import { GatewayError, invalid } from '../errors';
 import type { Sandbox } from '../sandbox/provider';
+import type { InputStream } from './streams';
 
 /** Where a PutFiles archive goes, decided from its header. */
 export interface PutFilesTarget {
@@ -39,7 +40,7 @@ function fileCounter(): { input: PassThrough; files(): number } {
  * at `maxBytes`. Resolves with the counts once the sandbox has unpacked everything.
  */
 export function receivePutFiles(
-  call: ServerReadableStream<PutFilesRequest, PutFilesResponse>,
+  call: InputStream<PutFilesRequest>,
   open: (header: PutFilesHeader) => PutFilesTarget | Promise<PutFilesTarget>,
   maxBytes: number,
 ): Promise<PutFilesResponse> {

@@ -208,7 +208,7 @@ export class Metrics {
     });
     this.authFailures = new Counter({
       name: 'tether_auth_failures_total',
-      help: 'Calls refused as UNAUTHENTICATED, by gRPC method',
+      help: 'Calls refused as UNAUTHENTICATED, by method (gRPC or Connect)',
       labelNames: ['method'],
       registers,
     });
@@ -299,7 +299,7 @@ export class Metrics {
     });
     this.rpcs = new Counter({
       name: 'tether_grpc_requests_total',
-      help: 'gRPC requests, by method and status code',
+      help: 'tether.v1.Gateway requests (over gRPC and Connect alike), by method and status code',
       labelNames: ['method', 'code'],
       registers,
     });

@@ -24,12 +24,16 @@ export class ResourceExhausted extends GatewayError {
 const any = (w: BinaryWriter, field: number, typeUrl: string, value: Uint8Array) =>
   w.tag(field, 2).fork().tag(1, 2).string(typeUrl).tag(2, 2).bytes(value).join();
 
-function encodeStatus(code: number, message: string, detail: ResourceExhausted['detail']): Buffer {
-  const w = new BinaryWriter();
-  w.tag(1, 0).int32(code).tag(2, 2).string(message);
+/**
+ * The error details of a refusal, each a google.rpc message's name and its bytes: RetryInfo
+ * (`{ Duration retry_delay = 1 }`) and QuotaFailure (`{ repeated Violation violations = 1 }`).
+ * gRPC carries them in a google.rpc.Status, Connect in its error's `details`.
+ */
+export function refusalDetails(detail: ResourceExhausted['detail']): { type: string; value: Uint8Array }[] {
+  const out: { type: string; value: Uint8Array }[] = [];
   if (detail.retryAfterMs !== undefined) {
     const ms = detail.retryAfterMs;
-    // RetryInfo { Duration retry_delay = 1 }, Duration { int64 seconds = 1; int32 nanos = 2 }
+    // Duration { int64 seconds = 1; int32 nanos = 2 }
     const info = new BinaryWriter()
       .tag(1, 2)
       .fork()
@@ -39,10 +43,10 @@ function encodeStatus(code: number, message: string, detail: ResourceExhausted['
       .int32((ms % 1000) * 1_000_000)
       .join()
       .finish();
-    any(w, 3, 'type.googleapis.com/google.rpc.RetryInfo', info);
+    out.push({ type: 'google.rpc.RetryInfo', value: info });
   }
   if (detail.quota) {
-    // QuotaFailure { repeated Violation violations = 1 }, Violation { subject = 1; description = 2 }
+    // Violation { subject = 1; description = 2 }
     const failure = new BinaryWriter()
       .tag(1, 2)
       .fork()
@@ -52,7 +56,14 @@ function encodeStatus(code: number, message: string, detail: ResourceExhausted['
       .string(detail.quota.description)
       .join()
       .finish();
-    any(w, 3, 'type.googleapis.com/google.rpc.QuotaFailure', failure);
+    out.push({ type: 'google.rpc.QuotaFailure', value: failure });
   }
+  return out;
+}
+
+function encodeStatus(code: number, message: string, detail: ResourceExhausted['detail']): Buffer {
+  const w = new BinaryWriter();
+  w.tag(1, 0).int32(code).tag(2, 2).string(message);
+  for (const d of refusalDetails(detail)) any(w, 3, `type.googleapis.com/${d.type}`, d.value);
   return Buffer.from(w.finish());
 }

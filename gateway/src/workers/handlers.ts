@@ -1,5 +1,5 @@
 import { create } from '@bufbuild/protobuf';
-import { Metadata, status, type ServerWritableStream } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import {
   ReportWorkerResponseSchema,
   WorkerEventKind,
@@ -7,7 +7,6 @@ import {
   WorkerStatus,
   type ReportWorkerRequest,
   type ReportWorkerResponse,
-  type WatchWorkersRequest,
   type WorkerEvent,
 } from '@tether/contract';
 import {
@@ -17,7 +16,7 @@ import {
   type WorkerStatus as RunnerWorkerStatus,
 } from '../../../protocol/src/workers';
 import { GatewayError, invalid, notFound } from '../errors';
-import type { Edge } from '../grpc/edge';
+import { aborted, type GatewayMethods } from '../grpc/streams';
 import type { ReadyRun } from '../runs/RunRecord';
 import type { RunRegistry } from '../runs/RunRegistry';
 import { WorkerWatch } from './WorkerWatch';
@@ -64,33 +63,25 @@ function vibeRun(runs: Pick<RunRegistry, 'ready'>, tenant: string, runId: string
  * WatchWorkers and ReportWorker: how a platform runs `client`-backed vibe workers. Both are
  * tenant-checked like every RPC: another tenant's run does not exist for the caller.
  */
-export function workerHandlers(runs: Pick<RunRegistry, 'ready'>, edge: Edge) {
+export function workerMethods(runs: Pick<RunRegistry, 'ready'>): Pick<GatewayMethods, 'watchWorkers' | 'reportWorker'> {
   const watch = new WorkerWatch();
 
   return {
-    watchWorkers: edge.serverStream(async (call: ServerWritableStream<WatchWorkersRequest, WorkerEvent>, tenant) => {
-      let unsubscribe: (() => void) | undefined;
-      let ended = false;
-      const end = () => {
-        if (ended) return;
-        ended = true;
-        unsubscribe?.();
-        if (!call.cancelled && !call.writableEnded) call.end();
-      };
-      call.on('cancelled', end);
-      const run = vibeRun(runs, tenant, call.request.runId);
-      const unsub = await watch.of(run.runner).add((e) => {
-        if (!ended) call.write(toProto(e));
-      });
-      if (ended) return unsub();
-      unsubscribe = unsub;
-      // Headers mark the moment the watch is live: client workers can be spawned from now on.
-      call.sendMetadata(new Metadata());
-      // The stream ends with the run.
-      void run.sandbox.exited.then(end);
-    }),
+    async watchWorkers(req, tenant, sink) {
+      const run = vibeRun(runs, tenant, req.runId);
+      const unsubscribe = await watch.of(run.runner).add((e) => void sink.send(toProto(e)));
+      try {
+        if (sink.signal.aborted) return;
+        // The stream is live: client workers can be spawned from now on.
+        sink.ready();
+        // The stream ends with the run, or when the client goes away.
+        await Promise.race([run.sandbox.exited, aborted(sink.signal)]);
+      } finally {
+        unsubscribe();
+      }
+    },
 
-    reportWorker: edge.unary(async (req: ReportWorkerRequest, tenant): Promise<ReportWorkerResponse> => {
+    async reportWorker(req: ReportWorkerRequest, tenant): Promise<ReportWorkerResponse> {
       const run = vibeRun(runs, tenant, req.runId);
       if (!req.workerId) throw invalid('ReportWorker needs a worker_id');
       const st = STATUS[req.status];
@@ -105,6 +96,6 @@ export function workerHandlers(runs: Pick<RunRegistry, 'ready'>, edge: Edge) {
           ? notFound(reply.message)
           : new GatewayError(REPLY_CODE[reply.code], reply.message);
       return create(ReportWorkerResponseSchema, {});
-    }),
+    },
   };
 }

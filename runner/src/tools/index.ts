@@ -7,6 +7,8 @@ import { registerAsk } from './ask';
 import { registerVibe } from './vibe';
 import { registerAst } from './ast';
 import { registerDebug } from './debug';
+import { registerProcess } from './process';
+import { registerFs } from './fs';
 
 /**
  * Wires each tool family whose resource the run has. A family decides for itself which of
@@ -20,4 +22,6 @@ export async function registerTools(registry: ToolRegistry, run: RunContext): Pr
   registerVibe(registry, run);
   registerAst(registry, run);
   registerDebug(registry, run);
+  registerProcess(registry, run);
+  registerFs(registry, run);
 }

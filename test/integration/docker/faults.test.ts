@@ -257,6 +257,7 @@ test('a gateway killed outright (SIGKILL): the next one re-attaches, and the run
       TETHER_TOKENS: 'crash-token=acme',
       TETHER_INSTANCE: crashInstance,
       TETHER_LISTEN: `127.0.0.1:${port}`,
+      TETHER_HTTP_LISTEN: 'off',
       TETHER_IMAGE: dockerConfig().image,
       TETHER_PROVIDER: 'docker',
       TETHER_POOL_SIZE: '0',

@@ -38,6 +38,7 @@ before(async () => {
     ])
     .withEnvironment({
       TETHER_LISTEN: `127.0.0.1:${port}`,
+      TETHER_HTTP_LISTEN: 'off',
       TETHER_TOKENS: 'tc-token=acme',
       TETHER_IMAGE: runnerImage(),
       TETHER_INSTANCE: instance,

@@ -215,6 +215,7 @@ test('a gateway killed outright while pausing, then while resuming: the run is f
       TETHER_INSTANCE: crash,
       TETHER_STATE_DIR: crashState,
       TETHER_LISTEN: `127.0.0.1:${port}`,
+      TETHER_HTTP_LISTEN: 'off',
       TETHER_IMAGE: dockerConfig().image,
       TETHER_PROVIDER: 'docker',
       TETHER_POOL_SIZE: '0',

@@ -470,6 +470,7 @@ test('a gateway killed outright (SIGKILL) reconnects through the socket when it 
     TETHER_TOKENS: 'kill-token=acme',
     TETHER_INSTANCE: killInstance,
     TETHER_LISTEN: `127.0.0.1:${port}`,
+    TETHER_HTTP_LISTEN: 'off',
     TETHER_STATE_DIR: mkdtempSync(path.join(os.tmpdir(), 'tether-kill-')),
   };
   const client = new TetherClient(`127.0.0.1:${port}`, 'kill-token');
@@ -512,6 +513,7 @@ test('the stdio fallback logs its reason once per run', async () => {
     TETHER_TOKENS: 'off-token=acme',
     TETHER_INSTANCE: offInstance,
     TETHER_LISTEN: `127.0.0.1:${port}`,
+    TETHER_HTTP_LISTEN: 'off',
     TETHER_STATE_DIR: mkdtempSync(path.join(os.tmpdir(), 'tether-off-')),
     TETHER_FAST_PATH: '0',
   });

@@ -242,6 +242,7 @@ export function spawnReplica(opts: {
     TETHER_TOKENS: 'token-a=acme,token-b=other',
     TETHER_INSTANCE: opts.instance,
     TETHER_LISTEN: `127.0.0.1:${opts.port}`,
+    TETHER_HTTP_LISTEN: 'off',
     TETHER_PROVIDER: 'kubernetes',
     TETHER_K8S_NAMESPACE: opts.namespace,
     TETHER_K8S_IMAGE: opts.image,

@@ -212,6 +212,7 @@ test('SIGKILL with claimed and idle pooled sandboxes: the run is re-found, idle 
       TETHER_TOKENS: 'pool-token=acme',
       TETHER_INSTANCE: instance,
       TETHER_LISTEN: `127.0.0.1:${port}`,
+      TETHER_HTTP_LISTEN: 'off',
       TETHER_IMAGE: dockerConfig().image,
       TETHER_PROVIDER: 'docker',
       TETHER_STATE_DIR: stateDir,

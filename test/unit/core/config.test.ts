@@ -35,6 +35,7 @@ test('every config key documents itself, and the table has one row per key', () 
 test("the schema's defaults are the built-in config", () => {
   assert.deepEqual(defaultConfig(), {
     listen: '127.0.0.1:50051',
+    http: { listen: '127.0.0.1:50052' },
     tokens: {},
     provider: 'docker',
     instance: 'default',
@@ -92,6 +93,7 @@ test("the schema's defaults are the built-in config", () => {
     tracing: { otlpEndpoint: '', serviceName: 'tether-gateway' },
     audit: { path: '' },
     pool: { size: 2, maxTotal: 8, maxMemoryMb: 8192, concurrency: 1, templates: {} },
+    e2b: { enabled: true, accessTokenKey: '', maxFileBytes: 64 * 1024 * 1024 },
     runner: {},
   });
   const a = defaultConfig();
@@ -117,6 +119,11 @@ test('unknown keys in a config file are refused at start, naming the key', () =>
     /\/provider must be one of docker, process/,
   );
   assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_POOL_SIZE: '5' } }).pool.size, 5);
+  assert.equal(loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_HTTP_LISTEN: 'off' } }).http.listen, 'off');
+  assert.throws(
+    () => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_HTTP_LISTEN: 'localhost' } }),
+    /\/http\/listen must match pattern/,
+  );
   assert.throws(
     () => loadConfig({ env: { TETHER_TOKENS: 't=a', TETHER_POOL_SIZE: 'five' } }),
     /\/pool\/size must be integer/,

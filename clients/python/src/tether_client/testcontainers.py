@@ -76,6 +76,9 @@ class TetherContainer(DockerContainer):
         # Disk limits need loop devices, which a container gets only with the host's /dev
         # (docs/tenancy.md); a test gateway does without them unless with_env says otherwise.
         self.with_env("TETHER_DISK", "none")
+        # On the host network a second gateway would meet the first's HTTP port: off unless
+        # with_env asks for it.
+        self.with_env("TETHER_HTTP_LISTEN", "off")
         self.with_env("TETHER_LISTEN", f"127.0.0.1:{self.port}")
         self.with_env("TETHER_TOKENS", f"{self.token}={tenant}")
         self.with_env("TETHER_INSTANCE", self.instance)

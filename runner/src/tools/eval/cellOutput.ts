@@ -23,6 +23,8 @@ export class CellOutput {
   private omitted = 0;
   private droppedItems = 0;
   private imageChars = 0;
+  /** The items display() or the echoed last expression gave, as opposed to printed text. */
+  private readonly displayedItems = new Set<ContentItem>();
   totalChars = 0;
 
   constructor(private readonly limits: OutputLimits) {}
@@ -70,6 +72,12 @@ export class CellOutput {
     }
     this.flushText();
     this.items.push(item);
+    this.displayedItems.add(item);
+  }
+
+  /** Indexes into the finished items of those that were displayed, not printed. */
+  get displayed(): number[] {
+    return this.items.flatMap((item, i) => (this.displayedItems.has(item) ? [i] : []));
   }
 
   private flushText(): void {

@@ -49,7 +49,13 @@ export function cellResult(language: Language, cell: CellRun, executionCount: nu
       durationMs: Math.round(durationMs),
       outputChars: output.totalChars,
       omittedChars: output.omittedChars,
-      ...(error ? { error: { type: error.ename, message: error.evalue } } : {}),
+      // Which items display() or the echoed last expression gave (the rest is printed text): a
+      // client that renders a notebook tells results from output by it.
+      displayed: output.displayed,
+      // How many items the cell gave: what the gateway puts before them (a resume's notice) is
+      // told apart by it.
+      items: content.length,
+      ...(error ? { error: { type: error.ename, message: error.evalue, traceback: error.traceback } } : {}),
       ...(status === 'reset' ? { interpreterReset: true } : {}),
     },
   };

@@ -1,5 +1,5 @@
 import type { DescMessage, DescMethod, MessageShape } from '@bufbuild/protobuf';
-import type { Gateway } from '@tether/contract';
+import { Gateway } from '@tether/contract';
 import type { GatewayError } from '../errors';
 
 /**
@@ -114,4 +114,35 @@ export function aborted(signal: AbortSignal): Promise<void> {
 /** The context of a call made from inside the gateway (another surface's), with no headers of its own. */
 export function localContext(signal: AbortSignal = new AbortController().signal): RpcContext {
   return { signal, header: () => undefined };
+}
+
+/** What an edge wraps each kind of RPC's logic into, for its transport. */
+export interface MethodEdge<H> {
+  unary(logic: Unary<unknown, unknown>): H;
+  serverStream(logic: ServerStream<unknown, unknown>): H;
+  clientStream(logic: ClientStream<unknown, unknown>): H;
+  bidi(logic: Bidi<unknown, unknown>): H;
+}
+
+/** Every RPC of tether.v1.Gateway, its logic wrapped by `edge` by the RPC's kind: the one mapping both transports use. */
+export function wrapMethods<H>(methods: GatewayMethods, edge: MethodEdge<H>): Record<string, H> {
+  const impl: Record<string, H> = {};
+  for (const m of Gateway.methods) {
+    const logic = methods[m.localName as keyof GatewayMethods];
+    switch (m.methodKind) {
+      case 'unary':
+        impl[m.localName] = edge.unary(logic as Unary<unknown, unknown>);
+        break;
+      case 'server_streaming':
+        impl[m.localName] = edge.serverStream(logic as ServerStream<unknown, unknown>);
+        break;
+      case 'client_streaming':
+        impl[m.localName] = edge.clientStream(logic as ClientStream<unknown, unknown>);
+        break;
+      case 'bidi_streaming':
+        impl[m.localName] = edge.bidi(logic as Bidi<unknown, unknown>);
+        break;
+    }
+  }
+  return impl;
 }

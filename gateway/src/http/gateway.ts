@@ -1,7 +1,7 @@
 import { createContextValues, type ConnectRouter } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Gateway } from '@tether/contract';
-import type { Bidi, ClientStream, GatewayMethods, ServerStream, Unary } from '../grpc/streams';
+import { type GatewayMethods, wrapMethods } from '../grpc/streams';
 import { type ConnectEdge, PEER } from './connectEdge';
 import { type HttpRequest, type HttpResponse, sendJsonError } from './listener';
 
@@ -15,24 +15,7 @@ export function connectGateway(
   edge: ConnectEdge,
   limits: { maxMessageBytes: number },
 ): (req: HttpRequest, res: HttpResponse) => void {
-  const impl: Record<string, unknown> = {};
-  for (const m of Gateway.methods) {
-    const logic = methods[m.localName as keyof GatewayMethods];
-    switch (m.methodKind) {
-      case 'unary':
-        impl[m.localName] = edge.unary(logic as Unary<unknown, unknown>);
-        break;
-      case 'server_streaming':
-        impl[m.localName] = edge.serverStream(logic as ServerStream<unknown, unknown>);
-        break;
-      case 'client_streaming':
-        impl[m.localName] = edge.clientStream(logic as ClientStream<unknown, unknown>);
-        break;
-      case 'bidi_streaming':
-        impl[m.localName] = edge.bidi(logic as Bidi<unknown, unknown>);
-        break;
-    }
-  }
+  const impl = wrapMethods<unknown>(methods, edge);
   return connectNodeAdapter({
     routes: (router: ConnectRouter) => router.service(Gateway, impl),
     connect: true,

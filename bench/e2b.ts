@@ -3,8 +3,9 @@
  * - create → first command answer, from the warm pool: `Sandbox.create()` + `commands.run('true')`
  *   against CreateRun + StartProcess of `true`;
  * - a trivial command round trip through the SDK (`commands.run('true')`) against tether's own
- *   trivial `read` through its own client, and against StartProcess of `true` (what the SDK's
- *   command costs without the SDK).
+ *   trivial `read` through its own client, against StartProcess of `true` (the floor of any
+ *   command: a process spawned in the sandbox), and against StartProcess of what the SDK sends
+ *   (`/bin/bash -l -c true`), which leaves the SDK's and the E2B surface's own cost.
  * Needs the SDK installed in test/integration/e2b/js (its test installs it from its lockfile).
  * Usage: node dist/bench/e2b.js [creates] [calls] [repeats]
  */
@@ -28,13 +29,15 @@ interface SdkSandbox {
 
 async function sdk(): Promise<{ create(opts?: object): Promise<SdkSandbox> }> {
   const dir = path.resolve(__dirname, '../../test/integration/e2b/js/node_modules/e2b/dist/index.mjs');
-  const mod = (await import(pathToFileURL(dir).href)) as { Sandbox: { create(opts?: object): Promise<SdkSandbox> } };
+  // The SDK is an ES module; a compiled `import()` would become `require()`.
+  const importEsm = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<unknown>;
+  const mod = (await importEsm(pathToFileURL(dir).href)) as { Sandbox: { create(opts?: object): Promise<SdkSandbox> } };
   return mod.Sandbox;
 }
 
-/** Runs `true` through tether's own client and waits for its end. */
-async function ownCommand(t: TestGateway, runId: string): Promise<void> {
-  for await (const e of t.alice.startProcess(create(StartProcessRequestSchema, { runId, cmd: 'true' }))) {
+/** Runs a command through tether's own client and waits for its end. */
+async function ownCommand(t: TestGateway, runId: string, cmd = 'true', args: string[] = []): Promise<void> {
+  for await (const e of t.alice.startProcess(create(StartProcessRequestSchema, { runId, cmd, args }))) {
     if (e.event.case === 'end') {
       if (e.event.value.exitCode !== 0) throw new Error('true failed');
       return;
@@ -85,12 +88,15 @@ async function main() {
       const sdkRun: number[] = [];
       const ownRead: number[] = [];
       const ownProc: number[] = [];
+      const ownBash: number[] = [];
       for (let i = 0; i < CALLS; i++) {
         sdkRun.push(await timeIt(() => sbx.commands.run('true')));
         ownRead.push(await timeIt(() => t.alice.callTool(run.runId, 'read', { path: 'bench.txt' })));
         ownProc.push(await timeIt(() => ownCommand(t, run.runId)));
+        // What the SDK sends for commands.run(cmd): a login shell around it.
+        ownBash.push(await timeIt(() => ownCommand(t, run.runId, '/bin/bash', ['-l', '-c', 'true'])));
       }
-      rounds.push({ sdkRun, ownRead, ownProc });
+      rounds.push({ sdkRun, ownRead, ownProc, ownBash });
     }
     await sbx.kill();
     await t.alice.deleteRun(run.runId);
@@ -102,12 +108,16 @@ async function main() {
       const a = s(r.sdkRun!);
       const b = s(r.ownRead!);
       const c = s(r.ownProc!);
+      const d = s(r.ownBash!);
+      const ratio = (x: number, y: number) => Math.round((x / y) * 100) / 100;
       return {
         sdkCommandMs: a,
         tetherReadMs: b,
-        tetherStartProcessMs: c,
-        ratioSdkCommandToReadP50: Math.round((a.p50 / b.p50) * 100) / 100,
-        ratioSdkCommandToStartProcessP50: Math.round((a.p50 / c.p50) * 100) / 100,
+        tetherStartProcessTrueMs: c,
+        tetherStartProcessLoginShellMs: d,
+        ratioSdkCommandToReadP50: ratio(a.p50, b.p50),
+        ratioStartProcessTrueToReadP50: ratio(c.p50, b.p50),
+        ratioSdkCommandToSameStartProcessP50: ratio(a.p50, d.p50),
       };
     });
     writeResult('e2b', {

@@ -21,13 +21,16 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-all=(call-latency connect transport clients cpu-per-call containers pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability packs)
+all=(call-latency connect e2b transport clients cpu-per-call containers pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability packs)
 chosen=("${@:-${all[@]}}")
 for b in "${chosen[@]}"; do
   echo "==> bench $b"
   case "$b" in
     call-latency) node dist/bench/call-latency.js 10000 process ;;
     connect) node dist/bench/connect.js 2000 5 process ;;
+    e2b)
+      [ -d test/integration/e2b/js/node_modules/e2b ] || (cd test/integration/e2b/js && npm ci --no-audit --no-fund)
+      node dist/bench/e2b.js 10 200 3 ;;
     transport) node dist/bench/transport.js 500 ;;
     clients) node dist/bench/clients.js 10 300 ;;
     containers) node dist/bench/containers.js ;;

@@ -18,7 +18,7 @@ export type OpenSandbox = (headers: Headers) => Promise<SandboxRun>;
 const KEEPALIVE_MS_MAX = 60_000;
 /** Events a polled watcher keeps between two GetWatcherEvents; the oldest go past it. */
 const MAX_POLLED_EVENTS = 10_000;
-const MAX_POLLED_WATCHERS = 64;
+const MAX_POLLED_WATCHERS_PER_RUN = 16;
 
 /** Any failure as the Connect error of the same code (Connect's codes are gRPC's). */
 export function connectError(err: unknown): ConnectError {
@@ -98,6 +98,8 @@ interface PolledWatcher {
   runId: string;
   events: fsPb.FilesystemEvent[];
   stop: () => Promise<void>;
+  /** Why it ended (its runner gone: the run deleted, paused or failed; its directory removed). */
+  ended: () => string | undefined;
 }
 
 /**
@@ -225,18 +227,29 @@ export function envdRoutes(open: OpenSandbox, processes: ProcessService, envs: S
       createWatcher: (req, ctx) =>
         answer(async () => {
           const s = await open(ctx.requestHeader);
-          if (watchers.size >= MAX_POLLED_WATCHERS)
-            throw new ConnectError(`at most ${MAX_POLLED_WATCHERS} polled watchers at once`, Code.ResourceExhausted);
+          // A watcher outlives nothing: those whose runner has gone are let go here, so a
+          // deleted or paused run's watchers hold neither memory nor a place under the cap.
+          for (const [id, w] of watchers) if (w.ended()) watchers.delete(id);
+          const ofRun = [...watchers.values()].filter((w) => w.runId === s.runId).length;
+          if (ofRun >= MAX_POLLED_WATCHERS_PER_RUN)
+            throw new ConnectError(
+              `at most ${MAX_POLLED_WATCHERS_PER_RUN} polled watchers per sandbox`,
+              Code.ResourceExhausted,
+            );
           const dir = s.path(req.path);
           const id = `w${++nextWatcher}`;
           const events: fsPb.FilesystemEvent[] = [];
+          const runner = s.runner;
+          let endedBy: string | undefined;
           const stop = await s.watch(req.path, req.recursive, (e) => {
+            if (e.ended) endedBy = e.ended;
             void fsEvents(s, dir, e, req.includeEntry).then((evs) => {
               events.push(...evs);
               if (events.length > MAX_POLLED_EVENTS) events.splice(0, events.length - MAX_POLLED_EVENTS);
             });
           });
-          watchers.set(id, { runId: s.runId, events, stop });
+          const ended = () => endedBy ?? runner.failure?.message;
+          watchers.set(id, { runId: s.runId, events, stop, ended });
           return { watcherId: id };
         }),
       getWatcherEvents: (req, ctx) =>
@@ -244,6 +257,12 @@ export function envdRoutes(open: OpenSandbox, processes: ProcessService, envs: S
           const s = await open(ctx.requestHeader);
           const w = watchers.get(req.watcherId);
           if (!w || w.runId !== s.runId) throw notFound(`watcher ${req.watcherId} not found`);
+          const ended = w.ended();
+          // Events that came before the end are still given; the next poll says it ended.
+          if (ended && w.events.length === 0) {
+            watchers.delete(req.watcherId);
+            throw notFound(`watcher ${req.watcherId} ended: ${ended}`);
+          }
           return { events: w.events.splice(0) };
         }),
       removeWatcher: (req, ctx) =>

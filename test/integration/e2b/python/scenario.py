@@ -179,12 +179,20 @@ def bad_inputs(sbx):
 
 def pause_and_resume(sbx):
     sbx.run_code("kept = 'still here'")
+    # A polled watcher does not outlive its sandbox's pause: the next poll says it ended.
+    watcher = sbx.files.watch_dir("/home/user", recursive=False)
     assert sbx.pause() is True
     assert [s.state for s in Sandbox.list().next_items() if s.sandbox_id == sbx.sandbox_id] == ["paused"]
     started = time.time()
     again = Sandbox.connect(sbx.sandbox_id)
     assert again.run_code("kept").text == "'still here'"
-    check("pause_resume", resume_ms=round((time.time() - started) * 1000))
+    resume_ms = round((time.time() - started) * 1000)
+    try:
+        watcher.get_new_events()
+        raise AssertionError("a watcher from before the pause still answered")
+    except NotFoundException as e:
+        assert "ended" in str(e), str(e)
+    check("pause_resume", resume_ms=resume_ms)
 
 
 if __name__ == "__main__":

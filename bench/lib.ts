@@ -68,22 +68,25 @@ export function writeResult(name: string, results: Record<string, unknown>): voi
   console.log(JSON.stringify(doc, null, 2));
 }
 
-/** `docker run` of an image to its first line of output (the CLI, the engine, the runtime). */
-export async function dockerRunBaseline(image: string, runtime: string, runs: number) {
+/** One `docker run` of an image to its first line of output (the CLI, the engine, the runtime), in ms. */
+export async function dockerRunOnce(image: string, runtime = ''): Promise<number> {
   const args = ['run', '--rm', '--network', 'none', '--log-driver', 'none', '--label', 'dev.tether.bench=true'];
   if (runtime) args.push('--runtime', runtime);
   args.push('--entrypoint', 'node', image, '-e', 'console.log(1)');
+  const t0 = performance.now();
+  const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const first = await new Promise<number>((resolve, reject) => {
+    child.stdout.once('data', () => resolve(performance.now() - t0));
+    child.once('exit', (code) => reject(new Error(`docker run exited ${code} without output`)));
+  });
+  await new Promise((r) => child.once('exit', r));
+  return first;
+}
+
+/** `docker run` of an image to its first line of output, `runs` times. */
+export async function dockerRunBaseline(image: string, runtime: string, runs: number) {
   const samples: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    const first = await new Promise<number>((resolve, reject) => {
-      child.stdout.once('data', () => resolve(performance.now() - t0));
-      child.once('exit', (code) => reject(new Error(`docker run exited ${code} without output`)));
-    });
-    await new Promise((r) => child.once('exit', r));
-    samples.push(first);
-  }
+  for (let i = 0; i < runs; i++) samples.push(await dockerRunOnce(image, runtime));
   return summary(samples);
 }
 

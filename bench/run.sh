@@ -21,7 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-all=(call-latency connect e2b transport clients cpu-per-call containers pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability packs)
+all=(call-latency connect e2b transport clients cpu-per-call containers cold-create pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability packs)
 chosen=("${@:-${all[@]}}")
 for b in "${chosen[@]}"; do
   echo "==> bench $b"
@@ -34,6 +34,9 @@ for b in "${chosen[@]}"; do
     transport) node dist/bench/transport.js 500 ;;
     clients) node dist/bench/clients.js 10 300 ;;
     containers) node dist/bench/containers.js ;;
+    cold-create)
+      node dist/bench/cold-create.js 10 3 runc
+      if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then node dist/bench/cold-create.js 10 3 runsc; fi ;;
     pool) node dist/bench/pool.js 20 50 10 ;;
     lifecycle) node dist/bench/lifecycle.js 5 10 ;;
     density) node dist/bench/density.js 190 10 ;;

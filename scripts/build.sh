@@ -35,11 +35,12 @@ bash scripts/copy-assets.sh
 # The runner as one file, which its image starts: loading its 516 modules (247 of them
 # TypeBox's) from as many files took about 1.6 times as long as one bundle (docs/pool.md,
 # "Cold start"). Beside main.js, so that runnerFile() finds the workers and drivers from either.
-# Left outside: what finds files of its own by its own __dirname (tree-sitter's wasm) or starts
-# worker threads from its files (pino).
+# Left outside: what finds files of its own by its own __dirname (tree-sitter's wasm). pino is
+# inside: the runner logs through pino.destination, never a transport (the worker thread pino
+# would start from its own files), and under gVisor each file a start opens costs a gofer trip.
 npx esbuild dist/runner/src/main.js --bundle --platform=node --format=cjs --target=node22 \
   --outfile=dist/runner/src/main.bundle.js --log-level=warning \
-  --external:web-tree-sitter --external:tree-sitter-wasms --external:pino
+  --external:web-tree-sitter --external:tree-sitter-wasms
 for f in dist/runner/src/main.js dist/runner/src/main.bundle.js dist/runner/src/tools/eval/python/driver.py \
   dist/runner/src/tools/process/ptyhost.py dist/protocol/src/run.js; do
   [ -f "$f" ] || { echo "$f is missing after the build" >&2; exit 1; }

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import Ajv from 'ajv';
 import type { RunContext } from '../../run';
+import { checkedSettings } from '../../util/settings';
 
 const settingsSchema = Type.Object(
   {
@@ -23,14 +23,7 @@ export const PROCESS_DEFAULTS: ProcessSettings = {
   python: 'python3',
 };
 
-const check = new Ajv({ allErrors: true }).compile<Partial<ProcessSettings>>(Type.Partial(settingsSchema));
-
 /** The run's process settings; a bad server config fails the run's start with the reason. */
 export function processSettings(run: RunContext): ProcessSettings {
-  const given = run.settingsFor<object>('process', {});
-  if (!check(given)) {
-    const why = (check.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
-    throw new Error(`invalid server config runner.process: ${why}`);
-  }
-  return { ...PROCESS_DEFAULTS, ...given };
+  return { ...PROCESS_DEFAULTS, ...checkedSettings(run, 'process', Type.Partial(settingsSchema)) };
 }

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import Ajv from 'ajv';
 import type { RunContext } from '../../run';
+import { checkedSettings } from '../../util/settings';
 import type { WorkerTier } from '../../../../protocol/src/workers';
 
 const clientTier = Type.Object(
@@ -61,14 +61,8 @@ const givenSchema = Type.Partial(
   Type.Object({ ...settingsSchema.properties, tiers: Type.Partial(tiersSchema) }, { additionalProperties: false }),
 );
 
-const check = new Ajv({ allErrors: true }).compile<Static<typeof givenSchema>>(givenSchema);
-
 /** The run's vibe settings; a bad server config fails the run's start with the reason. */
 export function vibeSettings(run: RunContext): VibeSettings {
-  const given = run.settingsFor<object>('vibe', {});
-  if (!check(given)) {
-    const why = (check.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
-    throw new Error(`invalid server config runner.vibe: ${why}`);
-  }
+  const given = checkedSettings(run, 'vibe', givenSchema);
   return { ...VIBE_DEFAULTS, ...given, tiers: { ...VIBE_DEFAULTS.tiers, ...(given.tiers ?? {}) } };
 }

@@ -336,6 +336,12 @@ export const configSchema = Type.Object(
           description:
             'tenant → the runner templates (built by `tether template build`) its runs may name; `*` as the tenant applies to every tenant. The base runner image is always allowed',
         }),
+        maxSnapshots: Type.Integer({
+          minimum: 0,
+          default: 8,
+          description:
+            'warmed snapshots of templates with a warm-up (`warmup.json`, docs/templates.md) kept at most, one per template image and run shape (features, limits); runs past it start cold; 0 turns warm starts off',
+        }),
       },
       { additionalProperties: false },
     ),

@@ -31,6 +31,7 @@ import { EgressService } from './egress/service';
 import { ClaimStore } from './pool/ClaimStore';
 import { RunPool } from './pool/RunPool';
 import { TemplateCatalog } from './templates/catalog';
+import { TemplateSnapshots } from './warmStarts/TemplateSnapshots';
 import { Tenancy } from './tenancy/Tenancy';
 
 export const SERVICE_NAME = 'tether.v1.Gateway';
@@ -46,6 +47,8 @@ export interface GatewayRuns {
   lifecycle: RunLifecycle;
   /** Pause and resume, and the resume a call for a paused run sets off. */
   pauses: RunPauses;
+  /** CreateRun's way in: from a template's warmed snapshot where one fits, else as `lifecycle` starts runs. */
+  snapshots: TemplateSnapshots;
   recovery: RunRecovery;
   pool: RunPool;
   tenancy: Tenancy;
@@ -97,6 +100,7 @@ export function assembleRuns(
   const recovery = new RunRecovery({ config, provider, registry, lifecycle, egress, claims, paused, pool });
   // A process of a paused run resumes it first, as a call does.
   const processes = new ProcessService({ ready: (tenant, runId) => pauses.whenReady(tenant, runId) });
+  const snapshots = new TemplateSnapshots({ config, lifecycle, pauses, registry, templates, processes });
   telemetry.watchRuns({
     states: () => registry.all().map((r) => [r.tenant, r.state] as const),
     usage: () => registry.usageByTenant(),
@@ -113,7 +117,9 @@ export function assembleRuns(
     tenancy,
     egress,
     processes,
+    snapshots,
     async close(keep) {
+      snapshots.close();
       recovery.stopDiscovery();
       tenancy.flushRefusals();
       await pool.close(keep);

@@ -44,6 +44,7 @@ export async function startTestGateway(over: Overrides = {}, provider?: SandboxP
       max: { ...base.limits.max, ...(over.limits as GatewayConfig['limits'] | undefined)?.max },
     },
     tenancy: { ...base.tenancy, ...(over.tenancy as object) },
+    templates: { ...base.templates, ...(over.templates as object) },
     questions: { ...base.questions, ...(over.questions as object) },
     docker: { ...base.docker, image: process.env.TETHER_IMAGE ?? base.docker.image, ...(over.docker as object) },
     // No warm pool unless a test asks for one: runs start cold, and a run's container carries its id.

@@ -1,3 +1,4 @@
+import type { TemplateSnapshots } from '../warmStarts/TemplateSnapshots';
 import { status } from '@grpc/grpc-js';
 import type { TokenAuthenticator } from '../auth';
 import { GatewayError, invalid, notFound } from '../errors';
@@ -27,6 +28,7 @@ export interface E2bRuns {
   registry: RunRegistry;
   lifecycle: RunLifecycle;
   pauses: RunPauses;
+  snapshots: Pick<TemplateSnapshots, 'create'>;
 }
 
 /** Per-run settings of the E2B surface that are not part of the run's spec: its environment. */
@@ -221,7 +223,7 @@ export class E2bSandboxes {
       limits: { memoryMb: 0, cpuMillis: 0, pids: 0, diskMb: 0 },
       template: DEFAULT_TEMPLATES.has(templateId) ? '' : templateId,
     };
-    const run = await this.runs.lifecycle.create(tenant, spec);
+    const run = await this.runs.snapshots.create(tenant, spec);
     this.envs.set(run.runId, envVars);
     this.timeouts.set(tenant, run.runId, timeout, body.autoPause === true);
     sendJson(res, 201, this.sandboxOf(run));

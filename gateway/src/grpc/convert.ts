@@ -98,7 +98,8 @@ export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
       exec: approvalTo(r.spec.approvals.exec),
     }),
     limits: create(LimitsSchema, { ...r.spec.limits, diskMb: r.spec.limits.diskMb ?? 0 }),
-    start: r.start === 'pool' ? RunStart.POOL : RunStart.COLD,
+    start: r.start === 'pool' ? RunStart.POOL : r.start === 'template' ? RunStart.TEMPLATE : RunStart.COLD,
+    startNote: r.startNote ?? '',
     usage:
       usage &&
       create(RunUsageSchema, {
@@ -109,6 +110,7 @@ export function runToProto(r: RunRecord, usage?: SandboxUsage): Run {
     template: r.spec.template ?? '',
     egress: r.spec.egress ? create(EgressSchema, { allow: r.spec.egress }) : undefined,
     pause: r.pause && pauseToProto(r.pause),
-    forkedFrom: r.spec.forkedFrom ?? '',
+    // A run restored from its template's snapshot is no tenant's fork: the snapshot's run is the gateway's own.
+    forkedFrom: r.start === 'template' ? '' : (r.spec.forkedFrom ?? ''),
   });
 }

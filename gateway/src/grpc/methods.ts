@@ -19,6 +19,7 @@ import type { RunLifecycle } from '../runs/RunLifecycle';
 import type { RunPauses } from '../runs/RunPauses';
 import type { RunRegistry } from '../runs/RunRegistry';
 import { maxTierOf, tierToProto, visible } from '../surfaces';
+import type { TemplateSnapshots } from '../warmStarts/TemplateSnapshots';
 import type { Tenancy } from '../tenancy/Tenancy';
 import { workerMethods } from '../workers/handlers';
 import { FilesArrivedCommand } from '../../../protocol/src/workspace';
@@ -39,6 +40,7 @@ export interface MethodRuns {
   registry: RunRegistry;
   lifecycle: RunLifecycle;
   pauses: RunPauses;
+  snapshots: Pick<TemplateSnapshots, 'create'>;
   tenancy: Tenancy;
   egress: Pick<EgressService, 'read'>;
   processes: ProcessService;
@@ -51,7 +53,7 @@ export interface MethodRuns {
  * authenticate the caller, run these, and answer in their protocol.
  */
 export function gatewayMethods(
-  { registry, lifecycle, pauses, tenancy, egress, processes }: MethodRuns,
+  { registry, lifecycle, pauses, snapshots, tenancy, egress, processes }: MethodRuns,
   config: GatewayConfig,
   telemetry: Telemetry,
   drain: CallsDrain,
@@ -66,7 +68,7 @@ export function gatewayMethods(
   };
 
   return {
-    createRun: async (req, tenant) => runToProto(await lifecycle.create(tenant, specFromRequest(req))),
+    createRun: async (req, tenant) => runToProto(await snapshots.create(tenant, specFromRequest(req))),
 
     async getRun(req, tenant) {
       const run = registry.get(tenant, req.runId);

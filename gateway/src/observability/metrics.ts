@@ -161,7 +161,7 @@ export class Metrics {
     });
     this.createRunSeconds = new Histogram({
       name: 'tether_create_run_duration_seconds',
-      help: 'CreateRun latency until the run is ready or failed; start is cold (a new sandbox) or pool',
+      help: 'CreateRun latency until the run is ready or failed; start is cold (a new sandbox), pool, or template (restored from its template snapshot)',
       labelNames: ['start', 'outcome'],
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
       registers,

@@ -58,14 +58,31 @@ export class RunLifecycle {
     this.startedListeners.push(listener);
   }
 
-  async create(tenant: string, requested: RunSpec): Promise<RunRecord> {
-    const { config, provider, registry, tenancy, templates, egress, pool, telemetry } = this.deps;
+  /**
+   * A CreateRun's checks at the edge, before anything exists: the rate limit, the spec made
+   * whole, a host workspace's root, the template (its image) and the egress grant. A refusal
+   * leaves nothing behind. Every way a run is created goes through here.
+   */
+  async admitSpec(
+    tenant: string,
+    requested: RunSpec,
+  ): Promise<{ spec: RunSpec; hostWorkspace?: string; image?: string }> {
+    const { config, provider, tenancy, templates, egress } = this.deps;
     tenancy.limitRate(tenant, 'createRun');
     const spec = normalizeSpec(config, requested);
     const hostWorkspace = spec.workspace ? await checkWorkspace(config.workspaceRoots, spec.workspace) : undefined;
-    // Template and egress are checked before anything exists, so a refusal leaves nothing behind.
     const image = await templates.imageFor(tenant, spec.template ?? '');
     if (spec.egress) spec.egress = egress.grant(tenant, spec.egress, provider.capabilities.egress);
+    return { spec, hostWorkspace, image };
+  }
+
+  async create(
+    tenant: string,
+    requested: RunSpec,
+    admitted?: Awaited<ReturnType<RunLifecycle['admitSpec']>>,
+  ): Promise<RunRecord> {
+    const { registry, tenancy, pool } = this.deps;
+    const { spec, hostWorkspace, image } = admitted ?? (await this.admitSpec(tenant, requested));
     // From here to registry.add nothing awaits: the quota check sees every run, queued ones too,
     // and a refusal leaves nothing behind.
     tenancy.checkQuota(tenant, registry.reservedBy(tenant), spec.limits);
@@ -90,18 +107,22 @@ export class RunLifecycle {
       registry.remove(run.runId);
       throw err;
     }
-    const ms = performance.now() - t0;
-    telemetry.runCreated(run, ms, hostWorkspace !== undefined);
+    this.reportStarted(run, performance.now() - t0, hostWorkspace !== undefined, steps || undefined);
+    return run;
+  }
+
+  /** A CreateRun that got past the admission checks, with its latency and origin, for metrics and listeners. */
+  reportStarted(run: RunRecord, ms: number, hostWorkspace: boolean, steps?: ClaimSteps): void {
+    this.deps.telemetry.runCreated(run, ms, hostWorkspace);
     const e: RunStarted = {
       runId: run.runId,
-      tenant,
+      tenant: run.tenant,
       start: run.start,
       ms,
       ok: run.state === 'READY',
       ...(steps ? { steps } : {}),
     };
     for (const l of this.startedListeners) l(e);
-    return run;
   }
 
   /** A claim in the pool every replica shares (an API call, after the run is registered), else a cold start. */

@@ -424,7 +424,7 @@ export class RunPauses {
    * with its reason, the others go on.
    */
   async fork(tenant: string, runId: string, count: number): Promise<RunRecord[]> {
-    const { config, registry, tenancy, provider } = this.deps;
+    const { config, registry } = this.deps;
     const parent = registry.get(tenant, runId);
     const n = count || 1;
     if (!Number.isInteger(n) || n < 1 || n > config.runs.maxForks)
@@ -432,33 +432,6 @@ export class RunPauses {
         status.INVALID_ARGUMENT,
         `count must be 1 to ${config.runs.maxForks} (runs.maxForks), not ${count}`,
       );
-    const refused =
-      this.pausable(parent) ??
-      (provider.newWorkspaces && provider.copyWorkspace
-        ? undefined
-        : `the ${provider.name} provider cannot copy a workspace`);
-    if (refused) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be forked: ${refused}`);
-    await this.settled(runId);
-    if (this.moving.has(runId)) return this.fork(tenant, runId, count);
-    // A checkpoint restores into its own container only: a parent paused at memory depth is
-    // resumed, and its forks start from the state it writes then.
-    if (parent.state === 'PAUSED' && parent.pause?.checkpoint?.name) {
-      await this.resume(tenant, runId);
-      return this.fork(tenant, runId, count);
-    }
-    if (parent.state !== 'PAUSED') this.deps.registry.ready(tenant, runId);
-    // All or nothing: every fork is a live run with the parent's limits.
-    let inUse = registry.reservedBy(tenant);
-    for (let i = 0; i < n; i++) {
-      tenancy.checkQuota(tenant, inUse, parent.spec.limits);
-      const l = parent.spec.limits;
-      inUse = {
-        liveRuns: inUse.liveRuns + 1,
-        memoryMb: inUse.memoryMb + l.memoryMb,
-        cpuMillis: inUse.cpuMillis + l.cpuMillis,
-        diskMb: inUse.diskMb + (l.diskMb ?? 0),
-      };
-    }
     const forks = Array.from(
       { length: n },
       () =>
@@ -470,10 +443,56 @@ export class RunPauses {
           'cold',
         ),
     );
+    await this.forkInto(
+      parent,
+      forks,
+      `This run is a fork of run ${parent.runId}, copied at memory depth: its kernels' variables, language servers and staged edits are those of ${parent.runId} when it was forked; nothing either writes from now on is seen by the other.`,
+    );
+    return forks;
+  }
+
+  /**
+   * Starts `forks` (new records of one tenant, each with `spec.forkedFrom` the parent, not yet
+   * registered) from the parent's state: what ForkRun does, and how a run starts from its
+   * template's snapshot (whose run belongs to the gateway). `memoryNotice` is what a fork
+   * copied at memory depth says in its first result. Refusals and quotas are checked before
+   * anything is registered or made.
+   */
+  async forkInto(parent: RunRecord, forks: RunRecord[], memoryNotice: string): Promise<void> {
+    const { registry, tenancy, provider } = this.deps;
+    const runId = parent.runId;
+    const tenant = forks[0]?.tenant ?? parent.tenant;
+    const refused =
+      this.pausable(parent) ??
+      (provider.newWorkspaces && provider.copyWorkspace
+        ? undefined
+        : `the ${provider.name} provider cannot copy a workspace`);
+    if (refused) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be forked: ${refused}`);
+    await this.settled(runId);
+    if (this.moving.has(runId)) return this.forkInto(parent, forks, memoryNotice);
+    // A checkpoint restores into its own container only: a parent paused at memory depth is
+    // resumed, and its forks start from the state it writes then.
+    if (parent.state === 'PAUSED' && parent.pause?.checkpoint?.name) {
+      await this.resume(parent.tenant, runId);
+      return this.forkInto(parent, forks, memoryNotice);
+    }
+    if (parent.state !== 'PAUSED') registry.ready(parent.tenant, runId);
+    // All or nothing: every fork is a live run with its limits.
+    let inUse = registry.reservedBy(tenant);
+    for (const f of forks) {
+      const l = f.spec.limits;
+      tenancy.checkQuota(tenant, inUse, l);
+      inUse = {
+        liveRuns: inUse.liveRuns + 1,
+        memoryMb: inUse.memoryMb + l.memoryMb,
+        cpuMillis: inUse.cpuMillis + l.cpuMillis,
+        diskMb: inUse.diskMb + (l.diskMb ?? 0),
+      };
+    }
     for (const f of forks) registry.add(f);
     // The parent stays as it is meanwhile: no pause or resume of it starts until the copies are made.
     await this.moveOnce(runId, async () => {
-      if (await this.memoryFork(parent, forks)) return;
+      if (await this.memoryFork(parent, forks, memoryNotice)) return;
       const source = await this.stateOf(parent);
       const specs = await Promise.all(forks.map((f) => this.forkSpec(f)));
       const copies = await provider.newWorkspaces!(specs);
@@ -487,7 +506,6 @@ export class RunPauses {
         if (f.state === 'STARTING') f.fail(`the fork could not be made: ${(err as Error).message}`);
       throw err;
     });
-    return forks;
   }
 
   /** The workspace to copy, with the run's state written into it now. */
@@ -545,11 +563,15 @@ export class RunPauses {
    * made and the parent READY again, where this cannot be done (the caller forks at portable
    * depth). A fork that fails alone is FAILED with its reason.
    */
-  private async memoryFork(parent: RunRecord, forks: RunRecord[]): Promise<boolean> {
+  private async memoryFork(parent: RunRecord, forks: RunRecord[], notice: string): Promise<boolean> {
     const { provider, lifecycle } = this.deps;
     const memory = provider.memory;
     const ready = parent.ready();
     if (!ready || !memory?.snapshot || !memory.copies || parent.spec.egress) return false;
+    // A copy restores into the parent's command, mounts and limits only.
+    const sameSandbox = (f: RunRecord) =>
+      !f.spec.egress && JSON.stringify(f.spec.limits) === JSON.stringify(parent.spec.limits);
+    if (!forks.every(sameSandbox)) return false;
     if (this.memoryRefusal(ready) || memory.refusal?.(ready.sandbox.id)) return false;
     // The checkpoint closes the runner's connections: a call under way would be cut.
     if (ready.runner.toolCallsInFlight > 0) return false;
@@ -558,7 +580,6 @@ export class RunPauses {
     const copied = await this.copiesOf(parent, specs);
     if (!copied) return false;
     const { workspaces, started } = copied;
-    const notice = `This run is a fork of run ${parent.runId}, copied at memory depth: its kernels' variables, language servers and staged edits are those of ${parent.runId} when it was forked; nothing either writes from now on is seen by the other.`;
     await Promise.all(
       forks.map(async (fork, i) => {
         const result = started[i];

@@ -64,8 +64,8 @@ export type RunPhase =
 
 export type RunState = RunPhase['state'];
 
-/** Where a run's sandbox came from: claimed from the warm pool, or started for it. */
-export type RunStart = 'pool' | 'cold';
+/** Where a run's sandbox came from: claimed from the warm pool, started for it, or restored from its template's snapshot. */
+export type RunStart = 'pool' | 'cold' | 'template';
 
 /** One CreateRun's outcome, for metrics: how long it took and where its sandbox came from. */
 export interface RunStarted {
@@ -114,6 +114,8 @@ export class RunRecord {
   pause?: PauseInfo;
   /** What the first tool result after a resume says about what the pause did not keep. */
   private resumeNotice?: string;
+  /** How its start came about, where that is worth saying (GetRun's `start_note`). */
+  startNote?: string;
 
   constructor(
     readonly runId: string,

@@ -45,6 +45,7 @@ export class DockerTemplateImages implements TemplateImageSource {
           ) ?? i.Id,
         base: i.Labels?.[TEMPLATE_LABELS.base] ?? '',
         created: new Date(i.Created * 1000),
+        ...(i.Labels?.[TEMPLATE_LABELS.warmup] ? { warmup: i.Labels[TEMPLATE_LABELS.warmup] } : {}),
       }))
       .sort((a, b) => b.created.getTime() - a.created.getTime());
   }

@@ -5,6 +5,8 @@ export interface TemplateImage {
   /** The runner image it was built on. */
   base: string;
   created: Date;
+  /** Its warm-up as `tether template build` labelled it (JSON), when it has one. */
+  warmup?: string;
 }
 
 /**

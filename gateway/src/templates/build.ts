@@ -6,6 +6,7 @@ import type { TemplateImageBuilder } from '../sandbox/templateImages';
 import { BASE_TEMPLATE, TEMPLATE_LABELS, TEMPLATE_NAME, templateRepository } from './naming';
 import { addPacksToContext, isPackInstall } from './packs/context';
 import { loadPack, packCacheDir } from './packs/manifest';
+import { parseWarmup, WARMUP_FILE } from './warmup';
 
 /** The build argument a template's Dockerfile names its base by. */
 export const BASE_ARG = 'TETHER_IMAGE';
@@ -30,6 +31,8 @@ export interface TemplateBuildResult {
   tag: string;
   built: boolean;
   seconds: number;
+  /** Whether the template declares a warm-up (a gateway makes its snapshot on the template's first use). */
+  warmup: boolean;
 }
 
 /**
@@ -78,6 +81,8 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
   const packs = [...new Set(opts.packs ?? [])].map((p) => loadPack(p));
   if (!dir && packs.length === 0) throw new Error('a template needs a folder with a Dockerfile, or at least one pack');
   const own = dir ? await readDockerfile(dir) : '';
+  // Checked before anything is built: a bad warm-up is the template author's to fix now.
+  const warmup = dir ? await readWarmup(dir) : undefined;
   const baseId = await builder.imageId(baseImage);
   if (!baseId) throw new Error(`runner image ${baseImage} not found: run scripts/setup.sh first`);
 
@@ -96,7 +101,7 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
     const tag = `${templateRepository(name)}:${inputs}`;
     if (await builder.imageId(tag)) {
       out.write(`${tag} exists, not rebuilding\n`);
-      return { tag, built: false, seconds: 0 };
+      return { tag, built: false, seconds: 0, warmup: warmup !== undefined };
     }
 
     out.write(
@@ -107,12 +112,17 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
       [TEMPLATE_LABELS.name]: name,
       [TEMPLATE_LABELS.base]: baseImage,
       [TEMPLATE_LABELS.inputs]: inputs,
+      ...(warmup ? { [TEMPLATE_LABELS.warmup]: JSON.stringify(warmup) } : {}),
     };
     await builder.build({ name, dir: context, dockerfile, buildArgs: { [BASE_ARG]: baseImage }, labels, tag }, out);
     await checkRunnerKept(builder, tag, baseImage);
     const seconds = Math.round((Date.now() - t0) / 100) / 10;
     out.write(`built ${tag} in ${seconds}s\n`);
-    return { tag, built: true, seconds };
+    if (warmup)
+      out.write(
+        `${tag} has a warm-up: a gateway makes its snapshot on the template's first use, and says the warm-up's time and the snapshot's size in its log and in the start_note of the runs from it\n`,
+      );
+    return { tag, built: true, seconds, warmup: warmup !== undefined };
   } finally {
     if (context !== dir) await fs.rm(context, { recursive: true, force: true });
   }
@@ -127,6 +137,18 @@ async function readDockerfile(dir: string): Promise<string> {
       `${file} not found: a template folder holds a Dockerfile (a full one FROM \${${BASE_ARG}}, or a fragment without FROM)`,
     );
   }
+}
+
+/** The folder's warm-up, checked; undefined when it has none. */
+async function readWarmup(dir: string) {
+  const file = path.join(dir, WARMUP_FILE);
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+  return parseWarmup(text, file);
 }
 
 /** A template adds to the runner image; it may not replace how the runner starts. */

@@ -2,13 +2,15 @@ import { status } from '@grpc/grpc-js';
 import type { GatewayConfig } from '../config';
 import { GatewayError, invalid } from '../errors';
 import { NO_TEMPLATE_IMAGES, type TemplateImage, type TemplateImageSource } from '../sandbox/templateImages';
-import { BASE_TEMPLATE } from './naming';
+import { BASE_TEMPLATE, SNAPSHOT_TENANT } from './naming';
+import { parseWarmup, type Warmup } from './warmup';
 
 export type { TemplateImage } from '../sandbox/templateImages';
 
 /** The templates a tenant may name: its own plus those under `*`, with the base first. */
 export function allowedTemplates(config: GatewayConfig, tenant: string): string[] {
   const allowed = config.templates.allowed;
+  if (tenant === SNAPSHOT_TENANT) return [BASE_TEMPLATE, ...new Set(Object.values(allowed).flat())];
   return [...new Set([BASE_TEMPLATE, ...(allowed['*'] ?? []), ...(allowed[tenant] ?? [])])];
 }
 
@@ -18,6 +20,8 @@ export function allowedTemplates(config: GatewayConfig, tenant: string): string[
  */
 export class TemplateCatalog {
   private readonly known = new Map<string, { image: string; until: number }>();
+  /** By image: a tag is the hash of what went into it, so its warm-up never changes. */
+  private readonly warmups = new Map<string, Warmup | undefined>();
 
   /**
    * @param cacheMs how long a template's image, once found, is used without asking again: the
@@ -56,6 +60,18 @@ export class TemplateCatalog {
     const image = await this.images.imageOf(name);
     this.known.set(name, { image, until: this.now() + this.cacheMs });
     return image;
+  }
+
+  /**
+   * The warm-up a template's image carries, if any. A label that does not parse (an image
+   * labelled by hand) is an Error with the reason: the template then starts cold.
+   */
+  async warmupOf(name: string, image: string): Promise<Warmup | undefined> {
+    if (this.warmups.has(image)) return this.warmups.get(image);
+    const found = (await this.list(name)).find((t) => t.image === image);
+    const warmup = found?.warmup ? parseWarmup(found.warmup, `the warm-up label of ${image}`) : undefined;
+    this.warmups.set(image, warmup);
+    return warmup;
   }
 
   /** The built images of one template (or all), newest first. */

@@ -9,6 +9,8 @@ export const TEMPLATE_LABELS = {
   base: 'dev.tether.template.base',
   /** Hash of the template's build context, its Dockerfile and the base image. */
   inputs: 'dev.tether.inputs',
+  /** The template's warm-up (its `warmup.json`, checked), when it has one. */
+  warmup: 'dev.tether.template.warmup',
 } as const;
 
 export const TEMPLATE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/;
@@ -16,3 +18,9 @@ export const TEMPLATE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/;
 export const BASE_TEMPLATE = 'base';
 
 export const templateRepository = (name: string) => `tether-template-${name}`;
+
+/**
+ * The gateway's own tenant, whose runs are template snapshots (gateway/src/warmStarts/): no token
+ * may name it, and it may start from every template.
+ */
+export const SNAPSHOT_TENANT = 'tether:template-snapshots';

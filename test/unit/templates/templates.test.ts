@@ -26,7 +26,10 @@ test('a fragment is put on the runner image; a full Dockerfile must end FROM it'
 });
 
 test('allowed templates: the base, those for every tenant, and the tenant own', async () => {
-  const config = { ...defaultConfig(), templates: { allowed: { '*': ['python-data'], alice: ['fortran'] } } };
+  const config = {
+    ...defaultConfig(),
+    templates: { allowed: { '*': ['python-data'], alice: ['fortran'] }, maxSnapshots: 8 },
+  };
   assert.deepEqual(allowedTemplates(config, 'alice'), ['base', 'python-data', 'fortran']);
   assert.deepEqual(allowedTemplates(config, 'bob'), ['base', 'python-data']);
   const catalog = new TemplateCatalog(config, undefined);
@@ -48,7 +51,7 @@ test('under the kubernetes provider a template is the image the config names for
   const config = {
     ...base,
     provider: 'kubernetes' as const,
-    templates: { allowed: { alice: ['fortran', 'rust'] } },
+    templates: { allowed: { alice: ['fortran', 'rust'] }, maxSnapshots: 8 },
     kubernetes: { ...base.kubernetes, templates: { fortran: 'registry.local/tether-template-fortran:abc' } },
   };
   const catalog = new TemplateCatalog(config, new KubernetesTemplateImages(config.kubernetes.templates));
@@ -111,7 +114,7 @@ test('languages.d: declared servers come first, replace a built-in of the same i
 });
 
 test("a template's image is looked up once, used for a few seconds, then looked up again", async () => {
-  const config = { ...defaultConfig(), templates: { allowed: { '*': ['py'] } } };
+  const config = { ...defaultConfig(), templates: { allowed: { '*': ['py'] }, maxSnapshots: 8 } };
   let lookups = 0;
   let image = 'tether-template-py:1';
   const source = {

@@ -21,7 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-all=(call-latency connect e2b transport clients cpu-per-call containers cold-create pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability packs)
+all=(call-latency connect e2b transport clients cpu-per-call containers cold-create warm-start pool lifecycle density lsp ast debug eval cards-and-workers tenancy observability packs)
 chosen=("${@:-${all[@]}}")
 for b in "${chosen[@]}"; do
   echo "==> bench $b"
@@ -37,6 +37,7 @@ for b in "${chosen[@]}"; do
     cold-create)
       node dist/bench/cold-create.js 10 3 runc
       if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then node dist/bench/cold-create.js 10 3 runsc; fi ;;
+    warm-start) node dist/bench/warm-start.js 5 ;;
     pool) node dist/bench/pool.js 20 50 10 ;;
     lifecycle) node dist/bench/lifecycle.js 5 10 ;;
     density) node dist/bench/density.js 190 10 ;;

@@ -458,7 +458,12 @@ export class RunPauses {
    * copied at memory depth says in its first result. Refusals and quotas are checked before
    * anything is registered or made.
    */
-  async forkInto(parent: RunRecord, forks: RunRecord[], memoryNotice: string): Promise<void> {
+  async forkInto(
+    parent: RunRecord,
+    forks: RunRecord[],
+    memoryNotice: string,
+    opts: { keepPaused?: boolean } = {},
+  ): Promise<void> {
     const { registry, tenancy, provider } = this.deps;
     const runId = parent.runId;
     const tenant = forks[0]?.tenant ?? parent.tenant;
@@ -469,12 +474,13 @@ export class RunPauses {
         : `the ${provider.name} provider cannot copy a workspace`);
     if (refused) throw new GatewayError(status.FAILED_PRECONDITION, `run ${runId} cannot be forked: ${refused}`);
     await this.settled(runId);
-    if (this.moving.has(runId)) return this.forkInto(parent, forks, memoryNotice);
-    // A checkpoint restores into its own container only: a parent paused at memory depth is
-    // resumed, and its forks start from the state it writes then.
-    if (parent.state === 'PAUSED' && parent.pause?.checkpoint?.name) {
+    if (this.moving.has(runId)) return this.forkInto(parent, forks, memoryNotice, opts);
+    // A parent paused at memory depth is resumed, and its forks start from the state it writes
+    // then; with `keepPaused` its checkpoint is copied as it is (and stays), where it can be.
+    const checkpointed = parent.state === 'PAUSED' && parent.pause?.checkpoint?.name;
+    if (checkpointed && !(opts.keepPaused && this.keptCheckpointFits(parent, forks))) {
       await this.resume(parent.tenant, runId);
-      return this.forkInto(parent, forks, memoryNotice);
+      return this.forkInto(parent, forks, memoryNotice, opts);
     }
     if (parent.state !== 'PAUSED') registry.ready(parent.tenant, runId);
     // All or nothing: every fork is a live run with its limits.
@@ -492,6 +498,7 @@ export class RunPauses {
     for (const f of forks) registry.add(f);
     // The parent stays as it is meanwhile: no pause or resume of it starts until the copies are made.
     await this.moveOnce(runId, async () => {
+      if (checkpointed) return this.keptMemoryFork(parent, forks, memoryNotice);
       if (await this.memoryFork(parent, forks, memoryNotice)) return;
       const source = await this.stateOf(parent);
       const specs = await Promise.all(forks.map((f) => this.forkSpec(f)));
@@ -564,14 +571,11 @@ export class RunPauses {
    * depth). A fork that fails alone is FAILED with its reason.
    */
   private async memoryFork(parent: RunRecord, forks: RunRecord[], notice: string): Promise<boolean> {
-    const { provider, lifecycle } = this.deps;
+    const { provider } = this.deps;
     const memory = provider.memory;
     const ready = parent.ready();
     if (!ready || !memory?.snapshot || !memory.copies || parent.spec.egress) return false;
-    // A copy restores into the parent's command, mounts and limits only.
-    const sameSandbox = (f: RunRecord) =>
-      !f.spec.egress && JSON.stringify(f.spec.limits) === JSON.stringify(parent.spec.limits);
-    if (!forks.every(sameSandbox)) return false;
+    if (!sameSandbox(parent, forks)) return false;
     if (this.memoryRefusal(ready) || memory.refusal?.(ready.sandbox.id)) return false;
     // The checkpoint closes the runner's connections: a call under way would be cut.
     if (ready.runner.toolCallsInFlight > 0) return false;
@@ -580,6 +584,64 @@ export class RunPauses {
     const copied = await this.copiesOf(parent, specs);
     if (!copied) return false;
     const { workspaces, started } = copied;
+    await this.connectForks(forks, workspaces, started, notice);
+    logger.info(
+      { runId: parent.runId, forks: forks.length, depth: 'memory', ms: Math.round(performance.now() - t0) },
+      'run forked',
+    );
+    return true;
+  }
+
+  /** Whether forks can be copies of the parent's kept checkpoint (which is not resumed for them). */
+  private keptCheckpointFits(parent: RunRecord, forks: RunRecord[]): boolean {
+    const memory = this.deps.provider.memory;
+    return !!memory?.copies && !!parent.pausedWorkspace && sameSandbox(parent, forks);
+  }
+
+  /**
+   * Forks of a parent paused at memory depth, its checkpoint left as it is: each fork's
+   * workspace a copy of the parent's kept one, each sandbox started from a copy of the
+   * checkpoint. The parent stays paused, ready for the next forks.
+   */
+  private async keptMemoryFork(parent: RunRecord, forks: RunRecord[], notice: string): Promise<void> {
+    const { provider, tenancy } = this.deps;
+    const memory = provider.memory!;
+    const checkpoint = parent.pause!.checkpoint!;
+    const t0 = performance.now();
+    const specs = await Promise.all(forks.map((f) => this.forkSpec(f)));
+    const workspaces = await provider.newWorkspaces!(specs);
+    const copied = provider.copyWorkspace!(parent.pausedWorkspace!, workspaces, specs[0]?.image);
+    copied.catch(() => undefined);
+    let started: PromiseSettledResult<Sandbox>[];
+    try {
+      started = await tenancy.admit(forks[0].tenant, () =>
+        memory.copies!(
+          checkpoint.sandbox,
+          checkpoint.name,
+          specs.map((spec, i) => ({ ...spec, keptWorkspace: workspaces[i] })),
+          copied,
+          true,
+        ),
+      );
+    } catch (err) {
+      for (const w of workspaces) await provider.dropWorkspace?.(w).catch(() => undefined);
+      throw err;
+    }
+    await this.connectForks(forks, workspaces, started, notice);
+    logger.info(
+      { runId: parent.runId, forks: forks.length, depth: 'memory', kept: true, ms: Math.round(performance.now() - t0) },
+      'run forked',
+    );
+  }
+
+  /** Each fork connected to its started sandbox (READY, with `notice` for its first result), or FAILED with why. */
+  private async connectForks(
+    forks: RunRecord[],
+    workspaces: string[],
+    started: PromiseSettledResult<Sandbox>[],
+    notice: string,
+  ): Promise<void> {
+    const { provider, lifecycle } = this.deps;
     await Promise.all(
       forks.map(async (fork, i) => {
         const result = started[i];
@@ -598,11 +660,6 @@ export class RunPauses {
         );
       }),
     );
-    logger.info(
-      { runId: parent.runId, forks: forks.length, depth: 'memory', ms: Math.round(performance.now() - t0) },
-      'run forked',
-    );
-    return true;
   }
 
   /**
@@ -762,4 +819,9 @@ function noticeOf(r: RestoreResult | undefined): string {
   if (r.outcome === 'torn')
     return `This run was paused and resumed, but its saved state was damaged (${r.problem ?? 'unreadable'}): nothing of it came back. Files in the workspace are intact; kernels start empty.`;
   return r.notice;
+}
+
+/** A memory copy restores into its parent's command, mounts and limits only: forks with no egress and the same limits. */
+function sameSandbox(parent: RunRecord, forks: RunRecord[]): boolean {
+  return forks.every((f) => !f.spec.egress && JSON.stringify(f.spec.limits) === JSON.stringify(parent.spec.limits));
 }

@@ -75,14 +75,15 @@ const containersDir = async (docker: Docker) =>
   path.join(((await docker.info()) as { DockerRootDir?: string }).DockerRootDir || '/var/lib/docker', 'containers');
 
 /**
- * Gives each of the containers after the first three arguments the checkpoint `$2` of container
+ * Gives each of the containers after the first four arguments the checkpoint `$2` of container
  * `$1`, under the same name: the image's files hard-linked into each container's own directory
  * (no byte copied; deploy/runsc/runsc-tether restores from there and removes them), or, for an
  * image the runtime left in the engine's checkpoint folder, that folder's files. `$3` is where
- * the engine's containers directory is on the host, mounted here at /c.
+ * the engine's containers directory is on the host, mounted here at /c; `$4` is `keep` when the
+ * source's checkpoint stays whole for more copies.
  */
 const LINK_CHECKPOINT = `set -eu
-src="$1"; name="$2"; root="$3"; shift 3
+src="$1"; name="$2"; root="$3"; keep="$4"; shift 4
 from="/c/$src/checkpoints/$name"
 [ -d "$from" ] || { echo "container $src has no checkpoint $name" >&2; exit 1; }
 image=""
@@ -102,8 +103,8 @@ for id in "$@"; do
     ln "$from"/* "/c/$id/checkpoints/$name/"
   fi
 done
-# Each copy holds its own links: the source's are not needed any more.
-if [ -n "$image" ]; then rm -rf "/c/\${image#"$root/"}"; fi
+# Each copy holds its own links: the source's are not needed any more, unless it is kept.
+if [ -n "$image" ] && [ "$keep" != keep ]; then rm -rf "/c/\${image#"$root/"}"; fi
 `;
 
 /**
@@ -135,6 +136,7 @@ export class DockerCheckpoints implements MemoryCheckpoints {
     checkpoint: string,
     specs: SandboxSpec[],
     copied: Promise<void>,
+    keep = false,
   ): Promise<PromiseSettledResult<Sandbox>[]> {
     const { docker } = this.deps;
     const source = await docker.getContainer(id).inspect();
@@ -149,7 +151,7 @@ export class DockerCheckpoints implements MemoryCheckpoints {
           name: `tether-link-${source.Name.replace(/^\//, '')}-${checkpoint}`,
           Image: image,
           Entrypoint: ['sh', '-c', LINK_CHECKPOINT, 'link'],
-          Cmd: [source.Id, checkpoint, root, ...ids],
+          Cmd: [source.Id, checkpoint, root, keep ? 'keep' : 'use', ...ids],
           // Root, to write into the engine's directories; nothing else: no network, no capability.
           User: '0:0',
           Labels: { [LABELS.managed]: 'true', [LABELS.instance]: source.Config.Labels?.[LABELS.instance] ?? '' },
@@ -171,7 +173,7 @@ export class DockerCheckpoints implements MemoryCheckpoints {
       await Promise.all(ids.map((copy) => this.deps.discard(copy).catch(() => undefined)));
       throw err;
     } finally {
-      await this.drop(id, checkpoint).catch(() => undefined);
+      if (!keep) await this.drop(id, checkpoint).catch(() => undefined);
     }
     return Promise.allSettled(
       made.map(async (m) => {

@@ -69,13 +69,15 @@ export interface MemoryCheckpoints {
    * from. What does not need the workspaces' files is done at once; the sandboxes start once
    * `copied` (the copy of the workspace made while the runner was quiesced) resolves, and none
    * does when it rejects. Each settles on its own; a failed one leaves only its workspace behind.
-   * The checkpoint is used up.
+   * The checkpoint is used up, unless `keep`: then it stays whole with its sandbox, for more
+   * copies later (a template's snapshot, paused at memory depth, is forked this way).
    */
   copies?(
     id: string,
     checkpoint: string,
     specs: SandboxSpec[],
     copied: Promise<void>,
+    keep?: boolean,
   ): Promise<PromiseSettledResult<Sandbox>[]>;
 }
 

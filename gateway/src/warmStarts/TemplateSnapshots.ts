@@ -86,6 +86,10 @@ export class TemplateSnapshots {
         } catch (err) {
           // A quota says no to the run whichever way it starts; anything else, a cold start says why.
           if (err instanceof GatewayError && err.code === status.RESOURCE_EXHAUSTED) throw err;
+          // Made again a minute on, rather than every run paying for a snapshot that does not restore.
+          snapshot.state = 'failed';
+          snapshot.why = `starting from it failed: ${(err as Error).message}`;
+          snapshot.madeAt = new Date();
           note = `started cold: starting from the snapshot of template ${template} failed: ${(err as Error).message}`;
         }
       } else
@@ -121,6 +125,8 @@ export class TemplateSnapshots {
         state: 'failed',
         why: `the gateway keeps ${this.deps.config.templates.maxSnapshots} snapshots at most (templates.maxSnapshots), of templates and run shapes (features, limits) asked for first`,
       };
+    // The one it replaces goes: a failed one's run, or one whose run ended.
+    if (known?.run) void this.deps.lifecycle.delete(SNAPSHOT_TENANT, known.run.runId).catch(() => undefined);
     const snapshot: Snapshot = { key, template, image, state: 'making' };
     this.snapshots.set(key, snapshot);
     void this.make(snapshot, spec, warmup);
@@ -200,7 +206,9 @@ export class TemplateSnapshots {
         parent,
         [run],
         `This run started from the snapshot of its template ${snapshot.template} (made at ${made}): its language servers, kernels and workspace are as the template's warm-up left them.`,
+        { keepPaused: true },
       );
+      if (run.state === 'FAILED') throw new Error(run.error);
     } catch (err) {
       if (this.deps.registry.find(run.runId)) await lifecycle.delete(tenant, run.runId).catch(() => undefined);
       throw err;

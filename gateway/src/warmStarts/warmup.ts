@@ -59,7 +59,11 @@ export async function runWarmup(
       const ran = await tool(
         deps,
         'eval',
-        { language: cell.language, code: cell.code, description: `the template warm-up's cell ${i + 1}, before its snapshot` },
+        {
+          language: cell.language,
+          code: cell.code,
+          description: `the template warm-up's cell ${i + 1}, before its snapshot`,
+        },
         left(),
       );
       if (ran.isError) throw new Error(`eval cell ${i + 1} (${cell.language}): ${textOf(ran).slice(0, 2000)}`);

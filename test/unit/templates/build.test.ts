@@ -59,8 +59,23 @@ test('a template is built once per content, labelled with its name, base and inp
       'dev.tether.inputs': first.tag.split(':')[1],
     });
     const again = await buildTemplate(opts);
-    assert.deepEqual(again, { tag: first.tag, built: false, seconds: 0 });
+    assert.deepEqual(again, { tag: first.tag, built: false, seconds: 0, warmup: false });
     assert.equal(builder.builds.length, 1);
+  });
+});
+
+test("a template's warm-up is checked before the build and carried on the image; a bad one builds nothing", async () => {
+  const builder = new FakeBuilder();
+  builder.images.set('tether-runner:1', { id: 'sha256:base', entrypoint: ['/runner'] });
+  await withTemplate('RUN true\n', async (dir) => {
+    const opts = { name: 'warm', dir, baseImage: 'tether-runner:1', builder, progress: quiet() };
+    writeFileSync(path.join(dir, 'warmup.json'), '{"open": ["../outside.ts"]}');
+    await assert.rejects(buildTemplate(opts), /warmup\.json: not a warm-up \(\/open\/0 /);
+    assert.equal(builder.builds.length, 0);
+    writeFileSync(path.join(dir, 'warmup.json'), '{"open": ["src/a.ts"]}');
+    const built = await buildTemplate(opts);
+    assert.equal(built.warmup, true);
+    assert.deepEqual(JSON.parse(builder.builds[0].labels['dev.tether.template.warmup']), { open: ['src/a.ts'] });
   });
 });
 

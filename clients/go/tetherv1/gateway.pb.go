@@ -204,6 +204,8 @@ const (
 	RunStart_RUN_START_COLD RunStart = 1
 	// Claimed from the gateway's warm pool of started, idle sandboxes.
 	RunStart_RUN_START_POOL RunStart = 2
+	// Restored from its template's warmed snapshot (docs/templates.md, "Warm-up").
+	RunStart_RUN_START_TEMPLATE RunStart = 3
 )
 
 // Enum value maps for RunStart.
@@ -212,11 +214,13 @@ var (
 		0: "RUN_START_UNSPECIFIED",
 		1: "RUN_START_COLD",
 		2: "RUN_START_POOL",
+		3: "RUN_START_TEMPLATE",
 	}
 	RunStart_value = map[string]int32{
 		"RUN_START_UNSPECIFIED": 0,
 		"RUN_START_COLD":        1,
 		"RUN_START_POOL":        2,
+		"RUN_START_TEMPLATE":    3,
 	}
 )
 
@@ -1059,7 +1063,11 @@ type Run struct {
 	// The last pause: set while the run is PAUSED, and after a resume until the next one.
 	Pause *RunPause `protobuf:"bytes,15,opt,name=pause,proto3" json:"pause,omitempty"`
 	// The run this one was forked from; empty otherwise.
-	ForkedFrom    string `protobuf:"bytes,16,opt,name=forked_from,json=forkedFrom,proto3" json:"forked_from,omitempty"`
+	ForkedFrom string `protobuf:"bytes,16,opt,name=forked_from,json=forkedFrom,proto3" json:"forked_from,omitempty"`
+	// How its start came about, where that is worth saying: a run of a template with a warm-up
+	// that started cold says why (its snapshot is being made, is stale, or failed, and why); one
+	// restored from the snapshot says at which depth and when the snapshot was made.
+	StartNote     string `protobuf:"bytes,17,opt,name=start_note,json=startNote,proto3" json:"start_note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1202,6 +1210,13 @@ func (x *Run) GetPause() *RunPause {
 func (x *Run) GetForkedFrom() string {
 	if x != nil {
 		return x.ForkedFrom
+	}
+	return ""
+}
+
+func (x *Run) GetStartNote() string {
+	if x != nil {
+		return x.StartNote
 	}
 	return ""
 }
@@ -5014,7 +5029,7 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1e\n" +
 	"\x06Egress\x12\x14\n" +
-	"\x05allow\x18\x01 \x03(\tR\x05allow\"\xc1\x05\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\"\xe0\x05\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12)\n" +
@@ -5034,7 +5049,9 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"\x05start\x18\x0e \x01(\x0e2\x13.tether.v1.RunStartR\x05start\x12)\n" +
 	"\x05pause\x18\x0f \x01(\v2\x13.tether.v1.RunPauseR\x05pause\x12\x1f\n" +
 	"\vforked_from\x18\x10 \x01(\tR\n" +
-	"forkedFrom\x1a9\n" +
+	"forkedFrom\x12\x1d\n" +
+	"\n" +
+	"start_note\x18\x11 \x01(\tR\tstartNote\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x01\n" +
@@ -5309,11 +5326,12 @@ const file_tether_v1_gateway_proto_rawDesc = "" +
 	"PauseDepth\x12\x1b\n" +
 	"\x17PAUSE_DEPTH_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PAUSE_DEPTH_PORTABLE\x10\x01\x12\x16\n" +
-	"\x12PAUSE_DEPTH_MEMORY\x10\x02*M\n" +
+	"\x12PAUSE_DEPTH_MEMORY\x10\x02*e\n" +
 	"\bRunStart\x12\x19\n" +
 	"\x15RUN_START_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eRUN_START_COLD\x10\x01\x12\x12\n" +
-	"\x0eRUN_START_POOL\x10\x02*_\n" +
+	"\x0eRUN_START_POOL\x10\x02\x12\x16\n" +
+	"\x12RUN_START_TEMPLATE\x10\x03*_\n" +
 	"\tAgentKind\x12\x1a\n" +
 	"\x16AGENT_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fAGENT_KIND_MAIN\x10\x01\x12!\n" +

@@ -151,6 +151,7 @@ export class RunPauses {
       return why;
     }
     info.checkpoint = { sandbox: sandbox.id, name };
+    info.stateBytes = (await memory.sizeOf?.(sandbox.id, name).catch(() => undefined)) ?? 0;
     // The checkpoint is written whole: from now on it is what a resume restores.
     await paused.write(run.runId, PausedStore.recordOf(run, workspace, info), { durable: true });
     run.paused(workspace, info);

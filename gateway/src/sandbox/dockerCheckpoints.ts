@@ -214,6 +214,20 @@ export class DockerCheckpoints implements MemoryCheckpoints {
     return this.woken(container, await this.runIdOf(container));
   }
 
+  /**
+   * The checkpoint's image (the folder runsc-tether wrote, named by the checkpoint's stub), or
+   * the checkpoint folder itself: read on this side, so only a gateway that sees the engine's
+   * directory (on the host, as root) can tell.
+   */
+  async sizeOf(id: string, checkpoint: string): Promise<number | undefined> {
+    const container = await this.deps.docker.getContainer(id).inspect();
+    const root = await containersDir(this.deps.docker);
+    const folder = path.join(root, container.Id, 'checkpoints', checkpoint);
+    const stub = await fs.readFile(path.join(folder, 'tether-image'), 'utf8').catch(() => '');
+    const image = stub.split('\n')[0].trim();
+    return folderBytes(image.startsWith(path.join(root, container.Id, 'tether-memory')) ? image : folder);
+  }
+
   async drop(id: string, checkpoint: string): Promise<void> {
     await withCheckpoints(this.deps.docker.getContainer(id)).deleteCheckpoint(checkpoint);
   }
@@ -237,5 +251,17 @@ export class DockerCheckpoints implements MemoryCheckpoints {
     const runId = info.Config.Labels?.[LABELS.runId];
     if (!runId) throw new Error(`container ${container.id} belongs to no run`);
     return runId;
+  }
+}
+
+/** Bytes the files of a folder take on disk; undefined where it cannot be read. */
+async function folderBytes(dir: string): Promise<number | undefined> {
+  try {
+    let total = 0;
+    for (const e of await fs.readdir(dir, { withFileTypes: true }))
+      if (e.isFile()) total += (await fs.stat(path.join(dir, e.name))).blocks * 512;
+    return total;
+  } catch {
+    return undefined;
   }
 }

@@ -58,6 +58,8 @@ export interface MemoryCheckpoints {
   wake(id: string): Promise<Sandbox>;
   /** Removes a checkpoint the run no longer needs (a resume came through). */
   drop(id: string, checkpoint: string): Promise<void>;
+  /** Bytes a checkpoint holds on the host, where this side can see them (undefined: it cannot). */
+  sizeOf?(id: string, checkpoint: string): Promise<number | undefined>;
   /**
    * For memory forks, where the provider can make them: checkpoints the sandbox and leaves it
    * running, its runner still quiesced (`wake`). Resolves with the checkpoint's name.

@@ -87,7 +87,7 @@ test("the schema's defaults are the built-in config", () => {
       templates: {},
     },
     tenancy: { default: {}, tenants: {}, admission: { concurrency: 8 } },
-    templates: { allowed: {} },
+    templates: { allowed: {}, maxSnapshots: 8 },
     egress: { allowed: {}, testHosts: {} },
     metrics: { listen: '' },
     tracing: { otlpEndpoint: '', serviceName: 'tether-gateway' },

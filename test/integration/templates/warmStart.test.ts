@@ -90,6 +90,9 @@ for (const runtime of ['runc', 'runsc'] as const) {
       const run = await runFromSnapshot(t.alice);
       const depth = runtime === 'runsc' ? 'memory' : 'portable';
       assert.match(run.startNote, new RegExp(`restored from the snapshot of template warm .*at ${depth} depth`));
+      // The snapshot's size: its checkpoint at memory depth (the servers' and kernel's pages).
+      const mib = Number(/([\d.]+) MiB of state/.exec(run.startNote)?.[1]);
+      if (depth === 'memory') assert.ok(mib > 50, run.startNote);
       assert.equal(run.forkedFrom, '', "the snapshot's run is the gateway's own");
       const got = await t.alice.getRun(run.runId);
       assert.equal(got.start, RunStart.TEMPLATE);

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { loadConfig, type ProviderName } from './config';
-import { registerClientCommands } from './clientCommands';
+import { registerClientCommands, registerTemplateWarm } from './clientCommands';
 import { startGateway } from './server';
 import { diagnose, formatReport, type Check } from './doctor';
 import { registerTemplateCommands } from './templates/cli';
@@ -98,7 +98,7 @@ program
   });
 
 registerClientCommands(program, fail);
-registerTemplateCommands(program, fail);
+registerTemplateWarm(registerTemplateCommands(program, fail), fail);
 registerEgressCommands(program, fail);
 
 program.parseAsync(process.argv).catch(fail);

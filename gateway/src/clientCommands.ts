@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { AgentKind, RunState, SurfaceMode, Tier, TetherClient, type ToolResult } from '@tether/client';
+import { AgentKind, RunStart, RunState, SurfaceMode, Tier, TetherClient, type ToolResult } from '@tether/client';
 
 // The CLI's client-side commands: each is a plain user of @tether/client's public API, as any
 // platform's code is, so the CLI exercises the package it ships and no gateway internals.
@@ -25,37 +25,39 @@ const surfaceOf = (o: { plan?: boolean; readOnly?: boolean }) => ({
   agent: o.readOnly ? AgentKind.READ_ONLY_SUBAGENT : AgentKind.MAIN,
 });
 
-/** Registers `run create|list|delete|pause|resume|fork`, `tools` and `call`, which talk to a running gateway. */
+const FEATURES_HELP = 'comma list of lsp,ast,debug,eval,questions,vibe,commands';
+
+function featuresOf(list: string, targetSpace: string) {
+  const f = new Set(list.split(',').map((s) => s.trim()));
+  return {
+    lsp: f.has('lsp'),
+    ast: f.has('ast'),
+    debug: f.has('debug'),
+    eval: f.has('eval'),
+    vibe: f.has('vibe'),
+    commands: f.has('commands'),
+    questions: { enabled: f.has('questions'), targetSpace },
+  };
+}
+
+/** Registers `run create|list|delete|pause|resume|fork`, `tools`, `call` and `template warm`, which talk to a running gateway. */
 export function registerClientCommands(program: Command, fail: (err: unknown) => never): void {
   const run = program.command('run').description('manage runs');
   withConn(run.command('create'))
     .description('create a run')
     .option('--conversation <id>', 'conversation id', 'cli')
     .option('--workspace <dir>', 'host directory to use as the workspace (must be under an allowed root)')
-    .option('--features <list>', 'comma list of lsp,ast,debug,eval,questions,vibe,commands', 'lsp,ast,debug,eval')
+    .option('--features <list>', FEATURES_HELP, 'lsp,ast,debug,eval')
     .option('--target-space <name>', 'where question cards are shown', 'cli')
     .option('--template <name>', 'runner template (default: the base runner image)')
     .option('--egress [hosts]', "grant egress: a comma list of host:port, or nothing for the tenant's whole allow-list")
     .action(async (o) => {
       const c = client(o);
-      const f = new Set(
-        String(o.features)
-          .split(',')
-          .map((s: string) => s.trim()),
-      );
       try {
         const r = await c.createRun({
           conversationId: o.conversation,
           workspace: o.workspace ?? '',
-          features: {
-            lsp: f.has('lsp'),
-            ast: f.has('ast'),
-            debug: f.has('debug'),
-            eval: f.has('eval'),
-            vibe: f.has('vibe'),
-            commands: f.has('commands'),
-            questions: { enabled: f.has('questions'), targetSpace: o.targetSpace },
-          },
+          features: featuresOf(o.features, o.targetSpace),
           template: o.template ?? '',
           ...(o.egress !== undefined
             ? {
@@ -213,4 +215,43 @@ function render(r: ToolResult): string {
     })
     .filter(Boolean)
     .join('\n');
+}
+
+/**
+ * `template warm NAME`: has a running gateway make the snapshot of a template with a warm-up
+ * (runs of it start cold until then) and reports it. The runs it creates meanwhile are removed.
+ */
+export function registerTemplateWarm(template: Command, fail: (err: unknown) => never): void {
+  withConn(template.command('warm <name>'))
+    .description(
+      "have a running gateway make a template's snapshot (its warm-up, docs/templates.md) for runs of these features; prints the warm-up's time and the snapshot's size",
+    )
+    .option('--features <list>', FEATURES_HELP, 'lsp,ast,debug,eval')
+    .option('--target-space <name>', 'where question cards are shown', 'cli')
+    .option('--timeout <seconds>', 'give up after this long', '900')
+    .action(async (name: string, o) => {
+      const c = client(o);
+      const until = Date.now() + Number(o.timeout) * 1000;
+      try {
+        for (;;) {
+          const r = await c.createRun({
+            conversationId: 'tether template warm',
+            features: featuresOf(o.features, o.targetSpace),
+            template: name,
+          });
+          await c.deleteRun(r.runId).catch(() => undefined);
+          if (r.start === RunStart.TEMPLATE) {
+            console.log(`${name}: ${r.startNote}`);
+            break;
+          }
+          if (!/being made/.test(r.startNote)) throw new Error(r.startNote || `template ${name} has no warm-up`);
+          if (Date.now() > until) throw new Error(`the snapshot of ${name} was not made in ${o.timeout} s`);
+          await new Promise((res) => setTimeout(res, 2000));
+        }
+      } catch (err) {
+        fail(err);
+      } finally {
+        c.close();
+      }
+    });
 }

@@ -120,7 +120,7 @@ export async function buildTemplate(opts: TemplateBuildOptions): Promise<Templat
     out.write(`built ${tag} in ${seconds}s\n`);
     if (warmup)
       out.write(
-        `${tag} has a warm-up: a gateway makes its snapshot on the template's first use, and says the warm-up's time and the snapshot's size in its log and in the start_note of the runs from it\n`,
+        `${tag} has a warm-up: a gateway makes its snapshot on the template's first use (tether template warm ${name} has it made now and prints the warm-up's time and the snapshot's size)\n`,
       );
     return { tag, built: true, seconds, warmup: warmup !== undefined };
   } finally {

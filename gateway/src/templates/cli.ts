@@ -6,8 +6,8 @@ import { buildTemplate } from './build';
 import { TemplateCatalog } from './catalog';
 import { listPacks, loadPack, packsDir } from './packs/manifest';
 
-/** `tether template build|list`. */
-export function registerTemplateCommands(program: Command, fail: (err: unknown) => never): void {
+/** `tether template build|packs|list`; returns the `template` command, for the client's `template warm`. */
+export function registerTemplateCommands(program: Command, fail: (err: unknown) => never): Command {
   const template = program.command('template').description('runner templates: images derived from the runner image');
   template
     .command('build <name> [dir]')
@@ -55,6 +55,7 @@ export function registerTemplateCommands(program: Command, fail: (err: unknown) 
         fail(err);
       }
     });
+  return template;
 }
 
 function collect(value: string, previous: string[]): string[] {

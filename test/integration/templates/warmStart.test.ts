@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -22,6 +24,7 @@ import { buildWarmTemplate } from './warmTemplate';
  * snapshot is never served the old one.
  */
 const TEMPLATE = 'warm';
+const REPO = path.resolve(__dirname, '../../../..');
 const features = { lsp: true, eval: true };
 
 async function call(c: TetherClient, runId: string, tool: string, args: Record<string, unknown>) {
@@ -155,6 +158,21 @@ for (const runtime of ['runc', 'runsc'] as const) {
       assert.match(theirs.text, /\{"answer": 42\}/);
       await t.alice.deleteRun(other.runId);
       await t.alice.deleteRun(run.runId);
+    });
+
+    test('`tether template warm` has the gateway make the snapshot and prints its warm-up time and size', async (ctx) => {
+      if (skip || !t) return ctx.skip(skip || 'no gateway');
+      // Not execFileSync: the gateway answering it runs in this process.
+      const { stdout: out } = await promisify(execFile)(
+        process.execPath,
+        [path.join(REPO, 'bin/tether'), 'template', 'warm', TEMPLATE, '--features', 'lsp,eval'],
+        { env: { ...process.env, TETHER_ADDRESS: t.gateway.address, TETHER_TOKEN: 'token-alice' }, encoding: 'utf8' },
+      );
+      assert.match(
+        out,
+        /^warm: restored from the snapshot of template warm made at .* \(warm-up \d+ ms, [\d.]+ MiB of state\)/,
+      );
+      assert.deepEqual(await t.alice.listRuns(), [], 'the runs it made are gone');
     });
 
     test('a template rebuilt after its snapshot is not served the old snapshot', async (ctx) => {

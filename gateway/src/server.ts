@@ -162,6 +162,8 @@ export async function startGateway(config: GatewayConfig, given?: SandboxProvide
   const recovered = await runs.recovery.recover();
   if (recovered.recovered || recovered.removed || recovered.left || recovered.paused)
     logger.info(recovered, 'runs found after restart');
+  const snapshotsLeft = await runs.snapshots.dropLeftovers();
+  if (snapshotsLeft) logger.info({ removed: snapshotsLeft }, 'template snapshots of an earlier gateway removed');
   runs.lifecycle.startSweeper();
   runs.pauses.startSweeper();
   await runs.recovery.startDiscovery();

@@ -218,6 +218,17 @@ export class TemplateSnapshots {
     return run;
   }
 
+  /**
+   * Removes the snapshots an earlier gateway left (found by recovery): this one knows nothing of
+   * how they were made, and each holds a workspace and maybe a checkpoint. They are made again
+   * on first use.
+   */
+  async dropLeftovers(): Promise<number> {
+    const left = this.deps.registry.all().filter((r) => r.tenant === SNAPSHOT_TENANT);
+    for (const r of left) await this.deps.lifecycle.delete(SNAPSHOT_TENANT, r.runId).catch(() => undefined);
+    return left.length;
+  }
+
   close(): void {
     this.closed = true;
   }

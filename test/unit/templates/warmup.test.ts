@@ -41,6 +41,7 @@ function fakes(warmup: Warmup | undefined, config: GatewayConfig = defaultConfig
   const forks: { parent: string; tenant: string; keepPaused?: boolean }[] = [];
   const deleted: string[] = [];
   let warmupFails = false;
+  const left: RunRecord[] = [];
   const ready = (tenant: string, s: RunSpec) => {
     const r = new RunRecord(`run-${created.length}`, tenant, s, new Date());
     Object.defineProperty(r, 'state', { get: () => 'READY' });
@@ -72,11 +73,11 @@ function fakes(warmup: Warmup | undefined, config: GatewayConfig = defaultConfig
         Object.defineProperty(fs[0], 'state', { get: () => 'READY' });
       },
     },
-    registry: { find: () => undefined },
+    registry: { find: () => undefined, all: () => left },
     templates: { warmupOf: async () => warmup },
     processes: { start: async () => 1 },
   } as unknown as TemplateSnapshotsDeps;
-  return { deps, created, forks, deleted, failWarmup: () => (warmupFails = true) };
+  return { deps, created, forks, deleted, left, failWarmup: () => (warmupFails = true) };
 }
 
 const settle = () => new Promise((r) => setTimeout(r, 20));
@@ -130,4 +131,12 @@ test('no warm-up, no note; a failed warm-up says why and its run is removed; pas
 test('no token may name the snapshots tenant', () => {
   const f = fakes(undefined, { ...defaultConfig(), tokens: { t: SNAPSHOT_TENANT } });
   assert.throws(() => new TemplateSnapshots(f.deps), /no token may name it/);
+});
+
+test("snapshots an earlier gateway left are removed at start; tenants' runs are not", async () => {
+  const f = fakes(undefined);
+  f.left.push(new RunRecord('run-old', SNAPSHOT_TENANT, spec('warm'), new Date()));
+  f.left.push(new RunRecord('run-alice', 'alice', spec('warm'), new Date()));
+  assert.equal(await new TemplateSnapshots(f.deps).dropLeftovers(), 1);
+  assert.deepEqual(f.deleted, ['run-old']);
 });

@@ -117,7 +117,9 @@ export class TemplateSnapshots {
         (known.state === 'failed' && Date.now() - (known.madeAt?.getTime() ?? 0) < RETRY_FAILED_MS))
     )
       return known;
-    if (!known && this.snapshots.size >= this.deps.config.templates.maxSnapshots)
+    // Here `known`, if any, ended or failed a while ago: pruned with the others that count for nothing.
+    this.prune(template, image);
+    if (this.snapshots.size >= this.deps.config.templates.maxSnapshots)
       return {
         key,
         template,
@@ -125,12 +127,26 @@ export class TemplateSnapshots {
         state: 'failed',
         why: `the gateway keeps ${this.deps.config.templates.maxSnapshots} snapshots at most (templates.maxSnapshots), of templates and run shapes (features, limits) asked for first`,
       };
-    // The one it replaces goes: a failed one's run, or one whose run ended.
-    if (known?.run) void this.deps.lifecycle.delete(SNAPSHOT_TENANT, known.run.runId).catch(() => undefined);
     const snapshot: Snapshot = { key, template, image, state: 'making' };
     this.snapshots.set(key, snapshot);
     void this.make(snapshot, spec, warmup);
     return snapshot;
+  }
+
+  /**
+   * Lets go of the snapshots that count for nothing any more: those of an older image of this
+   * template (rebuilt since: never served again), and those whose run ended or that failed a while
+   * ago. Only they free a place under templates.maxSnapshots.
+   */
+  private prune(template: string, image: string): void {
+    for (const [key, s] of this.snapshots) {
+      const superseded = s.template === template && s.image !== image && s.state !== 'making';
+      const ended = s.state === 'ready' && !['PAUSED', 'PAUSING', 'READY'].includes(s.run?.state ?? '');
+      const stale = s.state === 'failed' && Date.now() - (s.madeAt?.getTime() ?? 0) >= RETRY_FAILED_MS;
+      if (!superseded && !ended && !stale) continue;
+      this.snapshots.delete(key);
+      if (s.run) void this.deps.lifecycle.delete(SNAPSHOT_TENANT, s.run.runId).catch(() => undefined);
+    }
   }
 
   private async make(snapshot: Snapshot, shape: RunSpec, warmup: Warmup): Promise<void> {

@@ -140,3 +140,22 @@ test("snapshots an earlier gateway left are removed at start; tenants' runs are 
   assert.equal(await new TemplateSnapshots(f.deps).dropLeftovers(), 1);
   assert.deepEqual(f.deleted, ['run-old']);
 });
+
+test("a rebuilt template lets go of the old image's snapshot, so rebuilds never use up templates.maxSnapshots", async () => {
+  const f = fakes({ open: [] as string[] } as unknown as Warmup, {
+    ...defaultConfig(),
+    templates: { allowed: {}, maxSnapshots: 1 },
+  });
+  let image = 'img-warm-1';
+  f.deps.lifecycle.admitSpec = (async (_t: string, s: RunSpec) => ({ spec: s, image })) as never;
+  const snapshots = new TemplateSnapshots(f.deps);
+  await snapshots.create('alice', spec('warm'));
+  await settle();
+  assert.equal((await snapshots.create('alice', spec('warm'))).start, 'template');
+  image = 'img-warm-2';
+  const rebuilt = await snapshots.create('alice', spec('warm'));
+  assert.match(rebuilt.startNote ?? '', /being made/, 'not refused by the cap: the old snapshot went');
+  assert.equal(f.deleted.length, 1, "the old snapshot's run is removed");
+  await settle();
+  assert.equal((await snapshots.create('alice', spec('warm'))).start, 'template');
+});

@@ -14,6 +14,8 @@ import type { Warmup } from '../templates/warmup';
 import { runWarmup } from './warmup';
 
 const RETRY_FAILED_MS = 60_000;
+/** Whether a snapshot's run is still there to fork (its lifetime or a delete ends it like any run's). */
+const alive = (s: Snapshot) => ['PAUSED', 'PAUSING', 'READY'].includes(s.run?.state ?? '');
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
 
 export interface TemplateSnapshotsDeps {
@@ -109,11 +111,10 @@ export class TemplateSnapshots {
     const known = this.snapshots.get(key);
     // A snapshot's run ends like any (its lifetime, a delete): the next run asking makes it again;
     // one that failed is tried again a minute on.
-    const alive = ['PAUSED', 'PAUSING', 'READY'].includes(known?.run?.state ?? '');
     if (
       known &&
       (known.state === 'making' ||
-        (known.state === 'ready' && alive) ||
+        (known.state === 'ready' && alive(known)) ||
         (known.state === 'failed' && Date.now() - (known.madeAt?.getTime() ?? 0) < RETRY_FAILED_MS))
     )
       return known;
@@ -141,7 +142,7 @@ export class TemplateSnapshots {
   private prune(template: string, image: string): void {
     for (const [key, s] of this.snapshots) {
       const superseded = s.template === template && s.image !== image && s.state !== 'making';
-      const ended = s.state === 'ready' && !['PAUSED', 'PAUSING', 'READY'].includes(s.run?.state ?? '');
+      const ended = s.state === 'ready' && !alive(s);
       const stale = s.state === 'failed' && Date.now() - (s.madeAt?.getTime() ?? 0) >= RETRY_FAILED_MS;
       if (!superseded && !ended && !stale) continue;
       this.snapshots.delete(key);
